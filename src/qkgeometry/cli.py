@@ -1,0 +1,107 @@
+"""``qkgeometry`` command line.
+
+    qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2]
+    qkgeometry architectures
+
+SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf file, ``offline:<name>`` or a Hub id.
+Other chapters register more subcommands through :data:`SUBCOMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+#: Extra subcommands: name -> function(subparsers) that adds the parser and sets ``func``.
+SUBCOMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {}
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score every attention layer (or head) of one model",
+                       description="Score one model. Prints median and IQR per component and writes the tidy CSV.")
+    p.add_argument("source", help="model folder, .gguf file, offline:<name> alias or Hub id")
+    p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
+    p.add_argument("--out", type=Path, help="write the tidy per-row results to this CSV file")
+    p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    p.set_defaults(func=_cmd_score)
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from .survey import score_model, summarize
+
+    frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty())
+    summary = summarize(frame)
+    print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}, "
+          f"{len(frame)} rows; scores are median [q25, q75]")
+    print(format_summary(summary))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.out, index=False)
+        print(f"wrote {len(frame)} rows to {args.out}")
+    return 0
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """Human table: one line per (model, component) with median [IQR] of both scores."""
+    def cell(row, score: str) -> str:
+        return f"{row[f'{score}_median']:+.3f} [{row[f'{score}_q25']:+.3f}, {row[f'{score}_q75']:+.3f}]"
+
+    table = pd.DataFrame({
+        "component": summary["component"],
+        "n": summary["n"],
+        "symmetry": [cell(r, "symmetry") for _, r in summary.iterrows()],
+        "directionality": [cell(r, "directionality") for _, r in summary.iterrows()],
+    })
+    return table.to_string(index=False)
+
+
+def _add_architectures(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("architectures", help="list the supported model types and where their Q/K live")
+    p.set_defaults(func=_cmd_architectures)
+
+
+def _cmd_architectures(args: argparse.Namespace) -> int:
+    from .architectures import REGISTRY
+
+    rows = []
+    for key in sorted(REGISTRY):
+        arch = REGISTRY[key]
+        for block in arch.blocks:
+            rows.append({"model_type": key, "family": arch.family, "component": block.component,
+                         "layout": block.layout, "query tensor": block.q,
+                         "gguf": arch.gguf.arch if arch.gguf else "", "notes": arch.notes})
+    print(pd.DataFrame(rows).to_string(index=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qkgeometry",
+        description="Symmetry and directionality of the query-key bilinear form W_qk = W_Q W_K^T.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_score(sub)
+    _add_architectures(sub)
+    for add in SUBCOMMANDS.values():
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``qkgeometry`` console script. Errors print one clear line and exit with status 2."""
+    args = build_parser().parse_args(argv)
+    from .loading import SourceError
+
+    try:
+        return int(args.func(args) or 0)
+    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError) as e:
+        print(f"qkgeometry {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
