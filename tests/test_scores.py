@@ -1,0 +1,223 @@
+"""Scores: definitions, invariances, factored == dense, and input validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import ortho_group
+
+import qkgeometry as qg
+from qkgeometry.scores import directionality_from_norms
+
+SEEDS = range(20)
+
+
+def rand(seed: int, *shape: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# ----------------------------------------------------------------------------------- symmetry score
+@pytest.mark.parametrize("seed", SEEDS)
+def test_symmetric_scores_one_and_skew_minus_one(seed):
+    A = rand(seed, 9, 9)
+    assert qg.symmetry_score(A + A.T) == pytest.approx(1.0, abs=1e-14)
+    assert qg.symmetry_score(A - A.T) == pytest.approx(-1.0, abs=1e-14)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_symmetry_invariances(seed):
+    M = rand(seed, 12, 12)
+    s = qg.symmetry_score(M)
+    assert -1.0 <= s <= 1.0
+    for alpha in (-3.5, -1e-3, 0.25, 7e4):
+        assert qg.symmetry_score(alpha * M) == pytest.approx(s, abs=1e-12)
+    assert qg.symmetry_score(M.T) == pytest.approx(s, abs=1e-12)
+    Q = ortho_group.rvs(12, random_state=seed)
+    assert qg.symmetry_score(Q @ M @ Q.T) == pytest.approx(s, abs=1e-12)
+
+
+def test_symmetry_equals_energy_difference_and_paper_form():
+    M = rand(0, 30, 30)
+    e = qg.energies(M)
+    s = qg.symmetry_score(M)
+    assert s == pytest.approx((e.symmetric - e.skew) / e.total, abs=1e-14)
+    assert s == pytest.approx(2 * e.symmetric / e.total - 1, abs=1e-14)  # the paper's plotted form
+
+
+def test_symmetry_known_value():
+    # M = [[1, 2], [0, 1]]: tr(MM) = 1 + 0 + 0 + 1 = 2, ||M||^2 = 6.
+    assert qg.symmetry_score(np.array([[1.0, 2.0], [0.0, 1.0]])) == pytest.approx(2 / 6)
+
+
+def test_gaussian_null_mean_is_one_over_d():
+    """E[s(M)] = 1/d for i.i.d. Gaussian M: the diagonal contributes Σ M_ii² ≥ 0 (d of the d² entries)."""
+    d, n = 32, 2000
+    scores = qg.symmetry_score(rand(1, n, d, d))
+    assert abs(scores.mean() - 1 / d) < 4 * scores.std() / np.sqrt(n)
+    assert scores.mean() > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 9), st.integers(0, 2**31 - 1), st.floats(0.01, 100))
+def test_symmetry_in_range_hypothesis(d, seed, scale):
+    M = rand(seed, d, d) * scale
+    s = qg.symmetry_score(M)
+    assert -1 - 1e-12 <= s <= 1 + 1e-12
+
+
+# ----------------------------------------------------------------------------- directionality score
+@pytest.mark.parametrize("seed", SEEDS)
+def test_directionality_antisymmetric_under_transpose_and_scale_invariant(seed):
+    M = rand(seed, 40, 40) * np.exp(rand(seed + 100, 40, 1))  # uneven row norms
+    d = qg.directionality_score(M)
+    assert qg.directionality_score(M.T) == pytest.approx(-d, abs=1e-12)
+    assert qg.directionality_score(3.7 * M) == pytest.approx(d, abs=1e-12)
+    assert -1.0 <= d <= 1.0
+
+
+def test_directionality_sign_convention_column_outliers_negative():
+    M = rand(3, 50, 50) * 0.1
+    M[:, 7] += 5.0  # one dominant key-side (column) direction
+    assert qg.directionality_score(M) < -0.9
+    assert qg.directionality_score(M.T) > 0.9
+
+
+def test_directionality_hand_computed():
+    rows = np.array([1.0] * 9 + [10.0])
+    cols = np.full(10, 2.0)
+    tau = rows.mean() + 2 * rows.std(ddof=1)  # ddof = 1, the paper's plotted convention
+    excess = max(10.0 - tau, 0.0)
+    assert excess > 0
+    assert directionality_from_norms(rows, cols) == pytest.approx(1.0)
+    # num_std = 1 with both sides having outliers
+    cols2 = np.array([1.0] * 9 + [4.0])
+    er = 10 - (rows.mean() + rows.std(ddof=1))
+    ec = 4 - (cols2.mean() + cols2.std(ddof=1))
+    assert directionality_from_norms(rows, cols2, 1.0) == pytest.approx((er - ec) / (er + ec))
+
+
+def test_directionality_zero_when_no_outliers():
+    assert qg.directionality_score(np.eye(6)) == 0.0
+
+
+def test_num_std_validation():
+    with pytest.raises(ValueError, match="num_std"):
+        qg.directionality_score(np.eye(3), num_std=float("nan"))
+    with pytest.raises(ValueError, match="num_std"):
+        qg.directionality_score(np.eye(3), num_std=-1)
+
+
+# ------------------------------------------------------------------------------------ batching, dtype
+def test_batched_matches_loop_and_single_gives_float():
+    M = rand(4, 3, 5, 8, 8)
+    s, d = qg.symmetry_score(M), qg.directionality_score(M)
+    assert s.shape == d.shape == (3, 5)
+    assert isinstance(qg.symmetry_score(M[0, 0]), float)
+    for i in range(3):
+        for j in range(5):
+            assert s[i, j] == pytest.approx(qg.symmetry_score(M[i, j]), abs=1e-14)
+            assert d[i, j] == pytest.approx(qg.directionality_score(M[i, j]), abs=1e-14)
+
+
+def test_torch_and_low_precision_inputs_accumulate_in_float64():
+    M = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+    exact = qg.symmetry_score(M.double())
+    assert qg.symmetry_score(M) == pytest.approx(exact, abs=1e-12)
+    bf = M.to(torch.bfloat16)
+    assert qg.symmetry_score(bf) == pytest.approx(qg.symmetry_score(bf.double().numpy()), abs=1e-15)
+    assert qg.symmetry_score(M.numpy().astype(np.float16)) == pytest.approx(exact, abs=1e-2)
+
+
+def test_inputs_are_not_modified():
+    M = rand(0, 5, 5)
+    copy = M.copy()
+    qg.symmetry_score(M), qg.directionality_score(M), qg.decompose(M)
+    np.testing.assert_array_equal(M, copy)
+
+
+# ------------------------------------------------------------------------------------------- factored
+@pytest.mark.parametrize("d,r", [(20, 3), (20, 20), (20, 45), (2, 1)])
+@pytest.mark.parametrize("seed", range(5))
+def test_factored_equals_dense(d, r, seed):
+    A, B = rand(seed, d, r), rand(seed + 1000, d, r)
+    M = A @ B.T
+    assert abs(qg.symmetry_score_factored(A, B) - qg.symmetry_score(M)) < 1e-10
+    assert abs(qg.directionality_score_factored(A, B) - qg.directionality_score(M)) < 1e-10
+    both = qg.scores_factored(A, B)
+    assert both.symmetry == pytest.approx(qg.symmetry_score(M), abs=1e-10)
+    assert both.directionality == pytest.approx(qg.directionality_score(M), abs=1e-10)
+
+
+def test_factored_batched():
+    A, B = rand(0, 4, 6, 30, 5), rand(1, 4, 6, 30, 5)
+    M = A @ np.swapaxes(B, -1, -2)
+    np.testing.assert_allclose(qg.symmetry_score_factored(A, B), qg.symmetry_score(M), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(qg.directionality_score_factored(A, B, num_std=1.5),
+                               qg.directionality_score(M, num_std=1.5), atol=1e-10, rtol=0)
+
+
+def test_factored_gqa_grouped_sum():
+    """Layer matrix of GQA: Σ_h W_Q^h W_K^{g(h)ᵀ} with g(h) = h // group, via grouped factors."""
+    d, hd, n_heads, n_kv = 48, 6, 8, 2
+    group = n_heads // n_kv
+    wq, wk = rand(0, n_heads, d, hd), rand(1, n_kv, d, hd)
+    dense = sum(wq[h] @ wk[h // group].T for h in range(n_heads))
+    A = np.concatenate([wq[g * group:(g + 1) * group].sum(0) for g in range(n_kv)], axis=1)
+    B = np.concatenate(list(wk), axis=1)
+    assert abs(qg.symmetry_score_factored(A, B) - qg.symmetry_score(dense)) < 1e-10
+    assert abs(qg.directionality_score_factored(A, B) - qg.directionality_score(dense)) < 1e-10
+    layer = qg.QKLayer(0, "self", torch.from_numpy(wq), torch.from_numpy(wk))
+    a, b = layer.factors()
+    assert a.shape == (d, n_kv * hd)
+    np.testing.assert_allclose((a @ b.T).numpy(), dense, atol=1e-10)
+    tiled = sum(wq[h] @ wk[h % n_kv].T for h in range(n_heads))
+    assert abs(qg.symmetry_score(tiled) - qg.symmetry_score(dense)) > 1e-3  # the pairing matters
+
+
+# ------------------------------------------------------------------------------------------ validation
+@pytest.mark.parametrize("fn", [qg.symmetry_score, qg.directionality_score, qg.decompose])
+def test_bad_matrix_inputs(fn):
+    with pytest.raises(ValueError, match=r"`M` must have at least 2 dimensions.*got shape \(5,\)"):
+        fn(np.ones(5))
+    with pytest.raises(ValueError, match=r"`M` must be square.*\(3, 4\).*factored"):
+        fn(np.ones((3, 4)))
+    with pytest.raises(ValueError, match=r"`M` contains 1 NaN or Inf"):
+        fn(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"`M` contains 1 NaN or Inf"):
+        fn(np.array([[1.0, np.inf], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"d=1.*d >= 2"):
+        fn(np.ones((1, 1)))
+    with pytest.raises(TypeError, match=r"`M` has integer dtype.*astype\(float\)"):
+        fn(np.ones((3, 3), dtype=int))
+    with pytest.raises(TypeError, match=r"`M` has bool dtype"):
+        fn(np.ones((3, 3), dtype=bool))
+    with pytest.raises(TypeError, match=r"`M` has complex dtype"):
+        fn(np.ones((3, 3), dtype=complex))
+    with pytest.raises(TypeError, match=r"`M` has integer dtype torch.int64.*double\(\)"):
+        fn(torch.ones(3, 3, dtype=torch.int64))
+
+
+def test_zero_matrix_symmetry_undefined():
+    with pytest.raises(ValueError, match=r"`M` is an all-zero matrix.*undefined"):
+        qg.symmetry_score(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match=r"all-zero matrix \(at batch index \(1,\)\)"):
+        qg.symmetry_score(np.stack([np.eye(3), np.zeros((3, 3))]))
+    with pytest.raises(ValueError, match=r"`A @ B\^T` is an all-zero matrix"):
+        qg.symmetry_score_factored(np.zeros((4, 2)), np.ones((4, 2)))
+    assert qg.directionality_score(np.zeros((4, 4))) == 0.0  # defined as 0 when E_r + E_c = 0
+
+
+def test_bad_factor_inputs():
+    with pytest.raises(ValueError, match=r"`A` and `B` must have the same shape.*A\(5, 2\).*B\(5, 3\)"):
+        qg.symmetry_score_factored(np.ones((5, 2)), np.ones((5, 3)))
+    with pytest.raises(ValueError, match=r"`A` must have at least 2 dimensions"):
+        qg.directionality_score_factored(np.ones(5), np.ones(5))
+    with pytest.raises(TypeError, match=r"`B` has integer dtype"):
+        qg.symmetry_score_factored(np.ones((5, 2)), np.ones((5, 2), dtype=np.int32))
+    with pytest.raises(ValueError, match=r"`A` contains 1 NaN"):
+        qg.scores_factored(np.array([[np.nan], [1.0]]), np.ones((2, 1)))
+    with pytest.raises(ValueError, match=r"d=1"):
+        qg.symmetry_score_factored(np.ones((1, 3)), np.ones((1, 3)))
