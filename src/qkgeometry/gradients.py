@@ -1,0 +1,497 @@
+"""The gradient of a loss with respect to W_qk as a sum of rank-1 outer products, and how a mask splits it.
+
+Explained in chapter 3 ("Why causal training makes W_qk directional"). Conventions are those of DESIGN.md §1.
+
+For one attention head with input dimension ``d`` and head dimension ``d_h``, tokens ``x_1..x_n`` (rows of ``X``,
+shape (n, d)), bilinear form ``W = W_Q W_Kᵀ`` (d × d) and a mask of allowed (query i, key j) pairs, the logits are
+
+    a_ij = x_iᵀ W x_j / sqrt(d_h)           (only for allowed (i, j); the others get probability 0)
+    P_ij = softmax_j(a_ij)                  (over the allowed keys of query i)
+
+For any loss ``L`` that depends on ``W`` only through ``P`` (everything downstream — values, output projection,
+read-out — may be arbitrary):
+
+    g_ij := ∂L/∂a_ij = P_ij (∂L/∂P_ij − Σ_k P_ik ∂L/∂P_ik)      (the softmax Jacobian; 0 where masked)
+    ∂L/∂W = Σ_ij g_ij x_i x_jᵀ / sqrt(d_h) = Xᵀ G X / sqrt(d_h)
+    ∂L/∂W_Q = (∂L/∂W) W_K,   ∂L/∂W_K = (∂L/∂W)ᵀ W_Q              (chain rule through W = W_Q W_Kᵀ)
+
+The allowed pairs fall into three disjoint sets, and the sum splits accordingly:
+
+* **diagonal** ``i = j``: ``g_ii x_i x_iᵀ`` is exactly symmetric;
+* **paired** ``i ≠ j`` with both (i, j) and (j, i) allowed: each couple contributes
+  ``ḡ (x_i x_jᵀ + x_j x_iᵀ) + δ (x_i x_jᵀ − x_j x_iᵀ)`` with ``ḡ = (g_ij + g_ji)/2``, ``δ = (g_ij − g_ji)/2``;
+* **unpaired** (i, j) allowed but (j, i) not: a lone ``g_ij x_i x_jᵀ``. Under a causal mask this is exactly the
+  strictly lower triangle ``j < i``, and there are no paired terms; under a bidirectional mask there are no unpaired
+  terms.
+
+Everything here is torch and batched: leading axes ``...`` (e.g. batch, heads) broadcast. The exactness check
+against ``torch.autograd`` is in ``tests/test_gradients.py`` and in the chapter.
+
+The second half of the module is the chapter's small training experiment: a one-layer attention-only language model
+trained from scratch with a causal-LM or a masked-LM objective from the same initialisation and the same data.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import torch
+
+from .decomposition import Energies, energies
+from .scores import directionality_score, symmetry_score
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [  # masks, the exact gradient and its split, the training experiment (all chapter 3)
+    "GradientSplit",
+    "PairClasses",
+    "TinyAttentionLM",
+    "TrainConfig",
+    "attention_logits",
+    "attention_probs",
+    "bidirectional_mask",
+    "causal_mask",
+    "compare_objectives",
+    "factor_gradients",
+    "logit_gradient",
+    "make_batches",
+    "orthogonal_token_symmetry",
+    "pair_classes",
+    "random_mask",
+    "rank1_gradient",
+    "sliding_window_mask",
+    "softmax_backward",
+    "split_gradient",
+    "train_objective",
+]
+
+Tensor = torch.Tensor
+
+
+# ================================================================================================== masks
+# A mask is a bool tensor (..., n, n): mask[..., i, j] is True when query i may attend to key j.
+def causal_mask(n: int, *, device: torch.device | str | None = None) -> Tensor:
+    """(n, n) bool mask with key j allowed for query i iff j ≤ i (decoders). Chapter 3."""
+    _check_length(n)
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def bidirectional_mask(n: int, *, device: torch.device | str | None = None) -> Tensor:
+    """(n, n) bool mask that allows every pair (encoders). Chapter 3."""
+    _check_length(n)
+    return torch.ones(n, n, dtype=torch.bool, device=device)
+
+
+def sliding_window_mask(n: int, window: int, *, causal: bool = True,
+                        device: torch.device | str | None = None) -> Tensor:
+    """(n, n) bool mask allowing keys within ``window`` positions of the query. Chapter 3.
+
+    ``causal=True``: ``i − window < j ≤ i`` (Mistral-style local causal attention; ``window`` keys including i).
+    ``causal=False``: ``|i − j| < window`` (symmetric local attention).
+    """
+    _check_length(n)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"`window` must be an int >= 1 (the number of positions a query may look back, itself "
+                         f"included); got {window!r}.")
+    i = torch.arange(n, device=device)
+    offset = i[:, None] - i[None, :]  # i - j
+    if causal:
+        return (offset >= 0) & (offset < window)
+    return offset.abs() < window
+
+
+def random_mask(n: int, p: float = 0.5, *, generator: torch.Generator | None = None,
+                device: torch.device | str | None = None) -> Tensor:
+    """(n, n) bool mask with each off-diagonal pair allowed independently with probability ``p``. Chapter 3.
+
+    The diagonal is always allowed so that every query has at least one key (a query with no key has an undefined
+    softmax). Such a mask has diagonal, paired and unpaired entries at once, which is what the tests need.
+    """
+    _check_length(n)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"`p` must be a probability in [0, 1]; got {p!r}.")
+    m = torch.rand(n, n, generator=generator, device=device) < p
+    return m | torch.eye(n, dtype=torch.bool, device=device)
+
+
+class PairClasses(NamedTuple):
+    """Disjoint bool masks (..., n, n) whose union is the allowed set."""
+
+    diagonal: Tensor  # i = j, allowed
+    paired: Tensor  # i ≠ j, both (i, j) and (j, i) allowed
+    unpaired: Tensor  # (i, j) allowed, (j, i) not
+
+
+def pair_classes(mask: Tensor) -> PairClasses:
+    """Split the allowed pairs of ``mask`` (..., n, n) into diagonal / paired / unpaired sets. Chapter 3.
+
+    Under :func:`causal_mask` the unpaired set is exactly the strictly lower triangle and the paired set is empty.
+    """
+    mask = _check_mask(mask)
+    n = mask.shape[-1]
+    eye = torch.eye(n, dtype=torch.bool, device=mask.device)
+    mt = mask.transpose(-1, -2)
+    return PairClasses(mask & eye, mask & mt & ~eye, mask & ~mt)
+
+
+# ========================================================================================= the gradient
+def attention_logits(x: Tensor, w_qk: Tensor, head_dim: int) -> Tensor:
+    """Logits ``a_ij = x_iᵀ W x_j / sqrt(d_h)`` for every pair, unmasked. Chapter 3.
+
+    ``x``: (..., n, d) tokens as rows; ``w_qk``: (..., d, d) with rows on the query side. Returns (..., n, n).
+    """
+    x, w_qk = _check_x_w(x, w_qk)
+    _check_head_dim(head_dim)
+    return x @ w_qk @ x.transpose(-1, -2) / math.sqrt(head_dim)
+
+
+def attention_probs(x: Tensor, w_qk: Tensor, mask: Tensor, head_dim: int) -> Tensor:
+    """Masked softmax of :func:`attention_logits` over keys; (..., n, n), exactly 0 where ``mask`` is False.
+
+    Chapter 3. ``mask``: bool (n, n) or (..., n, n), True = allowed; every query needs at least one allowed key.
+    """
+    logits = attention_logits(x, w_qk, head_dim)
+    mask = _check_mask(mask, n=logits.shape[-1])
+    _check_rows_nonempty(mask)
+    return logits.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
+def softmax_backward(probs: Tensor, grad_probs: Tensor) -> Tensor:
+    """``g_ij = P_ij (∂L/∂P_ij − Σ_k P_ik ∂L/∂P_ik)``: the exact gradient of L w.r.t. the logits. Chapter 3.
+
+    ``probs``, ``grad_probs``: (..., n, n). Entries where ``P_ij = 0`` (masked keys) get ``g_ij = 0``, so the same
+    formula holds for every mask. Each row of g sums to 0 (softmax is invariant to shifting a row of logits).
+    """
+    if not isinstance(probs, Tensor) or not isinstance(grad_probs, Tensor):
+        raise TypeError("`probs` and `grad_probs` must be torch tensors of shape (..., n, n).")
+    if probs.shape[-2:] != grad_probs.shape[-2:] or probs.shape[-1] != probs.shape[-2]:
+        raise ValueError(f"`probs` and `grad_probs` must both have shape (..., n, n); got {tuple(probs.shape)} and "
+                         f"{tuple(grad_probs.shape)}. Pass dL/dP with the same shape as P.")
+    inner = (probs * grad_probs).sum(dim=-1, keepdim=True)
+    return probs * (grad_probs - inner)
+
+
+def logit_gradient(x: Tensor, w_qk: Tensor, mask: Tensor, head_dim: int,
+                   loss_of_probs: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    """``(P, g)`` for the loss ``loss_of_probs(P)``: P (..., n, n) and g_ij = ∂L/∂a_ij (..., n, n). Chapter 3.
+
+    ``loss_of_probs`` maps the attention matrix to a scalar loss (values, read-out, cross-entropy... anything
+    downstream). Only ``∂L/∂P`` is taken from autograd; the softmax step is :func:`softmax_backward`.
+    """
+    with torch.no_grad():
+        probs = attention_probs(x, w_qk, mask, head_dim)
+    p = probs.detach().requires_grad_(True)
+    loss = loss_of_probs(p)
+    if not isinstance(loss, Tensor) or loss.numel() != 1:
+        raise ValueError("`loss_of_probs` must return a scalar torch tensor (the loss); got "
+                         f"{type(loss).__name__} with shape {tuple(getattr(loss, 'shape', ()))}.")
+    (grad_probs,) = torch.autograd.grad(loss, p)
+    return probs, softmax_backward(probs, grad_probs)
+
+
+def rank1_gradient(x: Tensor, g: Tensor, head_dim: int) -> Tensor:
+    """``∂L/∂W = Σ_ij g_ij x_i x_jᵀ / sqrt(d_h) = Xᵀ G X / sqrt(d_h)``, shape (..., d, d). Chapter 3.
+
+    ``x``: (..., n, d); ``g``: (..., n, n) from :func:`softmax_backward`. Rows index the query side (x_i), columns
+    the key side (x_j), as for W_qk itself.
+    """
+    x = _check_tokens(x)
+    _check_head_dim(head_dim)
+    n = x.shape[-2]
+    if g.shape[-2:] != (n, n):
+        raise ValueError(f"`g` must have shape (..., n, n) = (..., {n}, {n}) to match `x` (..., n={n}, d); got "
+                         f"{tuple(g.shape)}.")
+    return x.transpose(-1, -2) @ g.to(x.dtype) @ x / math.sqrt(head_dim)
+
+
+def factor_gradients(grad_w: Tensor, w_q: Tensor, w_k: Tensor) -> tuple[Tensor, Tensor]:
+    """``(∂L/∂W_Q, ∂L/∂W_K) = (G W_K, Gᵀ W_Q)`` for ``W = W_Q W_Kᵀ`` with G = ∂L/∂W (..., d, d). Chapter 3.
+
+    ``w_q``, ``w_k``: (..., d, d_h), the convention q = W_Qᵀ x (torch's ``nn.Linear.weight`` is W_Qᵀ).
+    """
+    if w_q.shape != w_k.shape or w_q.ndim < 2:
+        raise ValueError(f"`w_q` and `w_k` must have the same shape (..., d, d_h); got {tuple(w_q.shape)} and "
+                         f"{tuple(w_k.shape)}.")
+    d = w_q.shape[-2]
+    if grad_w.shape[-2:] != (d, d):
+        raise ValueError(f"`grad_w` must have shape (..., d, d) = (..., {d}, {d}) to match `w_q` (..., d={d}, d_h); "
+                         f"got {tuple(grad_w.shape)}.")
+    return grad_w @ w_k, grad_w.transpose(-1, -2) @ w_q
+
+
+@dataclass
+class GradientSplit:
+    """``∂L/∂W`` and its diagonal / paired / unpaired parts, each (..., d, d); ``total`` is their sum. Chapter 3."""
+
+    total: Tensor
+    diagonal: Tensor
+    paired: Tensor
+    unpaired: Tensor
+
+    PARTS = ("total", "diagonal", "paired", "unpaired")
+
+    def energies(self) -> dict[str, Energies]:
+        """``‖·_s‖², ‖·_n‖², ‖·‖²`` of each part (floats, or arrays over the batch axes), via :func:`energies`."""
+        return {p: energies(getattr(self, p)) for p in self.PARTS}
+
+    def table(self) -> pandas.DataFrame:
+        """Tidy energies: one row per (part, batch index) with symmetric, skew, total and share of ‖∂L/∂W‖²."""
+        import pandas as pd
+
+        en = self.energies()
+        grand = np.asarray(en["total"].total, dtype=float)
+        rows = []
+        for part, e in en.items():
+            sym, skew, tot = (np.asarray(v, dtype=float) for v in e)
+            for idx in np.ndindex(sym.shape):
+                rows.append({"part": part, "index": idx if idx else None, "symmetric": sym[idx],
+                             "skew": skew[idx], "total": tot[idx],
+                             "symmetry": (sym[idx] - skew[idx]) / tot[idx] if tot[idx] > 0 else np.nan,
+                             "share_of_gradient": tot[idx] / grand[idx] if grand[idx] > 0 else np.nan})
+        return pd.DataFrame(rows)
+
+
+def split_gradient(x: Tensor, g: Tensor, mask: Tensor, head_dim: int) -> GradientSplit:
+    """Split ``Σ g_ij x_i x_jᵀ / sqrt(d_h)`` by :func:`pair_classes` of ``mask``. Chapter 3.
+
+    ``x``: (..., n, d); ``g``: (..., n, n); ``mask``: bool (n, n) or (..., n, n). Entries of g outside the mask
+    must be 0 (they are, when g comes from :func:`softmax_backward`); otherwise a ValueError says so.
+    """
+    x = _check_tokens(x)
+    n = x.shape[-2]
+    mask = _check_mask(mask, n=n)
+    if g.shape[-2:] != (n, n):
+        raise ValueError(f"`g` must have shape (..., {n}, {n}) to match `x`; got {tuple(g.shape)}.")
+    outside = (g.abs() * (~mask)).amax() if g.numel() else 0.0
+    if float(outside) > 0:
+        raise ValueError("`g` is nonzero on pairs that `mask` does not allow (largest |g| there: "
+                         f"{float(outside):.3g}). Pass the mask that produced g, or zero g outside it.")
+    cls = pair_classes(mask)
+    parts = [rank1_gradient(x, g * m.to(g.dtype), head_dim) for m in cls]
+    return GradientSplit(parts[0] + parts[1] + parts[2], *parts)
+
+
+def orthogonal_token_symmetry(g: Tensor, sq_norms: Tensor) -> Tensor:
+    """Symmetry score that ``Σ g_ij x_i x_jᵀ`` has when the tokens are mutually orthogonal. Chapter 3.
+
+    With ``n_i = ‖x_i‖²`` (``sq_norms``, shape (..., n)) and ``x_iᵀ x_k = 0`` for i ≠ k:
+
+        s = (Σ_i g_ii² n_i² + Σ_{i≠j} g_ij g_ji n_i n_j) / Σ_ij g_ij² n_i n_j .
+
+    This is the chapter's Proposition: exact under orthogonality, and a prediction to compare with real tokens
+    (which are not orthogonal). Returns shape (...).
+    """
+    w = sq_norms[..., :, None] * sq_norms[..., None, :]
+    num = (g * g.transpose(-1, -2) * w).sum(dim=(-1, -2))
+    den = (g * g * w).sum(dim=(-1, -2))
+    return num / den
+
+
+# ========================================================================================= validation
+def _check_length(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"`n` (sequence length) must be an int >= 1; got {n!r}.")
+
+
+def _check_head_dim(head_dim: int) -> None:
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"`head_dim` must be an int >= 1 (d_h, the 1/sqrt(d_h) in the logits); got {head_dim!r}.")
+
+
+def _check_tokens(x: Tensor) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"`x` must be a torch tensor of shape (..., n, d); got {type(x).__name__}. "
+                        "Convert with torch.as_tensor(x, dtype=torch.float64).")
+    if x.ndim < 2 or not x.is_floating_point():
+        raise ValueError(f"`x` must be a floating tensor of shape (..., n, d) (tokens as rows); got shape "
+                         f"{tuple(x.shape)} and dtype {x.dtype}.")
+    return x
+
+
+def _check_x_w(x: Tensor, w_qk: Tensor) -> tuple[Tensor, Tensor]:
+    x = _check_tokens(x)
+    if not isinstance(w_qk, Tensor) or w_qk.ndim < 2 or w_qk.shape[-1] != w_qk.shape[-2]:
+        raise ValueError(f"`w_qk` must be a torch tensor of shape (..., d, d); got "
+                         f"{tuple(getattr(w_qk, 'shape', ()))}. From factors use w_q @ w_k.T.")
+    if w_qk.shape[-1] != x.shape[-1]:
+        raise ValueError(f"`w_qk` is {w_qk.shape[-1]} x {w_qk.shape[-1]} but the tokens `x` have d={x.shape[-1]}; "
+                         "they must match (W_qk is d_model x d_model).")
+    return x, w_qk
+
+
+def _check_mask(mask: Tensor, n: int | None = None) -> Tensor:
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"`mask` must be a bool torch tensor (..., n, n), True = allowed; got "
+                        f"{type(mask).__name__} {getattr(mask, 'dtype', '')}. Build one with causal_mask(n), "
+                        "bidirectional_mask(n), sliding_window_mask(n, w) or random_mask(n).")
+    if mask.ndim < 2 or mask.shape[-1] != mask.shape[-2] or (n is not None and mask.shape[-1] != n):
+        want = f"(..., {n}, {n})" if n is not None else "(..., n, n)"
+        raise ValueError(f"`mask` must have shape {want} (one row per query, one column per key); got "
+                         f"{tuple(mask.shape)}.")
+    return mask
+
+
+def _check_rows_nonempty(mask: Tensor) -> None:
+    empty = ~mask.any(dim=-1)
+    if bool(empty.any()):
+        where = tuple(int(i) for i in torch.nonzero(empty)[0])
+        raise ValueError(f"`mask` allows no key for a query (first at index {where}): the softmax is undefined "
+                         "there. Allow at least the diagonal (each token attends to itself).")
+
+
+# ===================================================================================== training experiment
+@dataclass
+class TrainConfig:
+    """Sizes and schedule of the chapter-3 training experiment (one attention-only layer). Chapter 3."""
+
+    d_model: int = 64
+    n_heads: int = 4
+    seq_len: int = 64
+    batch_size: int = 32
+    steps: int = 400
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    mask_prob: float = 0.15  # MLM: fraction of positions replaced by the mask token and predicted
+    log_every: int = 20
+    init_std: float = 0.02  # BERT/GPT-2 style N(0, 0.02) for every weight matrix
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class TinyAttentionLM(torch.nn.Module):
+    """Token + position embedding, one multi-head attention layer with a residual, LayerNorm, tied read-out.
+
+    Q/K/V/O are stored per head as (n_heads, d, d_h) in the book's convention (q = W_Qᵀ x), so
+    :meth:`w_qk` is exactly ``Σ_h W_Q^h W_K^hᵀ``. The same module runs causal (decoder) or bidirectional (encoder)
+    attention, chosen per call. Chapter 3.
+    """
+
+    def __init__(self, vocab_size: int, cfg: TrainConfig):
+        super().__init__()
+        if cfg.d_model % cfg.n_heads:
+            raise ValueError(f"`d_model` ({cfg.d_model}) must be divisible by `n_heads` ({cfg.n_heads}).")
+        d, h, dh = cfg.d_model, cfg.n_heads, cfg.head_dim
+        std = cfg.init_std
+        self.cfg = cfg
+        self.tok = torch.nn.Parameter(torch.randn(vocab_size, d) * std)
+        self.pos = torch.nn.Parameter(torch.randn(cfg.seq_len, d) * std)
+        self.wq, self.wk, self.wv, self.wo = (torch.nn.Parameter(torch.randn(h, d, dh) * std) for _ in range(4))
+        self.ln = torch.nn.LayerNorm(d)
+
+    def w_qk(self) -> Tensor:
+        """Layer-level bilinear form Σ_h W_Q^h W_K^hᵀ, (d, d), detached float64."""
+        with torch.no_grad():
+            return torch.einsum("hdk,hek->de", self.wq.double(), self.wk.double())
+
+    def forward(self, ids: Tensor, causal: bool) -> Tensor:
+        """ids (B, T) -> logits (B, T, vocab)."""
+        t = ids.shape[1]
+        x = self.tok[ids] + self.pos[:t]
+        q = torch.einsum("btd,hdk->bhtk", x, self.wq)
+        k = torch.einsum("btd,hdk->bhtk", x, self.wk)
+        v = torch.einsum("btd,hdk->bhtk", x, self.wv)
+        att = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        x = x + torch.einsum("bhtk,hdk->btd", att, self.wo)
+        return self.ln(x) @ self.tok.T
+
+
+def make_batches(token_stream: np.ndarray, cfg: TrainConfig, n_batches: int, seed: int) -> Tensor:
+    """(n_batches, batch_size, seq_len) int64 windows cut at random offsets of ``token_stream``. Chapter 3.
+
+    The same ``seed`` gives the same batches, so both objectives see identical text in identical order.
+    """
+    stream = np.asarray(token_stream)
+    if stream.ndim != 1 or len(stream) <= cfg.seq_len:
+        raise ValueError(f"`token_stream` must be a 1-D array longer than seq_len={cfg.seq_len}; got shape "
+                         f"{stream.shape}.")
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(stream) - cfg.seq_len, size=(n_batches, cfg.batch_size))
+    idx = starts[..., None] + np.arange(cfg.seq_len)
+    return torch.from_numpy(stream[idx].astype(np.int64))
+
+
+def _loss(model: TinyAttentionLM, ids: Tensor, objective: str, mask_id: int, mask_prob: float,
+          gen: torch.Generator) -> Tensor:
+    if objective == "causal":
+        logits = model(ids[:, :-1], causal=True)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    chosen = torch.rand(ids.shape, generator=gen) < mask_prob
+    chosen[:, 0] |= ~chosen.any(dim=1)  # at least one target per row
+    logits = model(ids.masked_fill(chosen, mask_id), causal=False)
+    return torch.nn.functional.cross_entropy(logits[chosen], ids[chosen])
+
+
+def train_objective(model: TinyAttentionLM, batches: Tensor, objective: str, mask_id: int,
+                    cfg: TrainConfig, seed: int = 0) -> pandas.DataFrame:
+    """Train ``model`` in place with AdamW on ``batches``; log the scores of W_qk and of ΔW = W_t − W_0. Chapter 3.
+
+    ``objective``: ``"causal"`` (next-token prediction, causal mask) or ``"mlm"`` (masked-token reconstruction,
+    bidirectional mask; ``cfg.mask_prob`` of positions replaced by ``mask_id``). Returns one row per logged step
+    with columns ``step, loss, symmetry, directionality, delta_symmetry, delta_directionality``.
+    """
+    import pandas as pd
+
+    if objective not in ("causal", "mlm"):
+        raise ValueError(f"`objective` must be 'causal' or 'mlm'; got {objective!r}.")
+    if batches.ndim != 3 or batches.shape[1:] != (cfg.batch_size, cfg.seq_len):
+        raise ValueError(f"`batches` must have shape (steps, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}); "
+                         f"got {tuple(batches.shape)}. Build it with make_batches(stream, cfg, steps, seed).")
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    w0 = model.w_qk()
+    rows, running = [], []
+
+    def log(step: int) -> None:
+        w = model.w_qk()
+        dw = w - w0
+        row = {"step": step, "loss": float(np.mean(running)) if running else np.nan,
+               "symmetry": symmetry_score(w), "directionality": directionality_score(w)}
+        moved = bool(dw.abs().max() > 0)
+        row["delta_symmetry"] = symmetry_score(dw) if moved else np.nan
+        row["delta_directionality"] = directionality_score(dw) if moved else np.nan
+        rows.append(row)
+        running.clear()
+
+    log(0)
+    for step, ids in enumerate(batches, start=1):
+        loss = _loss(model, ids, objective, mask_id, cfg.mask_prob, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        running.append(float(loss.detach()))
+        if step % cfg.log_every == 0 or step == len(batches):
+            log(step)
+    return pd.DataFrame(rows)
+
+
+def compare_objectives(token_stream: np.ndarray, vocab_size: int, mask_id: int, cfg: TrainConfig,
+                       seeds: Iterable[int], objectives: tuple[str, ...] = ("causal", "mlm"),
+                       progress: bool = False) -> pandas.DataFrame:
+    """For each seed: one initialisation and one batch sequence, trained once per objective. Chapter 3.
+
+    Returns the concatenated :func:`train_objective` logs with ``seed`` and ``objective`` columns.
+    """
+    import pandas as pd
+
+    frames = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        init = TinyAttentionLM(vocab_size, cfg)
+        batches = make_batches(token_stream, cfg, cfg.steps, seed)
+        for objective in objectives:
+            model = copy.deepcopy(init)
+            df = train_objective(model, batches, objective, mask_id, cfg, seed=seed)
+            frames.append(df.assign(seed=seed, objective=objective))
+            if progress:
+                last = df.iloc[-1]
+                print(f"seed {seed} {objective:>6}: loss {last['loss']:.3f}  s(W) {last['symmetry']:+.3f}  "
+                      f"s(ΔW) {last['delta_symmetry']:+.3f}")
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,207 @@
+"""Tests for qkgeometry.gradients (chapter 3): the rank-1 gradient is exact, and the mask split is what it claims."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import qkgeometry as qg
+from qkgeometry import gradients as gr
+
+D, DH, N = 12, 4, 7
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _masks(n: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(3)
+    return {
+        "causal": gr.causal_mask(n),
+        "bidirectional": gr.bidirectional_mask(n),
+        "random": gr.random_mask(n, 0.4, generator=gen),
+        "sliding-causal": gr.sliding_window_mask(n, 3),
+        "sliding-symmetric": gr.sliding_window_mask(n, 2, causal=False),
+    }
+
+
+def _setup(batch=(3, 2), seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(*batch, N, D, generator=gen, dtype=torch.float64)
+    wq = torch.randn(D, DH, generator=gen, dtype=torch.float64) / math.sqrt(D)
+    wk = torch.randn(D, DH, generator=gen, dtype=torch.float64) / math.sqrt(D)
+    wv = torch.randn(D, D, generator=gen, dtype=torch.float64) / math.sqrt(D)
+    target = torch.randint(0, D, (*batch, N), generator=gen)
+    return x, wq, wk, wv, target
+
+
+def _downstream(x, wv, target):
+    """A nonlinear loss of P: values, a tanh, and cross-entropy against random targets."""
+    def loss(p):
+        out = torch.tanh(p @ x @ wv)
+        return torch.nn.functional.cross_entropy(out.reshape(-1, D), target.reshape(-1))
+    return loss
+
+
+@pytest.mark.parametrize("mask_name", list(_masks(N)))
+def test_rank1_sum_equals_autograd_for_w_and_factors(mask_name):
+    mask = _masks(N)[mask_name]
+    x, wq, wk, wv, target = _setup()
+    loss_of_p = _downstream(x, wv, target)
+
+    # autograd, with W a free leaf
+    w = (wq @ wk.T).clone().requires_grad_(True)
+    p = gr.attention_probs(x, w, mask, DH)
+    (grad_w_auto,) = torch.autograd.grad(loss_of_p(p), w)
+    # autograd, through the factors
+    wq_, wk_ = wq.clone().requires_grad_(True), wk.clone().requires_grad_(True)
+    p2 = gr.attention_probs(x, wq_ @ wk_.T, mask, DH)
+    grad_q_auto, grad_k_auto = torch.autograd.grad(loss_of_p(p2), (wq_, wk_))
+
+    _, g = gr.logit_gradient(x, wq @ wk.T, mask, DH, loss_of_p)
+    grad_w = gr.rank1_gradient(x, g, DH).sum(dim=(0, 1))  # W is shared across the batch axes
+    grad_q, grad_k = gr.factor_gradients(grad_w, wq, wk)
+
+    assert _rel(grad_w, grad_w_auto) <= 1e-10
+    assert _rel(grad_q, grad_q_auto) <= 1e-10
+    assert _rel(grad_k, grad_k_auto) <= 1e-10
+    # the explicit double sum over pairs gives the same matrix as X^T G X
+    explicit = sum(g[0, 0, i, j] * torch.outer(x[0, 0, i], x[0, 0, j])
+                   for i in range(N) for j in range(N)) / math.sqrt(DH)
+    assert _rel(gr.rank1_gradient(x[0, 0], g[0, 0], DH), explicit) <= 1e-12
+    # the split adds up, and g is zero outside the mask with rows summing to zero
+    split = gr.split_gradient(x, g, mask, DH)
+    assert _rel(split.total.sum(dim=(0, 1)), grad_w_auto) <= 1e-10
+    assert torch.all(g[..., ~mask] == 0)
+    assert torch.allclose(g.sum(-1), torch.zeros(()).double(), atol=1e-15)
+
+
+def test_exactness_detects_a_wrong_gradient():
+    """The comparison can fail: dropping the row-centering term of the softmax Jacobian is caught."""
+    mask = gr.causal_mask(N)
+    x, wq, wk, wv, target = _setup()
+    loss_of_p = _downstream(x, wv, target)
+    w = (wq @ wk.T).clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(loss_of_p(gr.attention_probs(x, w, mask, DH)), w)
+    probs = gr.attention_probs(x, wq @ wk.T, mask, DH)
+    p = probs.clone().requires_grad_(True)
+    (dp,) = torch.autograd.grad(loss_of_p(p), p)
+    wrong = gr.rank1_gradient(x, probs * dp, DH).sum(dim=(0, 1))
+    assert _rel(wrong, auto) > 1e-3
+
+
+def test_pair_classes_causal_and_bidirectional():
+    n = 6
+    c = gr.pair_classes(gr.causal_mask(n))
+    assert torch.equal(c.unpaired, torch.ones(n, n, dtype=torch.bool).tril(-1))
+    assert not c.paired.any()
+    assert torch.equal(c.diagonal, torch.eye(n, dtype=torch.bool))
+    b = gr.pair_classes(gr.bidirectional_mask(n))
+    assert not b.unpaired.any()
+    assert int(b.paired.sum()) == n * (n - 1)
+    r = gr.pair_classes(gr.random_mask(n, 0.5, generator=torch.Generator().manual_seed(1)))
+    union = r.diagonal | r.paired | r.unpaired
+    assert not (r.diagonal & r.paired).any() and not (r.paired & r.unpaired).any()
+    assert torch.equal(r.paired, r.paired.T)
+    assert not (r.unpaired & r.unpaired.T).any()
+    assert union.sum() == (r.diagonal.sum() + r.paired.sum() + r.unpaired.sum())
+
+
+def test_sliding_window_masks():
+    m = gr.sliding_window_mask(5, 2)
+    assert torch.equal(m, torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0],
+                                        [0, 0, 0, 1, 1]], dtype=torch.bool))
+    assert torch.equal(gr.sliding_window_mask(5, 5), gr.causal_mask(5))
+    s = gr.sliding_window_mask(5, 2, causal=False)
+    assert torch.equal(s, s.T) and int(s.sum()) == 5 + 2 * 4
+
+
+def test_part_symmetries():
+    x = _setup(batch=())[0]
+    mask = gr.bidirectional_mask(N)
+    gen = torch.Generator().manual_seed(5)
+    g_sym = torch.randn(N, N, generator=gen, dtype=torch.float64)
+    g_sym = g_sym + g_sym.T
+    split = gr.split_gradient(x, g_sym, mask, DH)
+    e = split.energies()
+    assert e["diagonal"].skew <= 1e-12 * e["diagonal"].total  # diagonal part is exactly symmetric
+    assert e["paired"].skew <= 1e-12 * e["paired"].total  # symmetric g on pairs -> symmetric part
+    g_skew = torch.randn(N, N, generator=gen, dtype=torch.float64)
+    g_skew = g_skew - g_skew.T
+    e2 = gr.split_gradient(x, g_skew, mask, DH).energies()
+    assert e2["paired"].symmetric <= 1e-12 * e2["paired"].total  # antisymmetric g on pairs -> skew part
+    # energies of the parts match qg.energies of the stored matrices
+    assert e["total"].total == pytest.approx(float((split.total ** 2).sum()), rel=1e-12)
+    tab = split.table()
+    assert set(tab["part"]) == set(gr.GradientSplit.PARTS)
+
+
+def test_single_unpaired_term_symmetry_is_cos_squared():
+    gen = torch.Generator().manual_seed(2)
+    u, v = torch.randn(2, D, generator=gen, dtype=torch.float64)
+    cos2 = float((u @ v) ** 2 / (u @ u) / (v @ v))
+    assert qg.symmetry_score(torch.outer(u, v)) == pytest.approx(cos2, abs=1e-12)
+
+
+def test_orthogonal_token_prediction_is_exact_for_orthogonal_tokens():
+    gen = torch.Generator().manual_seed(4)
+    q, _ = torch.linalg.qr(torch.randn(D, N, generator=gen, dtype=torch.float64))
+    scales = torch.rand(N, generator=gen, dtype=torch.float64) + 0.5
+    x = (q * scales).T  # N orthogonal rows of different norms
+    for name, mask in _masks(N).items():
+        g = torch.randn(N, N, generator=gen, dtype=torch.float64) * mask
+        pred = float(gr.orthogonal_token_symmetry(g, (x ** 2).sum(-1)))
+        actual = qg.symmetry_score(gr.rank1_gradient(x, g, DH))
+        assert pred == pytest.approx(actual, abs=1e-12), name
+    # for non-orthogonal tokens the prediction is only an approximation
+    xr = torch.randn(N, 3, generator=gen, dtype=torch.float64)
+    g = torch.randn(N, N, generator=gen, dtype=torch.float64)
+    assert abs(float(gr.orthogonal_token_symmetry(g, (xr ** 2).sum(-1)))
+               - qg.symmetry_score(gr.rank1_gradient(xr, g, DH))) > 1e-6
+
+
+def test_bad_inputs_have_clear_messages():
+    x = torch.randn(N, D, dtype=torch.float64)
+    w = torch.randn(D, D, dtype=torch.float64)
+    with pytest.raises(ValueError, match="`mask` must have shape"):
+        gr.attention_probs(x, w, gr.causal_mask(N + 1), DH)
+    with pytest.raises(TypeError, match="`mask` must be a bool"):
+        gr.attention_probs(x, w, gr.causal_mask(N).double(), DH)
+    with pytest.raises(ValueError, match="`w_qk` is"):
+        gr.attention_logits(x, torch.randn(D + 1, D + 1), DH)
+    with pytest.raises(ValueError, match="allows no key"):
+        gr.attention_probs(x, w, torch.zeros(N, N, dtype=torch.bool), DH)
+    with pytest.raises(ValueError, match="`g` must have shape"):
+        gr.rank1_gradient(x, torch.zeros(N + 1, N + 1), DH)
+    with pytest.raises(ValueError, match="nonzero on pairs"):
+        gr.split_gradient(x, torch.ones(N, N, dtype=torch.float64), gr.causal_mask(N), DH)
+    with pytest.raises(ValueError, match="`head_dim`"):
+        gr.attention_logits(x, w, 0)
+    with pytest.raises(ValueError, match="`window`"):
+        gr.sliding_window_mask(4, 0)
+    with pytest.raises(ValueError, match="`grad_w`"):
+        gr.factor_gradients(torch.zeros(3, 3), torch.zeros(D, DH), torch.zeros(D, DH))
+    with pytest.raises(ValueError, match="scalar"):
+        gr.logit_gradient(x, w, gr.causal_mask(N), DH, lambda p: p)
+
+
+def test_training_experiment_smoke():
+    cfg = gr.TrainConfig(d_model=16, n_heads=2, seq_len=12, batch_size=4, steps=6, log_every=3)
+    stream = np.random.default_rng(0).integers(0, 50, size=500)
+    df = gr.compare_objectives(stream, vocab_size=51, mask_id=50, cfg=cfg, seeds=[0, 1])
+    assert set(df["objective"]) == {"causal", "mlm"} and set(df["seed"]) == {0, 1}
+    assert list(df.query("seed == 0 and objective == 'causal'")["step"]) == [0, 3, 6]
+    first = df[df.step == 0]
+    # same initialisation for both objectives of a seed
+    for _, grp in first.groupby("seed"):
+        assert grp["symmetry"].nunique() == 1
+    last = df[df.step == 6]
+    assert last["delta_symmetry"].between(-1, 1).all() and last["loss"].notna().all()
+    with pytest.raises(ValueError, match="objective"):
+        gr.train_objective(gr.TinyAttentionLM(51, cfg), gr.make_batches(stream, cfg, 2, 0), "lm", 50, cfg)
+    with pytest.raises(ValueError, match="`batches` must have shape"):
+        gr.train_objective(gr.TinyAttentionLM(51, cfg), torch.zeros(2, 3, 4, dtype=torch.long), "mlm", 50, cfg)
