@@ -1,0 +1,215 @@
+"""Loading: every source kind gives the same W_qk; damaged or unsupported sources give clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import qkgeometry as qg
+from qkgeometry.loading import SourceError
+from qkgeometry.zoo import offline_path
+
+TINY_LLAMA = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=64, vocab_size=99, max_position_embeddings=32)
+TINY_BERT = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
+                 max_position_embeddings=32)
+
+
+def tiny(model_type: str, cls=transformers.AutoModel, **config):
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(model_type, **config)
+    return (cls.from_config(config) if hasattr(cls, "from_config") else cls(config)).eval()
+
+
+def assert_same_layers(a: qg.QKModel, b: qg.QKModel, atol: float = 1e-12):
+    assert len(a) == len(b)
+    for la, lb in zip(a, b):
+        assert (la.index, la.component) == (lb.index, lb.component)
+        torch.testing.assert_close(la.matrix(), lb.matrix(), atol=atol, rtol=0)
+        for h in range(la.n_heads):
+            torch.testing.assert_close(la.matrix(h), lb.matrix(h), atol=atol, rtol=0)
+
+
+# -------------------------------------------------------------------------------------------- sources
+def test_folder_in_memory_and_sharded_agree(tmp_path):
+    model = tiny("llama", **TINY_LLAMA)
+    model.save_pretrained(tmp_path / "one")
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    assert len(list((tmp_path / "sharded").glob("*.safetensors"))) > 1
+    from_memory = qg.load_qk(model)
+    assert_same_layers(qg.load_qk(tmp_path / "one"), from_memory)
+    assert_same_layers(qg.load_qk(str(tmp_path / "sharded")), from_memory)
+    m = qg.load_qk(tmp_path / "one")
+    assert (m.architecture, m.family, m.n_layers, m.d_model, m.n_heads, m.n_kv_heads, m.head_dim) == \
+        ("llama", "decoder", 3, 64, 8, 2, 8)
+    layer = m.layer(1)
+    assert layer.wq.shape == layer.wk.shape == (8, 64, 8) and layer.wk_kv.shape == (2, 64, 8)
+    assert layer.wq.dtype == torch.float64
+    torch.testing.assert_close(layer.wk[3], layer.wk_kv[0]), torch.testing.assert_close(layer.wk[4], layer.wk_kv[1])
+
+
+def test_task_head_prefix_and_bf16(tmp_path):
+    model = tiny("bert", transformers.BertForMaskedLM, **TINY_BERT)  # tensors are stored under "bert."
+    model.to(torch.bfloat16).save_pretrained(tmp_path)
+    qk = qg.load_qk(tmp_path)
+    ref = model.bert.encoder.layer[1].attention.self
+    wq = ref.query.weight.double().reshape(4, 12, 48).transpose(1, 2)
+    torch.testing.assert_close(qk.layer(1).wq, wq, atol=0, rtol=0)
+
+
+def test_layer_matrix_is_sum_of_head_matrices():
+    layer = qg.load_qk(tiny("llama", **TINY_LLAMA)).layer(0)
+    torch.testing.assert_close(layer.matrix(), sum(layer.matrix(h) for h in range(layer.n_heads)), atol=1e-12,
+                               rtol=0)
+    with pytest.raises(IndexError, match=r"`head` must be an int in \[0, 8\)"):
+        layer.matrix(8)
+
+
+# ------------------------------------------------------------------------------------------------ GGUF
+def llama_cpp_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """What llama.cpp's converter does to HF q_proj/k_proj rows (rotate-half -> interleaved pairs)."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def write_tiny_gguf(model, path, quantize_first: bool = True):
+    import gguf
+
+    cfg = model.config
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    for i, layer in enumerate(model.layers):
+        q = llama_cpp_permute(layer.self_attn.q_proj.weight.detach().float().numpy(), cfg.num_attention_heads)
+        k = llama_cpp_permute(layer.self_attn.k_proj.weight.detach().float().numpy(), cfg.num_key_value_heads)
+        if quantize_first and i == 0:
+            qtype = gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(f"blk.{i}.attn_q.weight", gguf.quants.quantize(q, qtype),
+                              raw_dtype=qtype)
+        else:
+            writer.add_tensor(f"blk.{i}.attn_q.weight", q)
+        writer.add_tensor(f"blk.{i}.attn_k.weight", k)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_gguf_matches_hf_and_undoes_rope_permutation(tmp_path):
+    model = tiny("llama", **TINY_LLAMA)
+    write_tiny_gguf(model, tmp_path / "tiny.gguf")
+    from_gguf, from_hf = qg.load_qk(tmp_path / "tiny.gguf"), qg.load_qk(model)
+    assert (from_gguf.n_layers, from_gguf.n_heads, from_gguf.n_kv_heads, from_gguf.head_dim) == (3, 8, 2, 8)
+    for lg, lh in zip(from_gguf, from_hf):
+        tol = 0.05 if lg.index == 0 else 1e-6  # layer 0's Q went through Q8_0
+        torch.testing.assert_close(lg.wk_kv, lh.wk_kv, atol=tol, rtol=0)  # per-head factors, un-permuted
+        torch.testing.assert_close(lg.wq, lh.wq, atol=tol, rtol=0)
+        for h in range(8):
+            assert qg.symmetry_score(lg.matrix(h)) == pytest.approx(qg.symmetry_score(lh.matrix(h)), abs=0.02 if
+                                                                     lg.index == 0 else 1e-6)
+
+
+def test_rope_permutation_alone_leaves_w_qk_unchanged():
+    """Applying the same per-head row permutation to Q and K permutes the head_dim axis of both factors."""
+    model = tiny("llama", **TINY_LLAMA)
+    attn = model.layers[0].self_attn
+    q, k = attn.q_proj.weight.detach().double().numpy(), attn.k_proj.weight.detach().double().numpy()
+    qp, kp = llama_cpp_permute(q, 8), llama_cpp_permute(k, 2)
+    wq, wk = q.reshape(8, 8, 64), k.reshape(2, 8, 64)
+    wqp, wkp = qp.reshape(8, 8, 64), kp.reshape(2, 8, 64)
+    for h in range(8):
+        np.testing.assert_allclose(wqp[h].T @ wkp[h // 4], wq[h].T @ wk[h // 4], atol=1e-12)
+        if h % 2 != h // 4:  # tiling pairs this head with the wrong KV head, and that is visible
+            assert not np.allclose(wqp[h].T @ wkp[h % 2], wq[h].T @ wk[h // 4])
+
+
+def test_real_smollm2_gguf_layer_is_sum_of_heads():
+    qk = qg.load_qk("offline:smollm2-135m")
+    assert (qk.architecture, qk.n_layers, qk.d_model, qk.n_heads, qk.n_kv_heads, qk.head_dim) == \
+        ("llama", 30, 576, 9, 3, 64)
+    layer = qk.layer(5)
+    dense = sum(layer.matrix(h) for h in range(9))
+    assert qg.symmetry_score_factored(*layer.factors()) == pytest.approx(qg.symmetry_score(dense), abs=1e-10)
+
+
+# --------------------------------------------------------------------------------------------- errors
+def test_truncated_safetensors_is_a_clear_error(tmp_path):
+    tiny("bert", **TINY_BERT).save_pretrained(tmp_path)
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(SourceError, match=r"truncated or corrupt"):
+        for _ in qg.load_qk(tmp_path):
+            pass
+    f.write_bytes(b"\x10")
+    with pytest.raises(SourceError, match=r"could not read safetensors file .*truncated"):
+        qg.load_qk(tmp_path)
+
+
+def test_truncated_gguf_is_a_clear_error(tmp_path):
+    src = offline_path("smollm2-135m")
+    with open(src, "rb") as f:
+        head = f.read(5_000_000)
+    (tmp_path / "cut.gguf").write_bytes(head)
+    with pytest.raises(SourceError, match=r"could not read GGUF file .*truncated or corrupt"):
+        qg.load_qk(tmp_path / "cut.gguf")
+
+
+def test_folder_errors(tmp_path):
+    with pytest.raises(SourceError, match="has no config.json"):
+        qg.load_qk(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not really")
+    with pytest.raises(SourceError, match=r"no \*\.safetensors files.*never unpickles"):
+        qg.load_qk(tmp_path)
+    (tmp_path / "config.json").write_text("{ truncated")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(SourceError, match="not valid JSON"):
+        qg.load_qk(tmp_path)
+
+
+def test_unknown_model_type_lists_supported(tmp_path):
+    folder = tmp_path / "m"
+    tiny("bert", **TINY_BERT).save_pretrained(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["model_type"] = "no-such-arch"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"no-such-arch.*Supported: .*bert.*gpt2.*llama"):
+        qg.load_qk(folder)
+
+
+def test_architecture_mismatch_names_missing_tensor(tmp_path):
+    tiny("bert", **TINY_BERT).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    shutil.copy(tmp_path / "config.json", tmp_path / "orig.json")
+    cfg["model_type"] = "gpt2"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(SourceError, match=r"no tensor named like 'h.0.attn.c_attn.weight'"):
+        qg.load_qk(tmp_path)
+
+
+def test_bad_source_kinds(tmp_path, monkeypatch):
+    with pytest.raises(SourceError, match=r"does not exist.*offline:<name>"):
+        qg.load_qk("./missing-folder")
+    with pytest.raises(TypeError, match=r"`source` must be a path.*got int"):
+        qg.load_qk(3)
+    (tmp_path / "weights.npz").write_bytes(b"")
+    with pytest.raises(SourceError, match="neither a model folder nor a .gguf file"):
+        qg.load_qk(tmp_path / "weights.npz")
+    with pytest.raises(ValueError, match=r"unknown offline model 'nope'.*offline:minilm-l6"):
+        qg.load_qk("offline:nope")
+
+
+def test_hub_id_offline_suggests_local_alternatives(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    with pytest.raises(SourceError, match=r"could not fetch 'some-org/some-model'.*offline:minilm-l6"):
+        qg.load_qk("some-org/some-model")
