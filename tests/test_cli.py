@@ -1,0 +1,38 @@
+"""The `qkgeometry` command line, run as a user would (a subprocess) and in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+
+from qkgeometry.cli import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qkgeometry.cli", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_score_prints_table_and_writes_csv(tmp_path):
+    out = tmp_path / "sub" / "minilm.csv"
+    res = run("score", "offline:minilm-l6", "--per", "head", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "symmetry" in res.stdout and "directionality" in res.stdout and "median [q25, q75]" in res.stdout
+    frame = pd.read_csv(out)
+    assert len(frame) == 72 and set(frame["head"]) == set(range(12))
+
+
+def test_architectures_lists_adapters(capsys):
+    assert main(["architectures"]) == 0
+    text = capsys.readouterr().out
+    for model_type in ("bert", "gpt2", "llama", "qwen2"):
+        assert model_type in text
+
+
+def test_errors_are_one_clear_line(capsys):
+    assert main(["score", "./no/such/folder"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qkgeometry score: error: `source` './no/such/folder' does not exist")
+    assert "Traceback" not in err
