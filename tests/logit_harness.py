@@ -77,6 +77,13 @@ class LogitCase:
     bias_names: tuple[str, ...] = ("query.bias", "key.bias", "q_proj.bias", "k_proj.bias", "c_attn.bias",
                                    "q_lin.bias", "k_lin.bias")
     extra: dict[str, Any] = field(default_factory=dict)
+    #: parameter-name suffixes filled with random values after init (e.g. QK-norm gains, which init to 1 or 0 and
+    #: would make folding them a no-op)
+    randomize: tuple[str, ...] = ()
+    #: QK-norm models: "head" (RMSNorm over each head's head_dim) or "all" (over all heads at once, OLMo-2). The
+    #: check then compares logits · rms(q_i) · rms(k_j) with the *folded* bilinear form, the rms computed from the
+    #: raw projections (``load_qk(qk_norm="raw")``) with eps = config.rms_norm_eps.
+    qk_norm: str | None = None
 
 
 def build_tiny_model(case: LogitCase, folder) -> Any:
@@ -91,8 +98,22 @@ def build_tiny_model(case: LogitCase, folder) -> Any:
         for name, p in model.named_parameters():
             if name.endswith(case.bias_names):
                 p.zero_()
+            elif case.randomize and name.endswith(case.randomize):
+                p.copy_(torch.empty_like(p).uniform_(0.5, 1.5))
     model.save_pretrained(folder, safe_serialization=True)
     return model
+
+
+def _qk_rms(raw: "qg.QKLayer", x: torch.Tensor, scope: str, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token RMS of the raw q and k of every query head, shapes (batch, n_heads, T)."""
+    q = torch.einsum("btd,hde->bhte", x, raw.wq)
+    k = torch.einsum("btd,hde->bhte", x, raw.wk_kv)
+    if scope == "head":
+        rq, rk = (q.pow(2).mean(-1) + eps).sqrt(), (k.pow(2).mean(-1) + eps).sqrt()
+    else:  # one norm over the concatenation of all heads
+        rq = (q.pow(2).mean(dim=(1, 3)) + eps).sqrt()[:, None].expand(-1, q.shape[1], -1)
+        rk = (k.pow(2).mean(dim=(1, 3)) + eps).sqrt()[:, None].expand(-1, k.shape[1], -1)
+    return rq, rk.repeat_interleave(raw.group_size, dim=1)
 
 
 def check_logit_equivalence(case: LogitCase, folder, batch: int = 2, tokens: int = 7, atol: float = 1e-5) -> float:
@@ -113,6 +134,10 @@ def check_logit_equivalence(case: LogitCase, folder, batch: int = 2, tokens: int
         assert logits.shape == (batch, dims.n_heads, tokens, tokens), (case.id, tuple(logits.shape))
         predicted = torch.einsum("bid,hde,bje->bhij", x, torch.stack([layer.matrix(h) for h in range(dims.n_heads)]),
                                  x) * scale
+        if case.qk_norm:
+            rq, rk = _qk_rms(qg.load_qk(folder, qk_norm="raw").layer(layer.index, case.component), x, case.qk_norm,
+                             model.config.get_text_config().rms_norm_eps)
+            predicted = predicted / (rq[..., :, None] * rk[..., None, :])
         keep = logits > -1e30  # skip masked entries
         causal = torch.tril(torch.ones(tokens, tokens, dtype=torch.bool))
         assert keep[..., causal].all(), f"{case.id}: the module masked entries on or below the diagonal"

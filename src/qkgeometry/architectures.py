@@ -64,6 +64,16 @@ class AttentionBlock:
     k: str | None
     layout: Layout = "linear"
     dims: Callable[[Any], Dims] = standard_dims
+    #: QK-norm (Qwen3, Gemma-3, OLMo-2): templates of the RMSNorm gains applied to q and k after projection. Their
+    #: length is head_dim (one norm per head, shared by all heads) or n_heads·head_dim (OLMo-2: one norm over all
+    #: heads). See :func:`fold_qk_norm` for how they enter W_qk.
+    q_norm: str | None = None
+    k_norm: str | None = None
+    #: Gemma's RMSNorm multiplies by ``1 + weight``; the gain is ``norm_offset + stored weight``.
+    norm_offset: float = 0.0
+    #: Other (q, k) name templates of the same tensors, tried in order when ``q`` is not in the checkpoint (e.g. the
+    #: in-memory names of a transformers-5 ViT, ``attention.q_proj``, versus the on-disk ``attention.attention.query``).
+    alternatives: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,9 @@ class GGUFSpec:
     # llama.cpp permutes the rows of Q and K inside each head for its rotary layout. The permutation is the same
     # for Q and K, so W_qk is unchanged; the loader undoes it on both so that per-head factors match HF.
     rope_permuted: bool = True
+    # QK-norm gains (llama.cpp's converter already adds Gemma's +1 to every norm weight, so no offset here).
+    q_norm: str | None = None
+    k_norm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,35 @@ def split_block(block: AttentionBlock, dims: Dims, get: Callable[[str], torch.Te
     raise ValueError(f"unknown layout {block.layout!r} in the registry entry for {q_name!r}")
 
 
+QKNorm = Literal["folded", "raw"]
+
+
+def fold_qk_norm(wq: torch.Tensor, wk: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor):
+    """Fold QK-norm gains into the head factors: ``W_Q^h ← W_Q^h diag(g_q^h)``, ``W_K^g ← W_K^g diag(g_k^g)``.
+
+    With QK-norm the logit between tokens i and j of head h is
+
+        (g_q ⊙ q_i / rms(q_i)) · (g_k ⊙ k_j / rms(k_j)) · scale,   q_i = W_Qᵀ x_i,  k_j = W_Kᵀ x_j,
+
+    and ``g_q ⊙ (W_Qᵀ x) = (W_Q diag(g_q))ᵀ x``. So the gains are linear and fold into the factors, while the
+    normalisations ``1/rms(q_i)`` and ``1/rms(k_j)`` are one positive scalar per query token and one per key token:
+    they rescale whole rows and columns of the logit matrix and are not part of a fixed bilinear form. The folded
+    ``W_qk = W_Q diag(g_q g_k) W_Kᵀ`` is therefore the bilinear form the model applies to x, up to those per-token
+    scalars; the raw form ignores the gains.
+
+    ``wq``: (n_heads, d, head_dim), ``wk``: (n_kv_heads, d, head_dim); ``gq``/``gk`` of length head_dim (shared by the
+    heads) or n_heads·head_dim / n_kv_heads·head_dim (one gain vector per head).
+    """
+    hd = wq.shape[-1]
+    return wq * gq.to(wq.dtype).reshape(-1, 1, hd), wk * gk.to(wk.dtype).reshape(-1, 1, hd)
+
+
+def qk_norm_gains(block: AttentionBlock, get: Callable[[str], torch.Tensor], i: int):
+    """The (g_q, g_k) gains of layer ``i`` of a QK-norm block, offset included (Gemma: 1 + weight)."""
+    return (block.norm_offset + get(block.q_norm.format(i=i)).to(torch.float64),
+            block.norm_offset + get(block.k_norm.format(i=i)).to(torch.float64))
+
+
 def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Undo llama.cpp's per-head row permutation (HF rotate-half -> interleaved pairs) of a Q or K weight.
 
@@ -164,21 +206,91 @@ def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- registry
+# Every layout below was read off the model's own forward code in transformers (models/*/modeling_*.py) and is
+# checked against the module's pre-softmax logits in tests/test_architectures.py.
 def _bert_like(model_type: str, prefix: str = "encoder.layer.{i}.attention.self.", **kw) -> Architecture:
     return Architecture(model_type, "encoder",
                         (AttentionBlock("self", prefix + "query.weight", prefix + "key.weight"),), **kw)
 
 
-def _llama_like(model_type: str, **kw) -> Architecture:
+def _llama_like(model_type: str, prefix: str = "layers.{i}.self_attn.", **kw) -> Architecture:
+    block_kw = {k: kw.pop(k) for k in ("q_norm", "k_norm", "norm_offset", "dims") if k in kw}
+    if "q_norm" in block_kw:
+        block_kw["q_norm"], block_kw["k_norm"] = prefix + block_kw["q_norm"], prefix + block_kw["k_norm"]
     return Architecture(model_type, "decoder",
-                        (AttentionBlock("self", "layers.{i}.self_attn.q_proj.weight",
-                                        "layers.{i}.self_attn.k_proj.weight"),), **kw)
+                        (AttentionBlock("self", prefix + "q_proj.weight", prefix + "k_proj.weight", **block_kw),), **kw)
 
 
 def _distilbert_dims(config: Any) -> Dims:
     d, h = int(config.dim), int(config.n_heads)
     return Dims(int(config.n_layers), d, h, h, d // h)
 
+
+def _albert_dims(config: Any) -> Dims:
+    if int(getattr(config, "inner_group_num", 1)) != 1:
+        raise ValueError(f"ALBERT with inner_group_num={config.inner_group_num} is not supported (every released "
+                         "checkpoint has 1); register its layer naming in qkgeometry/architectures.py first.")
+    base = standard_dims(config)
+    return Dims(int(config.num_hidden_groups), base.d_model, base.n_heads, base.n_heads, base.head_dim)
+
+
+def _deberta_dims(config: Any) -> Dims:
+    d, h = int(config.hidden_size), int(config.num_attention_heads)
+    hd = int(getattr(config, "attention_head_size", None) or d // h)
+    return Dims(int(config.num_hidden_layers), d, h, h, hd)
+
+
+def _phi_dims(config: Any) -> Dims:
+    if getattr(config, "qk_layernorm", False):
+        raise ValueError("Phi with qk_layernorm=True (a LayerNorm with bias on q and k) is not supported: its bias "
+                         "and mean-centering do not fold into W_qk.")
+    return standard_dims(config)
+
+
+def _text_dims(config: Any) -> Dims:
+    """Dims of the language model of a multimodal config (Gemma-3), or of a text config itself."""
+    return standard_dims(config.get_text_config() if hasattr(config, "get_text_config") else config)
+
+
+def _t5_dims(decoder: bool) -> Callable[[Any], Dims]:
+    def dims(config: Any) -> Dims:
+        n = int(config.num_decoder_layers if decoder and config.num_decoder_layers is not None else config.num_layers)
+        h = int(config.num_heads)
+        return Dims(n, int(config.d_model), h, h, int(config.d_kv))
+    return dims
+
+
+def _seq2seq_dims(side: str) -> Callable[[Any], Dims]:
+    """BART / Whisper: ``{side}_layers`` and ``{side}_attention_heads``; cross-attention lives in the decoder."""
+    def dims(config: Any) -> Dims:
+        d, h = int(config.d_model), int(getattr(config, f"{side}_attention_heads"))
+        return Dims(int(getattr(config, f"{side}_layers")), d, h, h, d // h)
+    return dims
+
+
+def _seq2seq(model_type: str, self_attn: str = "self_attn", cross_attn: str = "encoder_attn", **kw) -> Architecture:
+    def block(component: Component, side: str, attn: str) -> AttentionBlock:
+        prefix = f"{side}.layers.{{i}}.{attn}."
+        return AttentionBlock(component, prefix + "q_proj.weight", prefix + "k_proj.weight", dims=_seq2seq_dims(side))
+    return Architecture(model_type, "encoder-decoder",
+                        (block("encoder", "encoder", self_attn), block("decoder", "decoder", self_attn),
+                         block("cross", "decoder", cross_attn)), **kw)
+
+
+_VIT_NOTES = ("Checkpoints on disk name the tensors attention.attention.query/key; transformers 5 modules call them "
+              "attention.q_proj/k_proj in memory. Both are found.")
+
+
+def _vit_like(model_type: str, in_memory: str) -> Architecture:
+    p = "encoder.layer.{i}.attention."
+    return Architecture(model_type, "encoder", (AttentionBlock(
+        "self", p + "attention.query.weight", p + "attention.key.weight",
+        alternatives=((in_memory + "q_proj.weight", in_memory + "k_proj.weight"),)),), notes=_VIT_NOTES)
+
+
+QK_NORM_NOTES = ("QK-norm: RMSNorm on q and k {scope}. Its gains fold into W_Q and W_K (load_qk(qk_norm='folded'), "
+                 "the default); the per-token normalisations 1/rms(q_i), 1/rms(k_j) stay outside W_qk. "
+                 "qk_norm='raw' ignores the gains.")
 
 REGISTRY: dict[str, Architecture] = {}
 
@@ -191,17 +303,89 @@ def register(arch: Architecture) -> Architecture:
 
 
 for _arch in (
+    # ---- encoders
     _bert_like("bert", notes="BERT and its checkpoints (MiniLM, BERT-tiny...)."),
     _bert_like("roberta"),
     _bert_like("electra"),
+    Architecture("albert", "encoder", (AttentionBlock(
+        "self", "encoder.albert_layer_groups.{i}.albert_layers.0.attention.query.weight",
+        "encoder.albert_layer_groups.{i}.albert_layers.0.attention.key.weight", dims=_albert_dims),),
+        notes="ALBERT shares one attention block across all layers: one 'layer' per distinct parameter group "
+              "(num_hidden_groups, 1 in every released checkpoint)."),
     Architecture("distilbert", "encoder", (AttentionBlock(
         "self", "transformer.layer.{i}.attention.q_lin.weight", "transformer.layer.{i}.attention.k_lin.weight",
         dims=_distilbert_dims),)),
+    Architecture("deberta-v2", "encoder", (AttentionBlock(
+        "self", "encoder.layer.{i}.attention.self.query_proj.weight", "encoder.layer.{i}.attention.self.key_proj.weight",
+        dims=_deberta_dims),),
+               notes="Content-to-content term only: W_qk = W_Q W_Kᵀ of query_proj/key_proj. The disentangled "
+                     "content-to-position and position-to-content terms are outside it. DeBERTa scales logits by "
+                     "1/sqrt(head_dim · (1 + number of relative terms)), i.e. 1/sqrt(3·head_dim) for DeBERTa-v3."),
+    Architecture("modernbert", "encoder", (AttentionBlock("self", "layers.{i}.attn.Wqkv.weight", None,
+                                                          "fused_blocked"),),
+                 notes="Fused Wqkv viewed as (3, n_heads, head_dim): blocked [Q; K; V]. Rotary outside W_qk."),
+    _vit_like("vit", in_memory="layers.{i}.attention."),
+    _vit_like("dinov2", in_memory="encoder.layer.{i}.attention."),
+    # ---- decoders
     Architecture("gpt2", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused"),),
                  notes="Fused Conv1D c_attn of shape (d, 3d), blocked [Q|K|V]."),
+    Architecture("gpt_neo", "decoder", (AttentionBlock("self", "h.{i}.attn.attention.q_proj.weight",
+                                                       "h.{i}.attn.attention.k_proj.weight"),),
+                 notes="GPT-Neo has NO 1/sqrt(head_dim) scaling: its logit is x_iᵀ W_qk x_j. Alternating global and "
+                       "local (windowed) layers share the same form."),
+    Architecture("gpt_neox", "decoder", (AttentionBlock("self", "layers.{i}.attention.query_key_value.weight", None,
+                                                        "fused_interleaved"),),
+                 notes="Fused query_key_value viewed as (n_heads, 3·head_dim): interleaved per head. Partial rotary "
+                       "(rotary_pct) outside W_qk."),
+    Architecture("gptj", "decoder", (AttentionBlock("self", "h.{i}.attn.q_proj.weight", "h.{i}.attn.k_proj.weight"),),
+                 notes="Partial rotary on the first rotary_dim dims (interleaved pairs), outside W_qk."),
+    Architecture("opt", "decoder", (AttentionBlock("self", "layers.{i}.self_attn.q_proj.weight",
+                                                   "layers.{i}.self_attn.k_proj.weight"),),
+                 notes="OPT multiplies q by 1/sqrt(head_dim) before the product; same logit."),
+    Architecture("bloom", "decoder", (AttentionBlock("self", "h.{i}.self_attention.query_key_value.weight", None,
+                                                     "fused_interleaved"),),
+                 notes="Fused query_key_value viewed as (n_heads, 3, head_dim): interleaved per head. ALiBi adds a "
+                       "per-head linear distance bias outside W_qk (zero at offset 0)."),
     _llama_like("llama", gguf=GGUFSpec("llama"), notes="Grouped-query attention; rotary embeddings are outside W_qk."),
     _llama_like("mistral"),
+    _llama_like("mixtral", notes="Mixture-of-experts MLP; attention as Llama."),
     _llama_like("qwen2", gguf=GGUFSpec("qwen2")),
+    _llama_like("qwen3", q_norm="q_norm.weight", k_norm="k_norm.weight",
+                notes=QK_NORM_NOTES.format(scope="per head (gain of length head_dim)")),
+    _llama_like("gemma", notes="Gemma scales logits by 1/sqrt(head_dim)."),
+    _llama_like("gemma2", notes="Scale query_pre_attn_scalar**-0.5 and logit soft-capping tanh(z/c)·c: both act on "
+                                "the logit after W_qk (soft-capping is monotone, not bilinear)."),
+    _llama_like("gemma3_text", q_norm="q_norm.weight", k_norm="k_norm.weight", norm_offset=1.0,
+                gguf=GGUFSpec("gemma3", rope_permuted=False, q_norm="blk.{i}.attn_q_norm.weight",
+                              k_norm="blk.{i}.attn_k_norm.weight"),
+                notes=QK_NORM_NOTES.format(scope="per head, gain 1 + weight") + " Scale query_pre_attn_scalar**-0.5."),
+    Architecture("gemma3", "decoder", (AttentionBlock(
+        "self", "language_model.layers.{i}.self_attn.q_proj.weight", "language_model.layers.{i}.self_attn.k_proj.weight",
+        dims=_text_dims, q_norm="language_model.layers.{i}.self_attn.q_norm.weight",
+        k_norm="language_model.layers.{i}.self_attn.k_norm.weight", norm_offset=1.0,
+        alternatives=(("language_model.model.layers.{i}.self_attn.q_proj.weight",
+                       "language_model.model.layers.{i}.self_attn.k_proj.weight"),)),),
+        notes="Gemma-3 multimodal checkpoints: the language model only (the SigLIP vision tower is not surveyed). "
+              + QK_NORM_NOTES.format(scope="per head, gain 1 + weight")),
+    _llama_like("phi", dims=_phi_dims, notes="Partial rotary (partial_rotary_factor) outside W_qk."),
+    Architecture("phi3", "decoder", (AttentionBlock("self", "layers.{i}.self_attn.qkv_proj.weight", None,
+                                                    "fused_blocked"),),
+                 notes="Fused qkv_proj sliced as [Q (n_heads·head_dim); K (n_kv·head_dim); V]: blocked."),
+    _llama_like("olmo", notes="clip_qkv (OLMo-7B-0424: 8) clamps q and k elementwise: a nonlinearity outside W_qk."),
+    _llama_like("olmo2", q_norm="q_norm.weight", k_norm="k_norm.weight",
+                notes=QK_NORM_NOTES.format(scope="over all heads at once (gain of length n_heads·head_dim)")),
+    # ---- encoder-decoders
+    Architecture("t5", "encoder-decoder", (
+        AttentionBlock("encoder", "encoder.block.{i}.layer.0.SelfAttention.q.weight",
+                       "encoder.block.{i}.layer.0.SelfAttention.k.weight", dims=_t5_dims(False)),
+        AttentionBlock("decoder", "decoder.block.{i}.layer.0.SelfAttention.q.weight",
+                       "decoder.block.{i}.layer.0.SelfAttention.k.weight", dims=_t5_dims(True)),
+        AttentionBlock("cross", "decoder.block.{i}.layer.1.EncDecAttention.q.weight",
+                       "decoder.block.{i}.layer.1.EncDecAttention.k.weight", dims=_t5_dims(True))),
+        notes="T5 has NO 1/sqrt(d_kv) scaling; the learned relative position bias is outside W_qk."),
+    _seq2seq("bart"),
+    _seq2seq("whisper", notes="Encoder self-attention over audio frames, decoder self-attention over text, and "
+                              "cross-attention (query: text, key: audio)."),
 ):
     register(_arch)
 

@@ -31,8 +31,11 @@ from .architectures import (
     Architecture,
     AttentionBlock,
     Dims,
+    QKNorm,
     architecture_for_gguf,
+    fold_qk_norm,
     get_architecture,
+    qk_norm_gains,
     split_block,
     split_linear,
     unpermute_gguf_rope,
@@ -135,9 +138,16 @@ class QKModel:
         self.revision = revision
         self._plans = plans
         self._on_close = on_close
+        #: "folded" / "raw" for QK-norm models (set by load_qk), None otherwise.
+        self.qk_norm: str | None = None
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
+
+    @property
+    def has_qk_norm(self) -> bool:
+        """True for QK-norm models (Qwen3, Gemma-3, OLMo-2), whose RMSNorm gains can be folded into W_Q / W_K."""
+        return any(p.block.q_norm is not None for p in self._plans)
 
     @property
     def components(self) -> list[str]:
@@ -192,10 +202,24 @@ class QKModel:
 
 
 # ------------------------------------------------------------------------------------------------ sources
-def load_qk(source: Any, *, revision: str | None = None, name: str | None = None) -> QKModel:
-    """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources)."""
+def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
+            qk_norm: QKNorm = "folded") -> QKModel:
+    """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources).
+
+    ``qk_norm`` matters only for QK-norm models (Qwen3, Gemma-3, OLMo-2): ``"folded"`` (default) multiplies the
+    RMSNorm gains into W_Q and W_K (:func:`qkgeometry.architectures.fold_qk_norm` says why that is the form the model
+    applies, up to per-token scalars); ``"raw"`` uses the projection weights alone. Chapter 4 compares the two.
+    """
+    if qk_norm not in ("folded", "raw"):
+        raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
+    model = _load(source, revision, name, qk_norm)
+    model.qk_norm = qk_norm if model.has_qk_norm else None
+    return model
+
+
+def _load(source: Any, revision: str | None, name: str | None, qk_norm: QKNorm) -> QKModel:
     if _is_pretrained_model(source):
-        return _from_module(source, name)
+        return _from_module(source, name, qk_norm)
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     if not isinstance(source, str):
@@ -204,26 +228,26 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
     if source.startswith("offline:"):
         from .zoo import offline_path
 
-        return _from_path(offline_path(source.split(":", 1)[1]), name or source)
+        return _from_path(offline_path(source.split(":", 1)[1]), name or source, qk_norm)
     path = Path(source).expanduser()
     if path.exists():
-        return _from_path(path, name)
+        return _from_path(path, name, qk_norm)
     if _looks_like_path(source):
         raise SourceError(f"`source` {source!r} does not exist. Pass an existing model folder (config.json + "
                           "*.safetensors), a .gguf file, an 'offline:<name>' alias or a Hub id.")
-    return _from_hub(source, revision, name)
+    return _from_hub(source, revision, name, qk_norm)
 
 
-def _from_path(path: Path, name: str | None) -> QKModel:
+def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKModel:
     if path.is_dir():
-        return _from_folder(path, name or path.name)
+        return _from_folder(path, name or path.name, qk_norm)
     if path.suffix == ".gguf":
-        return _from_gguf(path, name or path.stem)
+        return _from_gguf(path, name or path.stem, qk_norm)
     raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
                       "config.json and *.safetensors, or a .gguf file.")
 
 
-def _from_folder(folder: Path, name: str) -> QKModel:
+def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise SourceError(f"`source` folder {str(folder)!r} has no config.json; a Hugging Face model folder needs one "
@@ -238,7 +262,7 @@ def _from_folder(folder: Path, name: str) -> QKModel:
     config = _read_config(config_path)
     arch = get_architecture(config.model_type)
     index, handles = _SafetensorsIndex.open(files)
-    plans = _plan(arch, config, index.names, index.get)
+    plans = _plan(arch, config, index.names, index.get, qk_norm)
     return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
 
 
@@ -290,18 +314,48 @@ class _SafetensorsIndex:
                               "corrupt; download it again.") from e
 
 
-def _plan(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter) -> list[_Plan]:
+def _plan(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter,
+          qk_norm: QKNorm = "folded") -> list[_Plan]:
     plans = []
     for block in arch.blocks:
         dims = block.dims(config)
+        block = _with_present_names(block, names)
         prefix = _resolve_prefix(block, names, arch.model_type)
         getter = _prefixed_getter(prefix, names, get)
-        plans.append(_Plan(block, dims, getter, _splitter(block, dims, getter)))
+        plans.append(_Plan(block, dims, getter, _splitter(block, dims, getter, qk_norm)))
     return plans
 
 
-def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter):
-    return lambda i: split_block(block, dims, getter, i)
+def _with_present_names(block: AttentionBlock, names) -> AttentionBlock:
+    """The first of ``block``'s (q, k) name templates whose layer-0 query tensor is in ``names`` (else ``block``)."""
+    import dataclasses
+
+    def present(template: str) -> bool:
+        target = template.format(i=0)
+        return any(n == target or n.endswith("." + target) for n in names)
+
+    if not block.alternatives or present(block.q):
+        return block
+    for q, k in block.alternatives:
+        if present(q):
+            renamed = {}
+            if block.q_norm is not None:  # norms live next to the projections: same renaming
+                base_old, base_new = block.q.rsplit(".", 2)[0], q.rsplit(".", 2)[0]
+                renamed = {"q_norm": block.q_norm.replace(base_old, base_new, 1),
+                           "k_norm": block.k_norm.replace(base_old, base_new, 1)}
+            return dataclasses.replace(block, q=q, k=k, **renamed)
+    return block
+
+
+def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, qk_norm: QKNorm = "folded"):
+    if block.q_norm is None or qk_norm == "raw":
+        return lambda i: split_block(block, dims, getter, i)
+
+    def split(i: int):
+        wq, wk = split_block(block, dims, getter, i)
+        return fold_qk_norm(wq, wk, *qk_norm_gains(block, getter, i))
+
+    return split
 
 
 def _resolve_prefix(block: AttentionBlock, names, model_type: str) -> str:
@@ -339,7 +393,7 @@ def _fingerprint(files: list[Path]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ GGUF
-def _from_gguf(path: Path, name: str) -> QKModel:
+def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     import numpy as np
     from gguf import GGUFReader
     from gguf.quants import dequantize
@@ -379,26 +433,28 @@ def _from_gguf(path: Path, name: str) -> QKModel:
         q, k = get(spec.q.format(i=i)), get(spec.k.format(i=i))
         if spec.rope_permuted:
             q, k = unpermute_gguf_rope(q, dims.n_heads), unpermute_gguf_rope(k, dims.n_kv_heads)
-        return split_linear(q, k, dims, (spec.q.format(i=i), spec.k.format(i=i)))
+        wq, wk = split_linear(q, k, dims, (spec.q.format(i=i), spec.k.format(i=i)))
+        if spec.q_norm is not None and qk_norm == "folded":
+            # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
+            wq, wk = fold_qk_norm(wq, wk, get(spec.q_norm.format(i=i)).double(), get(spec.k_norm.format(i=i)).double())
+        return wq, wk
 
-    plan = _Plan(AttentionBlock("self", spec.q, spec.k), dims, get, split)
+    plan = _Plan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)
     return QKModel(name, arch, [plan], str(path), _fingerprint([path]))
 
 
 # ------------------------------------------------------------------------------------------------ module
 def _is_pretrained_model(obj: Any) -> bool:
-    try:
-        from transformers import PreTrainedModel
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(obj, PreTrainedModel)
+    """isinstance(obj, transformers.PreTrainedModel), without importing transformers' modeling stack (~20 s)."""
+    return any(cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers")
+               for cls in type(obj).__mro__)
 
 
-def _from_module(model: Any, name: str | None) -> QKModel:
+def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QKModel:
     config = model.config
     arch = get_architecture(config.model_type)
     state = {k: v for k, v in model.state_dict().items()}
-    plans = _plan(arch, config, state, lambda n: state[n].detach())
+    plans = _plan(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return QKModel(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
                    f"<in-memory {type(model).__name__}>", None)
 
@@ -409,7 +465,7 @@ def _looks_like_path(source: str) -> bool:
             or source.count("/") > 1 or "\\" in source)
 
 
-def _from_hub(repo_id: str, revision: str | None, name: str | None) -> QKModel:
+def _from_hub(repo_id: str, revision: str | None, name: str | None, qk_norm: QKNorm = "folded") -> QKModel:
     """Download config + safetensors of a Hub repo (cached by huggingface_hub), then load the folder."""
     from huggingface_hub import snapshot_download
 
@@ -424,6 +480,6 @@ def _from_hub(repo_id: str, revision: str | None, name: str | None) -> QKModel:
             "file, or an offline alias such as 'offline:minilm-l6' or 'offline:smollm2-135m' "
             "(`qkgeometry.zoo.OFFLINE_MODELS` lists them). Gated models also need `huggingface-cli login`."
         ) from e
-    model = _from_folder(Path(folder), name or repo_id)
+    model = _from_folder(Path(folder), name or repo_id, qk_norm)
     model.revision = Path(folder).name  # the snapshot folder is the commit hash
     return model
