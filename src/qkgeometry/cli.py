@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _add_score(sub)
     _add_architectures(sub)
+    from .training.cli import add_train_parser  # chapter 5: `qkgeometry train`
+
+    add_train_parser(sub)
     for add in SUBCOMMANDS.values():
         add(sub)
     return parser

@@ -1,0 +1,21 @@
+"""Training small Transformers with default, symmetric, skew or shared-QK attention. Chapter 5.
+
+* :mod:`.data`: corpora (Wikipedia leads, State of the Union), cached WordPiece tokenizer, seeded batches.
+* :mod:`.models`: BERT encoder (MLM) / causal decoder, the initialisations, per-layer Q/K scores.
+* :mod:`.loop`: the seeded, resumable, CSV-logging training loop (and round-robin grids).
+* :mod:`.metrics`: speed-up (with "not reached"), steps to a threshold, paired differences, bootstrap CIs.
+
+Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, accelerate) and torch.
+"""
+
+from .data import TokenData, load_corpus, prepare_data, sotu_speeches
+from .loop import Run, TrainConfig, read_log, train, train_round_robin
+from .metrics import SpeedUp, bootstrap_ci, final_loss, paired_differences, speedup, speedup_table, \
+    steps_to_threshold
+from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
+
+__all__ = [
+    "ARCHES", "INITS", "ModelSpec", "Run", "SpeedUp", "TokenData", "TrainConfig", "apply_init", "bootstrap_ci",
+    "build_model", "final_loss", "load_corpus", "paired_differences", "prepare_data", "qk_scores", "read_log",
+    "sotu_speeches", "speedup", "speedup_table", "steps_to_threshold", "train", "train_round_robin",
+]

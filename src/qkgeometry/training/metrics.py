@@ -1,0 +1,181 @@
+"""Metrics for the init experiments: the paper's speed-up (honestly), steps to a threshold, paired differences and
+bootstrap confidence intervals over seeds. Chapter 5.
+
+The paper's **speed-up** is the fraction of training saved before the treated run first reaches the baseline's
+final loss: ``1 − t*/T`` with ``T`` the baseline's last step and ``t*`` the first logged step at which the treated
+run's loss is ≤ the baseline's final loss. When that never happens the answer is **"not reached"** — not 100%, which
+is what the authors' code reports. When two curves overlap, the metric measures noise, so always compute it in both
+directions (:func:`speedup_table` does).
+
+Inputs are tidy logs (pandas DataFrames) with columns ``step`` and a loss column (``val_loss`` by default), as
+written by :mod:`qkgeometry.training.loop`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SpeedUp", "speedup", "steps_to_threshold", "final_loss", "bootstrap_ci", "paired_differences",
+           "speedup_table", "format_ci"]
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """Result of :func:`speedup`. ``fraction`` is None when the target was never reached."""
+
+    fraction: float | None
+    step_reached: int | None
+    target: float
+    total_steps: int
+
+    @property
+    def reached(self) -> bool:
+        return self.fraction is not None
+
+    def __str__(self) -> str:
+        return "not reached" if self.fraction is None else f"{100 * self.fraction:.1f}%"
+
+
+def _curve(log: pd.DataFrame, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    if loss not in log or "step" not in log:
+        raise ValueError(f"the log needs columns 'step' and {loss!r}; it has {list(log.columns)}")
+    clean = log[["step", loss]].dropna().sort_values("step")
+    if clean.empty:
+        raise ValueError(f"the log has no {loss!r} values")
+    return clean["step"].to_numpy(), clean[loss].to_numpy(dtype=float)
+
+
+def steps_to_threshold(log: pd.DataFrame, threshold: float, loss: str = "val_loss") -> int | None:
+    """First logged step at which ``loss`` ≤ ``threshold``; None if never."""
+    steps, values = _curve(log, loss)
+    hit = np.flatnonzero(values <= threshold)
+    return int(steps[hit[0]]) if len(hit) else None
+
+
+def final_loss(log: pd.DataFrame, loss: str = "val_loss") -> float:
+    """The ``loss`` at the last logged step."""
+    return float(_curve(log, loss)[1][-1])
+
+
+def speedup(baseline: pd.DataFrame, treated: pd.DataFrame, loss: str = "val_loss") -> SpeedUp:
+    """Fraction of training saved before ``treated`` first reaches ``baseline``'s final ``loss`` (paper's metric).
+
+    >>> import pandas as pd
+    >>> base = pd.DataFrame({"step": [0, 50, 100], "val_loss": [9.0, 7.0, 6.0]})
+    >>> str(speedup(base, pd.DataFrame({"step": [0, 50, 100], "val_loss": [9.0, 6.0, 5.5]})))
+    '50.0%'
+    >>> str(speedup(base, pd.DataFrame({"step": [0, 50, 100], "val_loss": [9.0, 7.5, 6.5]})))
+    'not reached'
+    """
+    b_steps, b_values = _curve(baseline, loss)
+    target, total = float(b_values[-1]), int(b_steps[-1])
+    if total <= 0:
+        raise ValueError("the baseline log must extend beyond step 0")
+    reached = steps_to_threshold(treated, target, loss)
+    if reached is None:
+        return SpeedUp(None, None, target, total)
+    return SpeedUp(1.0 - reached / total, reached, target, total)
+
+
+def bootstrap_ci(values: Sequence[float], statistic: Callable = np.mean, level: float = 0.95,
+                 n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """``(estimate, low, high)``: the statistic and its percentile-bootstrap interval over ``values`` (e.g. seeds).
+
+    With n values there are only ``C(2n−1, n)`` distinct resamples (10 for n = 3), so the interval is coarse and
+    tends to be too narrow for small n; report n next to it. NaN bounds for n < 2.
+    """
+    x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))],
+                   dtype=float)
+    if len(x) == 0:
+        return (math.nan, math.nan, math.nan)
+    est = float(statistic(x))
+    if len(x) < 2:
+        return (est, math.nan, math.nan)
+    if np.ptp(x) == 0:
+        return (est, est, est)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(x), size=(n_resamples, len(x)))
+    stats = np.apply_along_axis(statistic, 1, x[idx])
+    alpha = (1 - level) / 2
+    return (est, float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha)))
+
+
+def format_ci(est: float, low: float, high: float, digits: int = 3, percent: bool = False) -> str:
+    """``"−0.004 [−0.028, +0.019]"`` (or percentages)."""
+    if math.isnan(est):
+        return "—"
+    f = (lambda v: f"{100 * v:+.{max(0, digits - 2)}f}%") if percent else (lambda v: f"{v:+.{digits}f}")
+    if math.isnan(low):
+        return f(est)
+    return f"{f(est)} [{f(low)}, {f(high)}]"
+
+
+def _runs(logs: pd.DataFrame, arch: str, init: str) -> dict[int, pd.DataFrame]:
+    sel = logs[(logs["arch"] == arch) & (logs["init"] == init)]
+    return {int(seed): g for seed, g in sel.groupby("seed")}
+
+
+def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                       loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+    """Per arch: final ``loss`` of ``treatment`` minus ``baseline``, paired by seed, with a bootstrap CI.
+
+    ``logs`` holds many runs with columns ``arch, init, seed, step`` and ``loss``. Negative = treatment lower.
+    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high,
+    diffs`` (per seed, in seed order).
+    """
+    rows = []
+    for arch in sorted(logs["arch"].unique()):
+        base, treat = _runs(logs, arch, baseline), _runs(logs, arch, treatment)
+        seeds = sorted(set(base) & set(treat))
+        if not seeds:
+            continue
+        b = np.array([final_loss(base[s], loss) for s in seeds])
+        t = np.array([final_loss(treat[s], loss) for s in seeds])
+        est, lo, hi = bootstrap_ci(t - b, level=level)
+        rows.append({"arch": arch, "treatment": treatment, "baseline": baseline, "n": len(seeds),
+                     "baseline_mean": b.mean(), "treatment_mean": t.mean(), "diff_mean": est, "ci_low": lo,
+                     "ci_high": hi, "diffs": [round(float(v), 4) for v in t - b]})
+    return pd.DataFrame(rows)
+
+
+def speedup_table(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                  loss: str = "val_loss") -> pd.DataFrame:
+    """Per (arch, seed): the speed-up in both directions.
+
+    ``forward`` = how much sooner ``treatment`` reaches ``baseline``'s final loss (the paper's number);
+    ``reverse`` = how much sooner ``baseline`` reaches ``treatment``'s final loss. Each is a :class:`SpeedUp`
+    (``str`` gives "12.3%" or "not reached"); ``forward_fraction`` / ``reverse_fraction`` hold floats (NaN when not
+    reached).
+    """
+    rows = []
+    for arch in sorted(logs["arch"].unique()):
+        base, treat = _runs(logs, arch, baseline), _runs(logs, arch, treatment)
+        for seed in sorted(set(base) & set(treat)):
+            fwd, rev = speedup(base[seed], treat[seed], loss), speedup(treat[seed], base[seed], loss)
+            rows.append({"arch": arch, "seed": seed, "forward": fwd, "reverse": rev,
+                         "forward_fraction": math.nan if fwd.fraction is None else fwd.fraction,
+                         "reverse_fraction": math.nan if rev.fraction is None else rev.fraction})
+    return pd.DataFrame(rows)
+
+
+def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per arch and direction: how many seeds reached the target, and the mean fraction saved over the seeds that
+    did, with a bootstrap CI. The mean over reached seeds is conditional on reaching; read it with ``reached``."""
+    rows = []
+    for arch, g in table.groupby("arch"):
+        for direction in ("forward", "reverse"):
+            vals = g[f"{direction}_fraction"].to_numpy(dtype=float)
+            reached = vals[~np.isnan(vals)]
+            est, lo, hi = bootstrap_ci(reached, level=level)
+            rows.append({"arch": arch, "direction": direction, "n": len(vals), "reached": len(reached),
+                         "mean_if_reached": est, "ci_low": lo, "ci_high": hi,
+                         "per_seed": ", ".join(str(s) for s in g[direction])})
+    return pd.DataFrame(rows)
+
+
+__all__ += ["summarize_speedups"]

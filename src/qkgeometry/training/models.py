@@ -1,0 +1,168 @@
+"""Small BERT-style models for the init experiments, their initialisations, and their Q/K scores. Chapter 5.
+
+* ``arch="encoder"``: ``transformers.BertForMaskedLM``, trained with masked-LM (loss on the masked positions only).
+* ``arch="decoder"``: ``transformers.BertLMHeadModel`` with ``is_decoder=True`` — the *same* architecture, parameter
+  count and init, with a causal attention mask, trained with the causal-LM (next-token) objective. Using one family
+  for both keeps the encoder/decoder comparison about the mask and the objective only.
+
+Initialisations (:data:`INITS`), all applied *after* the model's own ``_init_weights`` (N(0, 0.02) weights, zero
+biases for BERT), so every variant keeps the model's init distribution:
+
+* ``default``: the model as built.
+* ``symmetric``: per layer, ``W_Q := W_K`` (a copy of the model's own initialised key weight), so that every head's
+  ``W_qk^h = W_K^h W_K^hᵀ`` starts symmetric positive semi-definite. The query bias is set to the key bias (both are
+  zero at BERT's init, so this changes nothing); afterwards Q and K train independently.
+* ``skew`` (control): per head ``W_Q^h := W_K^h J`` with ``J`` the block-diagonal 90° rotation (orthogonal, ``Jᵀ = −J``),
+  so ``W_qk^h = W_K^h J W_K^hᵀ`` starts exactly skew-symmetric; ``W_K^h J`` has the same distribution as ``W_K^h``.
+* ``shared``: the symmetric dot-product attention baseline (Courtois et al., arXiv:2406.06366): the query projection
+  *is* the key projection (one ``nn.Parameter``, weight and bias) for the whole run, so ``W_qk`` is symmetric always.
+
+Shapes follow DESIGN.md §1: torch's ``query.weight`` is ``W_Qᵀ`` of shape (H·d_h, d); per head ``W_Q^h`` is (d, d_h).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..scores import scores_factored
+
+__all__ = ["ARCHES", "INITS", "ModelSpec", "build_model", "apply_init", "self_attentions", "qk_factors",
+           "qk_scores", "LanguageModelLoss", "OBJECTIVES"]
+
+ARCHES = ("encoder", "decoder")
+INITS = ("default", "symmetric", "skew", "shared")
+OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of the model. The defaults are the pilot's CPU-sized BERT (d=128, 4 layers, 4 heads, d_h=32)."""
+
+    vocab_size: int = 8000
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    ffn: int = 512
+    max_len: int = 64
+    dropout: float = 0.0
+    init_range: float = 0.02  # BERT's N(0, init_range) init
+
+    def bert_config(self, arch: str):
+        from transformers import BertConfig
+
+        if arch not in ARCHES:
+            raise ValueError(f"arch must be one of {ARCHES}; got {arch!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        return BertConfig(
+            vocab_size=self.vocab_size, hidden_size=self.hidden, num_hidden_layers=self.layers,
+            num_attention_heads=self.heads, intermediate_size=self.ffn, max_position_embeddings=self.max_len,
+            hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.dropout,
+            initializer_range=self.init_range, is_decoder=(arch == "decoder"), type_vocab_size=1,
+            pad_token_id=0,
+        )
+
+
+def build_model(spec: ModelSpec, arch: str = "encoder", init: str = "default", seed: int = 0) -> nn.Module:
+    """Build the model with the transformers init under ``torch.manual_seed(seed)``, then apply ``init``.
+
+    Same ``seed`` → the same default weights for every ``init`` (the pairing of the experiments).
+    """
+    from transformers import BertForMaskedLM, BertLMHeadModel
+
+    config = spec.bert_config(arch)
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(config) if arch == "encoder" else BertLMHeadModel(config)
+    apply_init(model, init)
+    return model
+
+
+def self_attentions(model: nn.Module) -> list[nn.Module]:
+    """The self-attention modules (with ``query``/``key`` ``nn.Linear``), in layer order."""
+    base = getattr(model, "module", model)  # DDP
+    base = getattr(base, "model", base)  # LanguageModelLoss
+    layers = base.bert.encoder.layer
+    return [layer.attention.self for layer in layers]
+
+
+def _rotation(d_head: int) -> torch.Tensor:
+    """Block-diagonal 90° rotation J (d_head, d_head): orthogonal and skew (Jᵀ = −J)."""
+    if d_head % 2:
+        raise ValueError(f"skew init needs an even head dimension; got {d_head}")
+    J = torch.zeros(d_head, d_head)
+    idx = torch.arange(0, d_head, 2)
+    J[idx, idx + 1] = 1.0
+    J[idx + 1, idx] = -1.0
+    return J
+
+
+@torch.no_grad()
+def apply_init(model: nn.Module, init: str) -> nn.Module:
+    """Apply ``init`` (one of :data:`INITS`) in place to every self-attention layer and return ``model``."""
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}; got {init!r}")
+    for attn in self_attentions(model):
+        q, k = attn.query, attn.key
+        if init == "symmetric":
+            q.weight.copy_(k.weight)
+            if q.bias is not None:
+                q.bias.copy_(k.bias)
+        elif init == "skew":
+            n_heads = model.config.num_attention_heads
+            d_head = q.weight.shape[0] // n_heads
+            J = _rotation(d_head).to(k.weight)
+            # torch stores W_Qᵀ; per head W_Q^h = W_K^h J  <=>  (W_Q^h)ᵀ = Jᵀ (W_K^h)ᵀ
+            kw = k.weight.view(n_heads, d_head, -1)
+            q.weight.copy_((J.T @ kw).reshape_as(q.weight))
+            if q.bias is not None:
+                q.bias.zero_()
+                k.bias.zero_()
+        elif init == "shared":
+            q.weight = k.weight
+            q.bias = k.bias
+    return model
+
+
+def qk_factors(model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
+    """Layer-level factors ``(A, B)``, each float64 (n_layers, d, H·d_h), with ``M_layer = A Bᵀ = Σ_h W_Q^h W_K^hᵀ``."""
+    attns = self_attentions(model)
+    A = np.stack([a.query.weight.detach().double().cpu().numpy().T for a in attns])
+    B = np.stack([a.key.weight.detach().double().cpu().numpy().T for a in attns])
+    return A, B
+
+
+def qk_scores(model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetry and directionality scores of each layer's ``W_qk`` (factored form), each float64 (n_layers,)."""
+    s = scores_factored(*qk_factors(model))
+    return np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
+
+
+class LanguageModelLoss(nn.Module):
+    """Wraps a BERT LM so that ``forward`` returns the mean token cross-entropy (a DDP-friendly single module).
+
+    * ``"mlm"``: run the encoder, apply the LM head only at the masked positions (2.5× cheaper than all positions).
+    * ``"clm"``: predict ``targets[:, 1:]`` from positions ``:-1`` (causal mask inside the model).
+
+    ``forward(inputs (B, T), targets (B, T), selected (B, T) bool | None) -> (loss_sum, n_tokens)``.
+    """
+
+    def __init__(self, model: nn.Module, objective: str):
+        super().__init__()
+        if objective not in ("mlm", "clm"):
+            raise ValueError(f"objective must be 'mlm' or 'clm'; got {objective!r}")
+        self.model, self.objective = model, objective
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor, selected: torch.Tensor | None = None):
+        hidden = self.model.bert(input_ids=inputs).last_hidden_state  # (B, T, d)
+        if self.objective == "mlm":
+            logits = self.model.cls(hidden[selected])  # (n_masked, V)
+            labels = targets[selected]
+        else:
+            logits = self.model.cls(hidden[:, :-1]).flatten(0, 1)  # (B·(T−1), V)
+            labels = targets[:, 1:].flatten()
+        loss_sum = nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+        return loss_sum, labels.numel()
