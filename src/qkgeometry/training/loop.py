@@ -68,6 +68,7 @@ class TrainConfig:
     corpus: str = "wikipedia"
     log_every: int = 50
     eval_batches: int = 8
+    schedule: str = "linear"  # "linear": warmup then linear decay to 0 at `steps`; "constant": warmup then flat
 
     def __post_init__(self):
         if self.arch not in ARCHES:
@@ -79,6 +80,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if not (self.lr > 0 and 0 <= self.warmup < 1):
             raise ValueError("need lr > 0 and 0 <= warmup < 1")
+        if self.schedule not in ("linear", "constant"):
+            raise ValueError(f"schedule must be 'linear' or 'constant'; got {self.schedule!r}")
 
     @property
     def spec(self) -> ModelSpec:
@@ -89,10 +92,13 @@ class TrainConfig:
         return OBJECTIVES[self.arch]
 
     def lr_at(self, step: int) -> float:
-        """Learning rate used for the update of step ``step`` (0-based): linear warmup, then linear decay to 0."""
+        """Learning rate used for the update of step ``step`` (0-based): linear warmup, then linear decay to 0
+        (``schedule="linear"``) or constant (``"constant"``)."""
         warm = max(1, round(self.warmup * self.steps))
         if step < warm:
             return self.lr * (step + 1) / warm
+        if self.schedule == "constant":
+            return self.lr
         return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warm))
 
     def to_dict(self) -> dict:
@@ -370,7 +376,9 @@ class Run:
         from safetensors.torch import load_file, load_model
 
         state = json.loads((self.ckpt / "state.json").read_text())
-        if state["config"] != self.config.to_dict():
+        saved = {**TrainConfig().to_dict(), **state["config"]}  # fields added later take their defaults
+        saved = {k: saved[k] for k in self.config.to_dict()}
+        if saved != self.config.to_dict():
             raise ValueError(f"the checkpoint in {self.ckpt} was made with another config; use a new --out folder "
                              f"or resume=False / --no-resume.\n saved: {state['config']}\n now:   "
                              f"{self.config.to_dict()}")
