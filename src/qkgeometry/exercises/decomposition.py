@@ -1,0 +1,60 @@
+"""Checkers for the exercises of chapter 1, "The Toeplitz decomposition".
+
+Each checker calls the learner's function on fresh random inputs, compares with the reference implementation in
+:mod:`qkgeometry.decomposition`, prints a one-line verdict and returns True/False (see :mod:`qkgeometry.exercises`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..decomposition import decompose, energies
+from . import compare
+
+__all__ = ["check_decompose", "check_bilinear_parts", "check_energy_split"]
+
+
+def _cases(seed: int, sizes=(2, 5, 16)) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mats = [rng.standard_normal((d, d)) for d in sizes]
+    sym = rng.standard_normal((6, 6))
+    mats += [sym + sym.T, sym - sym.T]  # already symmetric / already skew: the split must leave them alone
+    return mats
+
+
+def check_decompose(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], seed: int = 0) -> bool:
+    """Exercise 1.1: ``fn(M)`` for ``M`` (d, d) must return ``(M_s, M_n)``, symmetric and skew parts."""
+    return compare(fn, lambda M: tuple(np.asarray(p) for p in decompose(M)),
+                   [(M,) for M in _cases(seed)], "decompose(M) -> (M_s, M_n)")
+
+
+def _bilinear_parts_reference(M: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    Ms, Mn = decompose(M)
+    return float(x @ Ms @ y), float(x @ Mn @ y)
+
+
+def check_bilinear_parts(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[float, float]],
+                         seed: int = 0) -> bool:
+    """Exercise 1.2: ``fn(M, x, y)`` with ``M`` (d, d), ``x, y`` (d,) returns ``(xᵀ M_s y, xᵀ M_n y)``.
+
+    Includes the case ``x = y``, where the skew part must give exactly 0 (up to round-off).
+    """
+    rng = np.random.default_rng(seed)
+    cases = []
+    for d in (3, 8, 32):
+        M, x, y = rng.standard_normal((d, d)), rng.standard_normal(d), rng.standard_normal(d)
+        cases += [(M, x, y), (M, x, x.copy())]
+    return compare(fn, _bilinear_parts_reference, cases, "bilinear_parts(M, x, y) -> (x·M_s·y, x·M_n·y)")
+
+
+def check_energy_split(fn: Callable[[np.ndarray], tuple[float, float]], seed: int = 0) -> bool:
+    """Exercise 1.3: ``fn(M)`` returns ``(‖M_s‖², ‖M_n‖²)`` — ideally from ``‖M‖²`` and ``tr(M M)`` only.
+
+    Also checks that the result does not depend on how ``M`` is stored (a transposed view).
+    """
+    cases = [(M,) for M in _cases(seed)]
+    rng = np.random.default_rng(seed + 1)
+    cases.append((rng.standard_normal((9, 9)).T,))
+    return compare(fn, lambda M: tuple(energies(M)[:2]), cases, "energy_split(M) -> (|M_s|^2, |M_n|^2)")

@@ -1,0 +1,319 @@
+"""Execute the book's notebooks with papermill and render the book with Jupyter Book 1.x.
+
+This is the build pipeline behind ``make book`` and ``make test`` (the book's "How to run" page explains it)::
+
+    python -m qkgeometry.notebooks execute [--quick] [NOTEBOOK ...]   # papermill -> _build/executed/{full,quick}/
+    python -m qkgeometry.notebooks build   [--quick]                  # render those copies -> _build/html
+    python -m qkgeometry.notebooks book    [--quick]                  # both
+
+* Each notebook is run with the parameter ``QUICK`` injected into its ``parameters``-tagged cell, in its own folder
+  (so relative paths such as ``../results`` work). A failing cell fails the run (non-zero exit, the cell and its
+  traceback are printed); the other notebooks still run so that one report lists every failure.
+* Papermill's injected-parameters cell is tagged ``remove-cell`` so that readers do not see it.
+* The book is rendered from a staged copy of the sources (``_config.yml``, ``_toc.yml``, ``book/`` and the
+  *executed* notebooks) with ``execute_notebooks: "off"``, ``-W -n --keep-going`` and a clean output folder, so a
+  warning or a broken cross-reference fails the build. The build step also draws the intro's headline figure
+  (computed from the offline models, never hand-made) and checks that no page loads a script or a stylesheet from
+  the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["NotebookFailure", "ExecutionResult", "execute_notebook", "execute_all", "build_book",
+           "external_resources", "executed_dir", "main"]
+
+#: Papermill tags the cell it injects with this tag.
+INJECTED_TAG = "injected-parameters"
+#: Tag that hides a cell (input and output) in the rendered book.
+REMOVE_TAG = "remove-cell"
+
+
+class NotebookFailure(RuntimeError):
+    """One or more notebooks failed to execute, or the book failed to build."""
+
+
+@dataclass
+class ExecutionResult:
+    """Outcome of executing one notebook."""
+
+    notebook: Path
+    output: Path
+    seconds: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def executed_dir(build_dir: Path, quick: bool) -> Path:
+    """Folder holding the executed copies for one mode: ``<build_dir>/executed/{quick,full}``."""
+    return Path(build_dir) / "executed" / ("quick" if quick else "full")
+
+
+def tag_injected_cell(path: Path) -> bool:
+    """Add ``remove-cell`` to papermill's injected-parameters cell of the notebook at ``path``.
+
+    Returns True when such a cell was found.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    found = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if INJECTED_TAG in tags:
+            found = True
+            if REMOVE_TAG not in tags:
+                cell.metadata["tags"] = [*tags, REMOVE_TAG]
+    if found:
+        nbformat.write(nb, str(path))
+    return found
+
+
+def execute_notebook(src: Path, dst: Path, quick: bool, kernel_name: str = "python3",
+                     timeout: int | None = 1800) -> float:
+    """Execute ``src`` with ``QUICK=quick`` into ``dst`` and return the wall time in seconds.
+
+    Raises ``papermill.PapermillExecutionError`` when a cell fails (``dst`` then holds the partial output) and
+    ``ValueError`` when the notebook has no ``parameters``-tagged cell.
+    """
+    import nbformat
+    import papermill as pm
+
+    src, dst = Path(src).resolve(), Path(dst).resolve()
+    nb = nbformat.read(str(src), as_version=4)
+    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        raise ValueError(f"{src.name}: no cell is tagged `parameters`; add one that sets `QUICK = False` so the "
+                         f"runner can switch the notebook to quick mode.")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(str(src), str(dst), parameters={"QUICK": bool(quick)}, cwd=str(src.parent),
+                            kernel_name=kernel_name, progress_bar=False, log_output=False,
+                            execution_timeout=timeout)
+    finally:
+        if dst.exists():
+            tag_injected_cell(dst)
+    return time.perf_counter() - start
+
+
+def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_name: str = "python3",
+                stream=sys.stdout) -> list[ExecutionResult]:
+    """Execute every notebook into ``out_dir``, printing one timing line each. Raises :class:`NotebookFailure`
+    after running all of them if any failed."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mode = "quick" if quick else "full"
+    results: list[ExecutionResult] = []
+    print(f"Executing {len(notebooks)} notebook(s) in {mode} mode -> {out_dir}", file=stream, flush=True)
+    for nb_path in notebooks:
+        nb_path = Path(nb_path)
+        dst = out_dir / nb_path.name
+        start = time.perf_counter()
+        try:
+            seconds = execute_notebook(nb_path, dst, quick, kernel_name)
+            results.append(ExecutionResult(nb_path, dst, seconds))
+            print(f"  {seconds:7.1f} s  ok      {nb_path.name}", file=stream, flush=True)
+        except Exception as e:  # papermill's error carries the failing cell's traceback
+            seconds = time.perf_counter() - start
+            results.append(ExecutionResult(nb_path, dst, seconds, error=_describe(e)))
+            print(f"  {seconds:7.1f} s  FAILED  {nb_path.name}", file=stream, flush=True)
+    total = sum(r.seconds for r in results)
+    print(f"  {total:7.1f} s  total ({mode})", file=stream, flush=True)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        details = "\n\n".join(f"--- {r.notebook.name} (partial output: {r.output})\n{r.error}" for r in failed)
+        raise NotebookFailure(f"{len(failed)} of {len(results)} notebook(s) failed:\n\n{details}")
+    return results
+
+
+def _describe(e: Exception) -> str:
+    text = str(e)
+    # Strip ANSI colours from IPython tracebacks so that CI logs stay readable.
+    return re.sub(r"\x1b\[[0-9;]*m", "", text) or type(e).__name__
+
+
+# --------------------------------------------------------------------------------------------------- build
+_EXTERNAL = re.compile(
+    r"""<(script|link)\b[^>]*?\b(src|href)\s*=\s*["']((?:https?:)?//[^"']+)["'][^>]*>""", re.IGNORECASE)
+_REL = re.compile(r"""\brel\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
+#: ``<link rel=...>`` kinds that make the browser fetch something (canonical/alternate links do not).
+_FETCHING_RELS = {"stylesheet", "preload", "modulepreload", "prefetch", "icon", "shortcut", "manifest", "import"}
+
+
+def external_resources(html_dir: Path) -> list[tuple[str, str]]:
+    """``(page, url)`` for every ``<script src>`` or fetching ``<link href>`` that points to the network."""
+    found = []
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        for match in _EXTERNAL.finditer(text):
+            tag, _, url = match.groups()
+            if tag.lower() == "link":
+                rel = _REL.search(match.group(0))
+                rels = set(rel.group(1).lower().split()) if rel else {"stylesheet"}
+                if not rels & _FETCHING_RELS:
+                    continue
+            found.append((str(page.relative_to(html_dir)), url))
+    return found
+
+
+def stage_sources(root: Path, executed: Path, stage: Path) -> list[Path]:
+    """Copy the book sources into ``stage`` with the executed notebooks in place of ``notebooks/``.
+
+    Every ``notebooks/*.ipynb`` of ``root`` must have an executed copy in ``executed`` that is newer than it.
+    """
+    root, executed, stage = Path(root), Path(executed), Path(stage)
+    sources = sorted((root / "notebooks").glob("*.ipynb"))
+    missing = [p.name for p in sources if not (executed / p.name).exists()]
+    stale = [p.name for p in sources if (executed / p.name).exists()
+             and (executed / p.name).stat().st_mtime < p.stat().st_mtime]
+    if missing or stale:
+        raise NotebookFailure(
+            f"executed copies in {executed} are missing ({', '.join(missing) or 'none'}) or older than their "
+            f"source ({', '.join(stale) or 'none'}); run `python -m qkgeometry.notebooks execute` first.")
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(root / name, stage / name)
+    shutil.copytree(root / "book", stage / "book", ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    (stage / "notebooks").mkdir()
+    for src in sources:
+        shutil.copy2(executed / src.name, stage / "notebooks" / src.name)
+    return sources
+
+
+def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
+    """Draw the intro's headline figure and its summary table into ``out_dir`` (see ``book/intro.md``).
+
+    Both offline models are scored per layer next to a random-Gaussian null cloud of the same shapes.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from . import plotting
+    from .baselines import random_factor_scores
+    from .survey import score_model, summarize
+    from .zoo import model_source
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = {alias: score_model(model_source(alias), per="layer") for alias in ("minilm-l6", "smollm2-135m")}
+    nulls = []
+    for frame in frames.values():
+        row = frame.iloc[0]
+        rank = int(row["n_kv_heads"] * row["head_dim"])
+        nulls.append(random_factor_scores(int(row["d_model"]), rank, 60 if quick else 300, seed=0))
+    import pandas as pd
+
+    fig = plotting.score_plane(pd.concat(frames.values()), null=pd.concat(nulls),
+                               title="Every layer of two real models, and random matrices of the same shapes")
+    figure = out_dir / "headline.svg"
+    fig.savefig(figure, bbox_inches="tight")
+    summary = summarize(pd.concat(frames.values()))
+    table = out_dir / "headline_summary.md"
+    lines = ["| model | family | layers | symmetry, median [IQR] | directionality, median [IQR] |",
+             "|---|---|---:|---|---|"]
+    for _, r in summary.iterrows():
+        lines.append(f"| `{r['model']}` | {r['family']} | {r['n']} | {r['symmetry_median']:.2f} "
+                     f"[{r['symmetry_q25']:.2f}, {r['symmetry_q75']:.2f}] | {r['directionality_median']:.2f} "
+                     f"[{r['directionality_q25']:.2f}, {r['directionality_q75']:.2f}] |")
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [figure, table]
+
+
+def jupyter_book_command() -> list[str]:
+    """The ``jupyter-book`` executable next to this Python, else on PATH."""
+    local = Path(sys.executable).parent / "jupyter-book"
+    if local.exists():
+        return [str(local)]
+    found = shutil.which("jupyter-book")
+    if found is None:
+        raise NotebookFailure("`jupyter-book` is not installed; install the book extra: pip install -e '.[book]'")
+    return [found]
+
+
+def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headline: bool = True,
+               stream=sys.stdout) -> Path:
+    """Render the executed notebooks and ``book/`` into ``<build_dir>/html`` and return its ``index.html``.
+
+    Raises :class:`NotebookFailure` on any Sphinx warning, broken reference, or network-loaded asset.
+    """
+    root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
+    stage = build_dir / "stage"
+    stage_sources(root, Path(executed).resolve(), stage)
+    if headline:
+        start = time.perf_counter()
+        draw_headline(stage / "book" / "_generated", quick)
+        print(f"  {time.perf_counter() - start:7.1f} s  headline figure", file=stream, flush=True)
+    # jupyter-book writes to <path-output>/_build/{html,.doctrees}; start from a clean output folder.
+    out_root = build_dir / "book"
+    if out_root.exists():
+        shutil.rmtree(out_root)
+    start = time.perf_counter()
+    cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(out_root), "--all",
+           "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise NotebookFailure(f"jupyter-book build failed after {seconds:.1f} s:\n{proc.stdout[-6000:]}\n"
+                              f"{proc.stderr[-6000:]}")
+    built = out_root / "_build" / "html"
+    html = build_dir / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    shutil.move(str(built), str(html))
+    external = external_resources(html)
+    if external:
+        listing = "\n".join(f"  {page}: {url}" for page, url in external[:20])
+        raise NotebookFailure(f"the built book loads {len(external)} asset(s) from the network:\n{listing}")
+    print(f"  {seconds:7.1f} s  jupyter-book build", file=stream, flush=True)
+    return html / "index.html"
+
+
+# ----------------------------------------------------------------------------------------------------- CLI
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qkgeometry.notebooks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("execute", "build", "book"))
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to execute (default: every notebooks/*.ipynb)")
+    parser.add_argument("--quick", action="store_true", help="run with QUICK=True (small, fast version)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: current folder)")
+    parser.add_argument("--build-dir", type=Path, default=None, help="default: <root>/_build")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where executed copies go (default: <build-dir>/executed/{quick,full})")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default: python3)")
+    parser.add_argument("--no-headline", action="store_true", help="skip drawing the intro's headline figure")
+    args = parser.parse_intermixed_args(argv)
+
+    root = args.root.resolve()
+    build_dir = (args.build_dir or root / "_build").resolve()
+    out = (args.out or executed_dir(build_dir, args.quick)).resolve()
+    try:
+        if args.command in ("execute", "book"):
+            notebooks = args.notebooks or sorted((root / "notebooks").glob("*.ipynb"))
+            if not notebooks:
+                raise NotebookFailure(f"no notebooks found in {root / 'notebooks'}")
+            execute_all(notebooks, out, args.quick, args.kernel)
+        if args.command in ("build", "book"):
+            index = build_book(root, out, build_dir, args.quick, headline=not args.no_headline)
+            print(f"Book built: {index}")
+    except NotebookFailure as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The rendered book works offline: local MathJax, no network scripts or stylesheets, warnings fail the build.
+
+A tiny book (one page with math, a theorem, an exercise with a dropdown solution, a citation, and one executed
+notebook) is built with the real configuration and the real pipeline. If the full book has been built
+(``_build/html``), it is checked too.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from qkgeometry import notebooks as runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PAGE = r"""# Tiny
+
+Inline $a^\top M b$ and display math
+
+$$
+\|M\|^2 = \|M_s\|^2 + \|M_n\|^2 .
+$$
+
+```{prf:theorem} Tiny theorem
+:label: thm-tiny
+
+$1 + 1 = 2$.
+```
+
+See {prf:ref}`thm-tiny`, {cite}`saponati2025` and {doc}`../notebooks/01_tiny`.
+
+```{exercise}
+:label: ex-tiny
+
+Compute $1 + 1$.
+```
+
+````{solution} ex-tiny
+:class: dropdown
+
+Two.
+````
+
+```{bibliography}
+```
+"""
+
+
+def _tiny_project(root: Path, page: str = PAGE) -> Path:
+    (root / "book").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    shutil.copy2(ROOT / "_config.yml", root / "_config.yml")
+    shutil.copy2(ROOT / "book" / "references.bib", root / "book" / "references.bib")
+    shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "book" / "index.md").write_text(page)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - glob: notebooks/*\n")
+    cells = [nbformat.v4.new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
+             nbformat.v4.new_markdown_cell("# Tiny notebook"),
+             nbformat.v4.new_code_cell("print('QUICK is', QUICK)")]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, str(root / "notebooks" / "01_tiny.ipynb"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_html(tmp_path_factory) -> Path:
+    root = _tiny_project(tmp_path_factory.mktemp("tiny") / "proj")
+    executed = root / "_build" / "executed" / "quick"
+    runner.execute_all(sorted((root / "notebooks").glob("*.ipynb")), executed, quick=True)
+    index = runner.build_book(root, executed, root / "_build", quick=True, headline=False)
+    return index.parent
+
+
+def _html_dirs(tiny_html: Path) -> list[Path]:
+    built = ROOT / "_build" / "html"
+    return [tiny_html] + ([built] if (built / "index.html").exists() else [])
+
+
+def test_no_page_loads_network_assets(tiny_html: Path):
+    for html in _html_dirs(tiny_html):
+        assert list(html.rglob("*.html")), f"no pages in {html}"
+        assert runner.external_resources(html) == [], f"{html} loads assets from the network"
+
+
+def test_mathjax_is_local(tiny_html: Path):
+    for html in _html_dirs(tiny_html):
+        assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file(), f"{html}: MathJax was not copied"
+        assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    page = (tiny_html / "book" / "index.html").read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js' in page
+    assert "mathjax@3" not in page and "cdn.jsdelivr" not in page
+
+
+def test_directives_rendered(tiny_html: Path):
+    page = (tiny_html / "book" / "index.html").read_text()
+    assert "Tiny theorem" in page and "proof" in page.lower()
+    assert "dropdown" in page and "solution" in page.lower()
+    assert "Saponati" in page  # the citation resolved against book/references.bib
+    assert "\\|M\\|^2" in page  # math left for MathJax
+
+
+def test_injected_parameters_are_hidden(tiny_html: Path):
+    page = (tiny_html / "notebooks" / "01_tiny.html").read_text()
+    assert "QUICK is True" in page  # executed with the injected value
+    assert "Injected parameters" not in page and "# Parameters" not in page
+
+
+def test_detector_flags_cdn_and_ignores_plain_links(tmp_path: Path):
+    (tmp_path / "a.html").write_text(
+        '<script src="https://cdn.example.org/x.js"></script>'
+        '<link rel="stylesheet" href="//fonts.example.org/f.css">'
+        '<link rel="canonical" href="https://example.org/page.html">'
+        '<a href="https://example.org">link</a><script src="_static/local.js"></script>')
+    found = runner.external_resources(tmp_path)
+    assert [url for _, url in found] == ["https://cdn.example.org/x.js", "//fonts.example.org/f.css"]
+
+
+def test_broken_cross_reference_fails_the_build(tmp_path: Path):
+    root = _tiny_project(tmp_path / "proj", page="# Broken\n\nSee {ref}`no-such-label`.\n")
+    executed = root / "_build" / "executed" / "quick"
+    runner.execute_all(sorted((root / "notebooks").glob("*.ipynb")), executed, quick=True)
+    with pytest.raises(runner.NotebookFailure, match="no-such-label"):
+        runner.build_book(root, executed, root / "_build", quick=True, headline=False)

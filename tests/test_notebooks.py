@@ -1,0 +1,172 @@
+"""The chapters as source files: clean in git, parameterised, Colab-safe, and a runner that fails on a bad cell.
+
+Executing the real chapters is `make test-notebooks` (python -m qkgeometry.notebooks execute --quick); these tests
+check the properties that make that execution meaningful, plus the runner's failure path on a generated notebook.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from qkgeometry import notebooks as runner
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+IDS = [p.name for p in NOTEBOOKS]
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _repository_url() -> str:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    return config["repository"]["url"].rstrip("/")
+
+
+def _colab_cell(nb):
+    return nb.cells[0]
+
+
+def _as_python(source: str) -> str:
+    """IPython source (``%pip ...``) as plain Python (``get_ipython().run_line_magic(...)``), as the kernel runs it."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
+def _pip_urls(text: str) -> list[str]:
+    return [u.removesuffix(".git") for u in re.findall(r"git\+(https://[^\s\"'@]+)", text)]
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no notebooks/*.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stored_without_outputs(path: Path):
+    nb = nbformat.read(str(path), as_version=4)
+    nbformat.validate(nb)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, (f"{path.name}: cells {dirty} carry outputs or execution counts; clear them before "
+                       f"committing (e.g. `jupyter nbconvert --clear-output --inplace {path.name}`).")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_has_quick_parameter(path: Path):
+    nb = nbformat.read(str(path), as_version=4)
+    params = [c for c in nb.cells if c.cell_type == "code" and "parameters" in _tags(c)]
+    assert len(params) == 1, f"{path.name}: expected exactly one cell tagged `parameters`, found {len(params)}"
+    namespace: dict = {}
+    exec(params[0].source, namespace)
+    assert namespace.get("QUICK") is False, f"{path.name}: the parameters cell must set QUICK = False by default"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_first_cell_is_hidden_colab_install(path: Path):
+    nb = nbformat.read(str(path), as_version=4)
+    cell = _colab_cell(nb)
+    assert cell.cell_type == "code" and "remove-cell" in _tags(cell), \
+        f"{path.name}: the first cell must be the Colab install cell, tagged remove-cell"
+    assert "google.colab" in cell.source
+    urls = _pip_urls(cell.source)
+    assert urls == [_repository_url()], (f"{path.name}: the install cell must pip-install from the repository URL "
+                                         f"in _config.yml ({_repository_url()}); found {urls}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_colab_cell_skipped_outside_colab(path: Path, monkeypatch):
+    """Exec the cell's code as papermill would: nothing may happen unless google.colab is imported."""
+    cell = _colab_cell(nbformat.read(str(path), as_version=4))
+    calls = []
+    fake_ipython = types.SimpleNamespace(run_line_magic=lambda *a: calls.append(a))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    code = _as_python(cell.source)
+    exec(code, {"get_ipython": lambda: fake_ipython})
+    assert calls == [], f"{path.name}: the Colab cell ran {calls} outside Colab"
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    exec(code, {"get_ipython": lambda: fake_ipython})
+    assert len(calls) == 1 and calls[0][0] == "pip", f"{path.name}: on Colab the cell must run one %pip; got {calls}"
+    assert _pip_urls(calls[0][1]) == [_repository_url()]
+    assert "torch" not in calls[0][1], f"{path.name}: the Colab install must not (re)install torch: {calls[0][1]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_colab_badge_points_to_this_notebook(path: Path):
+    nb = nbformat.read(str(path), as_version=4)
+    badges = [c for c in nb.cells[:3] if c.cell_type == "markdown" and "colab-badge" in c.source]
+    assert badges, f"{path.name}: no Colab badge in the first cells"
+    assert f"blob/main/notebooks/{path.name}" in badges[0].source
+    owner_repo = _repository_url().split("github.com/")[-1]
+    assert f"/github/{owner_repo}/" in badges[0].source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_imports_only_from_qkgeometry_and_libraries(path: Path):
+    """Chapters call the package; they never define score/decomposition functions of their own outside exercises."""
+    nb = nbformat.read(str(path), as_version=4)
+    api = {"decompose", "energies", "symmetry_score", "directionality_score", "symmetry_score_factored",
+           "directionality_score_factored", "scores_factored", "load_qk", "score_model"}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "remove-cell" in _tags(cell):
+            continue
+        tree = ast.parse(cell.source)
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not defined & api, f"{path.name}: re-implements {defined & api}; call qkgeometry instead"
+
+
+def _write_notebook(path: Path, sources: list[str]) -> Path:
+    cells = [nbformat.v4.new_code_cell("QUICK = False", metadata={"tags": ["parameters"]})]
+    cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_runner_passes_quick_and_hides_injected_cell(tmp_path: Path):
+    good = _write_notebook(tmp_path / "good.ipynb", ["assert QUICK is True\nprint('quick ok')"])
+    out = tmp_path / "out"
+    results = runner.execute_all([good], out, quick=True)
+    assert results[0].ok and results[0].seconds > 0
+    nb = nbformat.read(str(out / "good.ipynb"), as_version=4)
+    injected = [c for c in nb.cells if runner.INJECTED_TAG in _tags(c)]
+    assert len(injected) == 1 and runner.REMOVE_TAG in _tags(injected[0])
+    assert "quick ok" in nb.cells[-1].outputs[0]["text"]
+
+
+def test_runner_fails_on_a_broken_cell(tmp_path: Path, capsys):
+    good = _write_notebook(tmp_path / "a_good.ipynb", ["x = 1"])
+    broken = _write_notebook(tmp_path / "b_broken.ipynb", ["x = 1", "raise RuntimeError('deliberately broken')",
+                                                           "print('never reached')"])
+    with pytest.raises(runner.NotebookFailure, match="deliberately broken") as info:
+        runner.execute_all([good, broken], tmp_path / "out", quick=True)
+    assert "1 of 2 notebook(s) failed" in str(info.value)
+    printed = capsys.readouterr().out
+    assert "ok      a_good.ipynb" in printed and "FAILED  b_broken.ipynb" in printed
+    # the command line reports the failure with a non-zero exit status
+    assert runner.main(["execute", "--quick", "--out", str(tmp_path / "cli"), str(broken)]) == 1
+
+
+def test_runner_refuses_a_notebook_without_parameters(tmp_path: Path):
+    path = tmp_path / "noparams.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), str(path))
+    with pytest.raises(runner.NotebookFailure, match="parameters"):
+        runner.execute_all([path], tmp_path / "out", quick=True)
+
+
+def test_build_refuses_stale_or_missing_executed_copies(tmp_path: Path):
+    root = tmp_path / "proj"
+    (root / "notebooks").mkdir(parents=True)
+    _write_notebook(root / "notebooks" / "01_x.ipynb", ["1"])
+    with pytest.raises(runner.NotebookFailure, match="missing"):
+        runner.stage_sources(root, tmp_path / "executed", tmp_path / "stage")
