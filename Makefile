@@ -11,7 +11,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
 
-.PHONY: install test test-unit clean help
+# `make book QUICK=1` builds the small, fast version of every chapter.
+QUICK ?=
+QUICK_FLAG := $(if $(filter 1 true True yes,$(QUICK)),--quick,)
+# Notebook runner and book builder (src/qkgeometry/notebooks.py): papermill, then Jupyter Book with -W -n.
+NOTEBOOKS := $(BIN)/python -m qkgeometry.notebooks
+
+.PHONY: install test test-unit test-notebooks test-book book clean help
 
 help:
 	@echo "make test   - install everything into $(VENV), run the unit tests, every notebook (quick) and a quick book build"
@@ -31,7 +37,19 @@ $(STAMP): pyproject.toml Makefile
 test-unit: install
 	$(BIN)/python -m pytest -q tests
 
-test: test-unit
+# Every chapter with QUICK=True (a failing cell fails), timings per notebook -> _build/executed/quick/.
+test-notebooks: install
+	$(NOTEBOOKS) execute --quick
+
+# Quick book build from the notebooks executed above (not executed twice); warnings and broken refs fail.
+test-book: test-notebooks
+	$(NOTEBOOKS) build --quick
+
+test: test-unit test-notebooks test-book
+
+# Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
+book: install
+	$(NOTEBOOKS) book $(QUICK_FLAG)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
