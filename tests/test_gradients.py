@@ -205,3 +205,29 @@ def test_training_experiment_smoke():
         gr.train_objective(gr.TinyAttentionLM(51, cfg), gr.make_batches(stream, cfg, 2, 0), "lm", 50, cfg)
     with pytest.raises(ValueError, match="`batches` must have shape"):
         gr.train_objective(gr.TinyAttentionLM(51, cfg), torch.zeros(2, 3, 4, dtype=torch.long), "mlm", 50, cfg)
+
+
+def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
+    from qkgeometry.exercises.gradients import check_pair_counts, check_two_token_gradient
+
+    def solution(a, dl_dp, causal):  # the solution printed in chapter 3
+        g = np.zeros((2, 2))
+        for i in range(2):
+            keys = [0] if (causal and i == 0) else [0, 1]
+            e = np.exp(a[i, keys] - a[i, keys].max())
+            p = e / e.sum()
+            g[i, keys] = p * (dl_dp[i, keys] - (p * dl_dp[i, keys]).sum())
+        return g
+
+    def ignores_mask(a, dl_dp, causal):
+        return solution(a, dl_dp, False)
+
+    assert check_two_token_gradient(solution)
+    assert not check_two_token_gradient(ignores_mask)
+    assert not check_two_token_gradient(lambda a, d, c: 1 / 0)
+    assert check_pair_counts(12, 4, True, (12, 0, 30))
+    assert check_pair_counts(12, 4, False, (12, 60, 0))
+    assert not check_pair_counts(12, 4, True, (12, 30, 0))
+    assert not check_pair_counts(12, 4, True, "abc")
+    out = capsys.readouterr().out
+    assert "unpaired" in out and "not yet" in out

@@ -61,6 +61,7 @@ __all__ = [  # masks, the exact gradient and its split, the training experiment 
     "factor_gradients",
     "logit_gradient",
     "make_batches",
+    "one_step_gradient",
     "orthogonal_token_symmetry",
     "pair_classes",
     "random_mask",
@@ -277,6 +278,49 @@ def split_gradient(x: Tensor, g: Tensor, mask: Tensor, head_dim: int) -> Gradien
     return GradientSplit(parts[0] + parts[1] + parts[2], *parts)
 
 
+def one_step_gradient(x: Tensor, w_qk: Tensor, head_dim: int, objective: str, targets: Tensor,
+                      readout: Tensor, positions: Tensor | None = None) -> tuple[GradientSplit, Tensor]:
+    """One-step ``∂L/∂W`` of a minimal one-layer model on one sequence, split by the mask. Chapter 3.
+
+    The model: attention with identity values, ``o_i = Σ_j P_ij x_j``, read out through ``readout`` (V, d)
+    (tied input embeddings) into ``logits_i = E o_i``; cross-entropy against ``targets``.
+
+    * ``objective="causal"``: causal mask; position i predicts ``targets[i + 1]`` (next token), i < n − 1.
+    * ``objective="mlm"``: bidirectional mask; the positions in ``positions`` (bool (n,), already replaced by the
+      mask token in ``x``) predict ``targets`` there (masked-token reconstruction).
+
+    ``x``: (n, d); ``w_qk``: (..., d, d), e.g. one matrix per head, each head an independent one-head model.
+    Returns ``(split, g)`` with split tensors (..., d, d) and g (..., n, n).
+    """
+    x = _check_tokens(x)
+    n = x.shape[-2]
+    targets = torch.as_tensor(targets)
+    if targets.shape != (n,):
+        raise ValueError(f"`targets` must be token ids of shape (n,) = ({n},); got {tuple(targets.shape)}.")
+    if readout.ndim != 2 or readout.shape[1] != x.shape[-1]:
+        raise ValueError(f"`readout` must have shape (vocab, d={x.shape[-1]}); got {tuple(readout.shape)}.")
+    if objective == "causal":
+        mask = causal_mask(n, device=x.device)
+        rows, tgt = torch.arange(n - 1), targets[1:]
+    elif objective == "mlm":
+        if positions is None or positions.dtype != torch.bool or positions.shape != (n,) or not positions.any():
+            raise ValueError("objective='mlm' needs `positions`: a bool tensor of shape (n,) with at least one True "
+                             "(the masked positions to reconstruct).")
+        mask = bidirectional_mask(n, device=x.device)
+        rows, tgt = torch.nonzero(positions).squeeze(1), targets[positions]
+    else:
+        raise ValueError(f"`objective` must be 'causal' or 'mlm'; got {objective!r}.")
+    batch = w_qk.shape[:-2]
+
+    def loss_of_probs(p: Tensor) -> Tensor:
+        logits = (p[..., rows, :] @ x) @ readout.T  # (..., rows, V)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 tgt.expand(*batch, len(tgt)).reshape(-1), reduction="sum")
+
+    _, g = logit_gradient(x, w_qk, mask, head_dim, loss_of_probs)
+    return split_gradient(x, g, mask, head_dim), g
+
+
 def orthogonal_token_symmetry(g: Tensor, sq_norms: Tensor) -> Tensor:
     """Symmetry score that ``Σ g_ij x_i x_jᵀ`` has when the tokens are mutually orthogonal. Chapter 3.
 
@@ -353,12 +397,12 @@ class TrainConfig:
     d_model: int = 64
     n_heads: int = 4
     seq_len: int = 64
-    batch_size: int = 32
-    steps: int = 400
+    batch_size: int = 16
+    steps: int = 200
     lr: float = 3e-3
     weight_decay: float = 0.0
     mask_prob: float = 0.15  # MLM: fraction of positions replaced by the mask token and predicted
-    log_every: int = 20
+    log_every: int = 10
     init_std: float = 0.02  # BERT/GPT-2 style N(0, 0.02) for every weight matrix
 
     @property

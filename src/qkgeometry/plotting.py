@@ -156,3 +156,63 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None):
         ax.set_ylabel(f"{score} score")
     axes[0][0].legend(fontsize=8)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------- Chapter 3
+#: Colours of the two training objectives / mask kinds in chapter 3.
+OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"]}
+
+
+def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
+    """Distribution of one score of the single-step gradient, causal vs MLM, one panel per ``by`` value.
+
+    ``frame``: tidy, one row per (setting, objective, sentence) with a column ``value``. Chapter 3, "The bias at
+    one step".
+    """
+    groups = list(dict.fromkeys(frame[by]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 3.3), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, grp in zip(axes[0], groups):
+        sub = frame[frame[by] == grp]
+        order = [o for o in OBJECTIVE_COLORS if o in set(sub["objective"])]
+        sns.violinplot(data=sub, x="objective", y=value, hue="objective", palette=OBJECTIVE_COLORS, ax=ax,
+                       inner="quart", cut=0, legend=False, order=order)
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_title(str(grp))
+        ax.set_xlabel("")
+    axes[0][0].set_ylabel(f"{value} of one-step $\\nabla W$")
+    return fig
+
+
+def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_symmetry", "delta_directionality"),
+                          band: float = 0.95, null_bands: dict | None = None):
+    """Mean over seeds (line) and a t-interval band of each metric against the step, causal vs MLM.
+
+    ``frame``: output of :func:`qkgeometry.gradients.compare_objectives` (columns step, seed, objective, metrics).
+    The band is the two-sided ``band`` Student-t interval of the mean across seeds. ``null_bands``: optional
+    ``{metric: (low, high)}`` drawn in grey (e.g. the spread of i.i.d. Gaussian matrices). Chapter 3, "The bias in
+    training".
+    """
+    import numpy as np
+    from scipy import stats
+
+    titles = {"symmetry": "$s(W_t)$", "directionality": "$d(W_t)$", "delta_symmetry": "$s(W_t - W_0)$",
+              "delta_directionality": "$d(W_t - W_0)$", "loss": "training loss"}
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, metric in zip(axes[0], metrics):
+        if null_bands and metric in null_bands:
+            ax.axhspan(*null_bands[metric], color=FAMILY_COLORS["random"], alpha=0.15, lw=0, label="Gaussian null")
+        for objective, sub in frame.groupby("objective", sort=False):
+            agg = sub.groupby("step")[metric].agg(["mean", "std", "count"])
+            half = stats.t.ppf(0.5 + band / 2, np.maximum(agg["count"] - 1, 1)) * agg["std"] / np.sqrt(agg["count"])
+            color = OBJECTIVE_COLORS.get(objective, "k")
+            n = int(agg["count"].max())
+            ax.plot(agg.index, agg["mean"], color=color, label=f"{objective} (n={n} seeds)")
+            ax.fill_between(agg.index, agg["mean"] - half, agg["mean"] + half, color=color, alpha=0.2, lw=0)
+        if metric != "loss":
+            ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_title(titles.get(metric, metric))
+        ax.set_xlabel("step")
+    axes[0][0].legend(fontsize=8)
+    return fig
