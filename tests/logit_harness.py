@@ -84,6 +84,8 @@ class LogitCase:
     #: check then compares logits · rms(q_i) · rms(k_j) with the *folded* bilinear form, the rms computed from the
     #: raw projections (``load_qk(qk_norm="raw")``) with eps = config.rms_norm_eps.
     qk_norm: str | None = None
+    #: logits at or below this value count as masked (GPT-1 masks with -1e4 instead of -inf)
+    masked_below: float = -1e30
 
 
 def build_tiny_model(case: LogitCase, folder) -> Any:
@@ -138,7 +140,7 @@ def check_logit_equivalence(case: LogitCase, folder, batch: int = 2, tokens: int
             rq, rk = _qk_rms(qg.load_qk(folder, qk_norm="raw").layer(layer.index, case.component), x, case.qk_norm,
                              model.config.get_text_config().rms_norm_eps)
             predicted = predicted / (rq[..., :, None] * rk[..., None, :])
-        keep = logits > -1e30  # skip masked entries
+        keep = logits > case.masked_below  # skip masked entries
         causal = torch.tril(torch.ones(tokens, tokens, dtype=torch.bool))
         assert keep[..., causal].all(), f"{case.id}: the module masked entries on or below the diagonal"
         err = (logits - predicted)[keep].abs().max().item()

@@ -94,6 +94,7 @@ CASES = [
     # ---- encoders
     LogitCase("bert", "bert", TINY_BERT, _bert_self),
     LogitCase("roberta", "roberta", TINY_BERT, _bert_self),
+    LogitCase("xlm-roberta", "xlm-roberta", TINY_BERT, _bert_self),
     LogitCase("electra", "electra", {**TINY_BERT, "embedding_size": 32}, _bert_self),
     LogitCase("albert", "albert", {**TINY_BERT, "embedding_size": 32, "num_hidden_groups": 2},
               lambda m, i: m.encoder.albert_layer_groups[i].albert_layers[0].attention),
@@ -111,6 +112,8 @@ CASES = [
     # ---- decoders
     LogitCase("gpt2", "gpt2", dict(n_embd=48, n_layer=2, n_head=4, vocab_size=99, n_positions=32),
               lambda m, i: m.h[i].attn),
+    LogitCase("openai-gpt", "openai-gpt", dict(n_embd=48, n_layer=2, n_head=4, vocab_size=99, n_positions=32),
+              lambda m, i: m.h[i].attn, masked_below=-9e3),
     LogitCase("gpt_neo-no-scaling", "gpt_neo", dict(hidden_size=48, num_layers=2, num_heads=4, vocab_size=99,
                                                     max_position_embeddings=32, window_size=16,
                                                     attention_types=[[["global", "local"], 1]]),

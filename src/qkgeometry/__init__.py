@@ -17,12 +17,12 @@ from .scores import (
     symmetry_score,
     symmetry_score_factored,
 )
-from .survey import score_model, summarize
+from .survey import score_model, summarize, survey
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Energies", "QKLayer", "QKModel", "Scores", "SourceError", "decompose", "directionality_score",
     "directionality_score_factored", "energies", "load_qk", "score_model", "scores_factored", "summarize",
-    "symmetry_score", "symmetry_score_factored", "__version__",
+    "survey", "symmetry_score", "symmetry_score_factored", "__version__",
 ]

@@ -306,6 +306,7 @@ for _arch in (
     # ---- encoders
     _bert_like("bert", notes="BERT and its checkpoints (MiniLM, BERT-tiny...)."),
     _bert_like("roberta"),
+    _bert_like("xlm-roberta"),
     _bert_like("electra"),
     Architecture("albert", "encoder", (AttentionBlock(
         "self", "encoder.albert_layer_groups.{i}.albert_layers.0.attention.query.weight",
@@ -329,6 +330,8 @@ for _arch in (
     # ---- decoders
     Architecture("gpt2", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused"),),
                  notes="Fused Conv1D c_attn of shape (d, 3d), blocked [Q|K|V]."),
+    Architecture("openai-gpt", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused"),),
+                 notes="GPT-1: fused Conv1D c_attn (d, 3d), blocked [Q|K|V], as GPT-2; causal mask value -1e4."),
     Architecture("gpt_neo", "decoder", (AttentionBlock("self", "h.{i}.attn.attention.q_proj.weight",
                                                        "h.{i}.attn.attention.k_proj.weight"),),
                  notes="GPT-Neo has NO 1/sqrt(head_dim) scaling: its logit is x_iᵀ W_qk x_j. Alternating global and "

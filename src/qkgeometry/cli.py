@@ -2,6 +2,8 @@
 
     qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2]
     qkgeometry architectures
+    qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
+    qkgeometry plot results.csv [--out-dir DIR]
 
 SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf file, ``offline:<name>`` or a Hub id.
 Other chapters register more subcommands through :data:`SUBCOMMANDS`.
@@ -78,6 +80,80 @@ def _cmd_architectures(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------ survey / plot
+def _add_survey(sub: argparse._SubParsersAction) -> None:
+    from .zoo import PRESETS
+
+    p = sub.add_parser("survey", help="score many models (a preset or listed sources) into one resumable CSV",
+                       description="Score every model of a preset (or the SOURCES given), streaming one layer at a "
+                                   "time. Finished models are written to --out at once (atomically); rerunning the "
+                                   "same command resumes and recomputes nothing that finished. A model that fails "
+                                   "is reported and skipped.")
+    p.add_argument("sources", nargs="*", help="model folders, .gguf files, offline:<name>, random:<source> or Hub ids")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named model list from qkgeometry.zoo.PRESETS")
+    p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
+    p.add_argument("--out", type=Path, default=Path("results.csv"), help="CSV cache and result (default results.csv)")
+    p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
+    p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    p.set_defaults(func=_cmd_survey)
+
+
+def _cmd_survey(args: argparse.Namespace) -> int:
+    from .survey import summarize, survey
+    from .zoo import preset
+
+    if not args.preset and not args.sources:
+        raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
+    entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
+    frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty())
+    computed = frame.attrs["computed"]
+    cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]
+    if len(frame):
+        summary = summarize(frame)
+        summary.insert(0, "model / component", summary["model"] + " [" + summary["component"] + "]")
+        print(summary[["model / component", "n", "symmetry_median", "directionality_median"]].round(3)
+              .to_string(index=False))
+    print(f"computed {len(computed)} model(s), reused {len(cached)} from {args.out}"
+          + (f": {', '.join(cached)}" if cached else ""))
+    failures = frame.attrs["failures"]
+    if len(failures):
+        print(f"{len(failures)} model(s) failed and were skipped:")
+        print(failures.to_string(index=False))
+    print(f"{args.out} holds {len(frame)} rows for these models")
+    return 1 if len(failures) and not len(frame) else 0
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="draw the survey figures of a results CSV into files",
+                       description="Write chapter 4's figures (layer curves, scatter with IQR bars, random-init "
+                                   "twins, per-head heatmaps when the CSV is per head) as PNG files.")
+    p.add_argument("results", type=Path, help="a CSV written by `qkgeometry survey`")
+    p.add_argument("--out-dir", type=Path, default=Path("figures"), help="folder for the PNG files (default figures)")
+    p.set_defaults(func=_cmd_plot)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    if not args.results.is_file():
+        raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
+                                "`qkgeometry survey --preset offline --out results.csv`.")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting import plt, survey_figures
+    from .survey import _read_cache
+
+    frame = _read_cache(args.results)
+    if not len(frame):
+        raise ValueError(f"{str(args.results)!r} has no rows to plot.")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for stem, fig in survey_figures(frame).items():
+        path = args.out_dir / f"{stem}.png"
+        fig.savefig(path, bbox_inches="tight")
+        plt.close(fig)
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qkgeometry",
@@ -86,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _add_score(sub)
     _add_architectures(sub)
+    _add_survey(sub)
+    _add_plot(sub)
     from .training.cli import add_train_parser  # chapter 5: `qkgeometry train`
 
     add_train_parser(sub)

