@@ -216,3 +216,112 @@ def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_s
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------- Chapter 4
+def _survey_color(row_family: str, init: str) -> str:
+    return FAMILY_COLORS["random"] if init == "random" else FAMILY_COLORS.get(row_family, "#333333")
+
+
+def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "directionality")):
+    """Chapter 4: each score against relative depth (layer / (n_layers − 1)), one line per (model, component),
+    coloured by family; random-init twins dashed grey. ``frame``: a survey frame (per layer, or per head, which is
+    then averaged over heads). Returns the Figure."""
+    layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False, dropna=False)[
+        list(scores)].mean().reset_index()
+    fig, axes = plt.subplots(1, len(scores), figsize=(5.4 * len(scores), 3.6), squeeze=False)
+    for ax, score in zip(axes[0], scores):
+        for (model, family, init, comp), g in layers.groupby(["model", "family", "init", "component"], sort=False):
+            depth = g["layer"] / max(g["layer"].max(), 1)
+            label = model if comp == "self" else f"{model} [{comp}]"
+            ax.plot(depth, g[score], marker="o", ms=3, lw=1.4, color=_survey_color(family, init),
+                    ls="--" if init == "random" else "-", alpha=0.6 if init == "random" else 1, label=label)
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_xlabel("relative depth (layer / last layer)")
+        ax.set_ylabel(score)
+        ax.set_ylim(-1, 1)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def survey_head_heatmaps(frame, score: str = "symmetry"):
+    """Chapter 4: one layer × head heatmap of ``score`` per (model, component) of a per-head survey frame (random
+    twins left out), on a shared colour scale centred at 0. Returns the Figure."""
+    heads = frame[frame["head"].notna() & (frame.get("init", "pretrained") != "random")]
+    groups = list(heads.groupby(["model", "component"], sort=False))
+    if not groups:
+        raise ValueError("`frame` has no per-head rows; run the survey with per='head'.")
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.6), squeeze=False)
+    for ax, ((model, comp), g) in zip(axes[0], groups):
+        grid = g.pivot_table(index="layer", columns="head", values=score)
+        im = ax.imshow(grid.to_numpy(dtype=float), cmap=DIVERGING, vmin=-1, vmax=1, aspect="auto",
+                       interpolation="nearest")
+        ax.set_title(model if comp == "self" else f"{model} [{comp}]", fontsize=9)
+        ax.set_xlabel("head")
+        ax.grid(False)
+    axes[0][0].set_ylabel("layer")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=score)
+    return fig
+
+
+def survey_scatter(summary):
+    """Chapter 4: median symmetry against median directionality, one point per (model, component), with IQR bars,
+    coloured by family (random twins grey). ``summary``: :func:`qkgeometry.survey.summarize` of a survey frame with
+    an ``init`` column merged in. Returns the Figure."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for _, r in summary.iterrows():
+        color = _survey_color(r["family"], r.get("init", "pretrained"))
+        ax.errorbar(r["symmetry_median"], r["directionality_median"],
+                    xerr=[[r["symmetry_median"] - r["symmetry_q25"]], [r["symmetry_q75"] - r["symmetry_median"]]],
+                    yerr=[[r["directionality_median"] - r["directionality_q25"]],
+                          [r["directionality_q75"] - r["directionality_median"]]],
+                    fmt="o", color=color, ms=6, capsize=2, lw=1)
+        label = r["model"] if r["component"] == "self" else f"{r['model']} [{r['component']}]"
+        ax.annotate(label, (r["symmetry_median"], r["directionality_median"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    for fam in ("encoder", "decoder", "encoder-decoder", "random"):
+        ax.scatter([], [], color=FAMILY_COLORS[fam], label=fam if fam != "random" else "random init")
+    ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.6", lw=0.8, zorder=0)
+    ax.set_xlabel("symmetry (median over layers, IQR bars)")
+    ax.set_ylabel("directionality (median, IQR bars)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def survey_twins(frame, score: str = "symmetry"):
+    """Chapter 4: the layer scores of each pretrained model next to those of its random-init twin (strip + box).
+    ``frame``: a survey frame with ``init`` in {pretrained, random}; twins are matched by the name suffix
+    " (random init)". Returns the Figure."""
+    layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False)[score].mean().reset_index()
+    layers["base"] = layers["model"].str.replace(" (random init)", "", regex=False)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * layers["base"].nunique(), 3.6))
+    palette = {"pretrained": "#1f77b4", "random": FAMILY_COLORS["random"]}
+    sns.boxplot(data=layers, x="base", y=score, hue="init", palette=palette, ax=ax, showfliers=False, width=0.6)
+    sns.stripplot(data=layers, x="base", y=score, hue="init", palette=palette, dodge=True, ax=ax, size=3,
+                  legend=False, edgecolor="k", linewidth=0.3)
+    ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+    ax.set_xlabel("")
+    ax.set_ylabel(f"{score} (one point per layer)")
+    fig.tight_layout()
+    return fig
+
+
+#: The figures ``qkgeometry plot`` writes: file stem -> function(frame) -> Figure.
+def survey_figures(frame) -> dict:
+    """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem."""
+    from .survey import summarize
+
+    figs = {"layer_curves": survey_layer_curves(frame)}
+    summary = summarize(frame).merge(frame[["model", "init"]].drop_duplicates(), on="model", how="left") \
+        if "init" in frame else summarize(frame)
+    figs["scatter"] = survey_scatter(summary)
+    if "init" in frame and (frame["init"] == "random").any():
+        figs["random_twins"] = survey_twins(frame)
+    if frame["head"].notna().any():
+        figs["head_heatmaps_symmetry"] = survey_head_heatmaps(frame, "symmetry")
+        figs["head_heatmaps_directionality"] = survey_head_heatmaps(frame, "directionality")
+    return figs
+
