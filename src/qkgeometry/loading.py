@@ -266,20 +266,52 @@ def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel
     return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
 
 
-def _read_config(config_path: Path):
-    from transformers import AutoConfig
-
+def _read_config(config_path: Path) -> "_ConfigView":
     try:
         raw = json.loads(config_path.read_text())
     except json.JSONDecodeError as e:
         raise SourceError(f"{str(config_path)!r} is not valid JSON ({e}); the file may be truncated.") from e
     if "model_type" not in raw:
         raise SourceError(f"{str(config_path)!r} has no 'model_type'; cannot tell the architecture.")
-    try:
-        return AutoConfig.from_pretrained(str(config_path.parent), local_files_only=True)
-    except (ValueError, KeyError):
-        get_architecture(raw["model_type"])  # raises the 'supported: ...' message if unknown to us
-        raise
+    get_architecture(raw["model_type"])  # the 'supported: ...' message if unknown, before any heavy import
+    return _ConfigView(raw, lambda: _transformers_config(config_path))
+
+
+def _transformers_config(config_path: Path) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(config_path.parent), local_files_only=True)
+
+
+class _ConfigView:
+    """Attribute access to a config.json, falling back to the transformers config class only when needed.
+
+    ``import transformers`` costs seconds (its lazy import table alone); scoring a checkpoint needs a handful of
+    sizes. A key present in the JSON with a non-null value is returned as is (nested dicts as views); a missing or
+    null key, or a method such as ``get_text_config``, is answered by ``AutoConfig`` so that its defaults and
+    computed values (e.g. ``num_key_value_heads = num_attention_heads``) stay authoritative.
+    """
+
+    # Common attribute_map aliases, so that frequent lookups stay on the fast path.
+    _ALIASES = {"hidden_size": ("n_embd", "d_model", "dim"), "num_attention_heads": ("n_head", "num_heads"),
+                "num_hidden_layers": ("n_layer", "num_layers")}
+
+    def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
+        self._data, self._load, self._real = data, load, None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        for key in (name, *self._ALIASES.get(name, ())):
+            value = self._data.get(key)
+            if value is not None and key in self._data:
+                return _ConfigView(value, lambda: getattr(self._config(), name)) if isinstance(value, dict) else value
+        return getattr(self._config(), name)
+
+    def _config(self) -> Any:
+        if self._real is None:
+            self._real = self._load()
+        return self._real
 
 
 class _SafetensorsIndex:
@@ -394,19 +426,17 @@ def _fingerprint(files: list[Path]) -> str:
 
 # ------------------------------------------------------------------------------------------------ GGUF
 def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
-    import numpy as np
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
+    from ._gguf import GGUFIndex
 
     try:
-        reader = GGUFReader(str(path))
+        index = GGUFIndex(path)
     except Exception as e:
         raise SourceError(f"could not read GGUF file {str(path)!r}: {type(e).__name__}: {e}. The file is probably "
                           "truncated or corrupt (an interrupted download?); download it again.") from e
 
     def field(key: str, default: Any = None) -> Any:
-        f = reader.fields.get(key)
-        return default if f is None else f.contents()
+        value = index.fields.get(key)
+        return default if value is None else value
 
     gguf_arch = field("general.architecture")
     if gguf_arch is None:
@@ -416,18 +446,16 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     n_kv = int(field(f"{gguf_arch}.attention.head_count_kv", n_heads))
     dims = Dims(int(field(f"{gguf_arch}.block_count")), d_model, n_heads, n_kv,
                 int(field(f"{gguf_arch}.attention.key_length", d_model // n_heads)))
-    tensors = {t.name: t for t in reader.tensors}
     spec = arch.gguf
 
     def get(name: str) -> torch.Tensor:
-        if name not in tensors:
+        if name not in index.tensors:
             raise SourceError(f"tensor {name!r} is missing from GGUF file {str(path)!r}.")
-        t = tensors[name]
         try:
-            data = dequantize(t.data, t.tensor_type)
+            return torch.from_numpy(index.tensor(name))
         except Exception as e:
-            raise SourceError(f"could not dequantize {name!r} ({t.tensor_type.name}) from {str(path)!r}: {e}") from e
-        return torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32))
+            raise SourceError(f"could not read {name!r} ({index.tensors[name].qtype.name}) from {str(path)!r}: "
+                              f"{e}. The file may be truncated or corrupt; download it again.") from e
 
     def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         q, k = get(spec.q.format(i=i)), get(spec.k.format(i=i))

@@ -1,0 +1,134 @@
+"""A lazy GGUF index: header, metadata scalars and tensor locations, without parsing the vocabulary.
+
+``gguf.GGUFReader`` builds a numpy view for every element of every metadata array, including the 49k-entry
+token and merge lists of a tokenizer: opening SmolLM2-135M took 25–50 s on our 2-core machines. Scoring needs a
+dozen scalars and two tensors per layer, so this module walks the header with ``struct`` (skipping arrays), memory
+maps the file, and leaves dequantisation to ``gguf.quants.dequantize``. The format is the GGUF v2/v3 spec
+(github.com/ggml-org/ggml/blob/master/docs/gguf.md); type codes and block sizes come from the ``gguf`` package.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+from gguf.quants import dequantize
+
+_MAGIC = b"GGUF"
+_SCALARS = {
+    GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b", GGUFValueType.UINT16: "H", GGUFValueType.INT16: "h",
+    GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i", GGUFValueType.FLOAT32: "f", GGUFValueType.BOOL: "?",
+    GGUFValueType.UINT64: "Q", GGUFValueType.INT64: "q", GGUFValueType.FLOAT64: "d",
+}
+
+
+class GGUFFormatError(ValueError):
+    """The file is not a readable GGUF file (bad magic, unsupported version, truncated header or data)."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]  # numpy order (rows first): GGUF stores ne[0] (the contiguous axis) first
+    qtype: GGMLQuantizationType
+    offset: int  # absolute byte offset in the file
+    nbytes: int
+
+
+class GGUFIndex:
+    """Metadata (``fields``: key -> scalar, string, or list for short arrays) and tensor infos of a GGUF file."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._data = np.memmap(self.path, mode="r")
+        self._buf = memoryview(self._data)
+        try:
+            self.fields, self.tensors = self._parse()
+        except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
+            if isinstance(e, GGUFFormatError):
+                raise
+            raise GGUFFormatError(f"the GGUF header is truncated or malformed ({type(e).__name__}: {e})") from e
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Dequantised float32 tensor, shape in numpy order (e.g. (out_features, in_features) for a Linear)."""
+        info = self.tensors[name]
+        if info.offset + info.nbytes > len(self._data):
+            raise GGUFFormatError(f"tensor {name!r} ends at byte {info.offset + info.nbytes:,} but the file has only "
+                                  f"{len(self._data):,} bytes: it is truncated")
+        raw = self._data[info.offset:info.offset + info.nbytes]
+        block, type_size = GGML_QUANT_SIZES[info.qtype]
+        rows = int(np.prod(info.shape[:-1])) if len(info.shape) > 1 else 1
+        raw = raw.reshape(rows, info.shape[-1] // block * type_size)
+        return np.asarray(dequantize(raw, info.qtype), dtype=np.float32).reshape(info.shape)
+
+    # ------------------------------------------------------------------------------------------- parsing
+    def _parse(self) -> tuple[dict[str, Any], dict[str, TensorInfo]]:
+        if bytes(self._buf[:4]) != _MAGIC:
+            raise GGUFFormatError("not a GGUF file (bad magic bytes)")
+        version, n_tensors, n_kv = struct.unpack_from("<IQQ", self._buf, 4)
+        if version not in (2, 3):
+            raise GGUFFormatError(f"GGUF version {version} is not supported (only 2 and 3)")
+        self._pos = 24
+        fields: dict[str, Any] = {}
+        for _ in range(n_kv):
+            key = self._string()
+            fields[key] = self._value(GGUFValueType(self._unpack("<I")))
+        infos = []
+        for _ in range(n_tensors):
+            name = self._string()
+            n_dims = self._unpack("<I")
+            ne = struct.unpack_from(f"<{n_dims}Q", self._buf, self._pos)
+            self._pos += 8 * n_dims
+            qtype = GGMLQuantizationType(self._unpack("<I"))
+            offset = self._unpack("<Q")
+            infos.append((name, tuple(reversed(ne)), qtype, offset))
+        alignment = int(fields.get("general.alignment", 32))
+        data_start = -(-self._pos // alignment) * alignment
+        tensors = {}
+        for name, shape, qtype, offset in infos:
+            block, type_size = GGML_QUANT_SIZES[qtype]
+            nbytes = int(np.prod(shape)) // block * type_size
+            tensors[name] = TensorInfo(name, shape, qtype, data_start + offset, nbytes)
+        end = max((t.offset + t.nbytes for t in tensors.values()), default=data_start)
+        if end > len(self._data):
+            raise GGUFFormatError(f"the tensor data needs {end:,} bytes but the file has only {len(self._data):,}: "
+                                  "it is truncated")
+        return fields, tensors
+
+    def _unpack(self, fmt: str) -> Any:
+        value = struct.unpack_from(fmt, self._buf, self._pos)[0]
+        self._pos += struct.calcsize(fmt)
+        return value
+
+    def _string(self) -> str:
+        n = self._unpack("<Q")
+        if self._pos + n > len(self._buf):
+            raise GGUFFormatError("the GGUF header is truncated (a string runs past the end of the file)")
+        s = bytes(self._buf[self._pos:self._pos + n]).decode("utf-8")
+        self._pos += n
+        return s
+
+    def _value(self, vtype: GGUFValueType) -> Any:
+        if vtype == GGUFValueType.STRING:
+            return self._string()
+        if vtype == GGUFValueType.ARRAY:
+            etype, count = GGUFValueType(self._unpack("<I")), self._unpack("<Q")
+            if etype in _SCALARS:  # numeric arrays: one struct call
+                fmt = f"<{count}{_SCALARS[etype]}"
+                values = struct.unpack_from(fmt, self._buf, self._pos)
+                self._pos += struct.calcsize(fmt)
+                return list(values) if count <= 64 else None
+            if etype == GGUFValueType.STRING:  # e.g. a tokenizer's 49k tokens: skip by length, decode nothing
+                for _ in range(count):
+                    self._pos += 8 + struct.unpack_from("<Q", self._buf, self._pos)[0]
+                if self._pos > len(self._buf):
+                    raise GGUFFormatError("the GGUF header is truncated (a string array runs past the end)")
+                return None
+            for _ in range(count):  # nested arrays
+                self._value(etype)
+            return None
+        return self._unpack("<" + _SCALARS[vtype])
