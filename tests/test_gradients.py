@@ -231,3 +231,25 @@ def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
     assert not check_pair_counts(12, 4, True, "abc")
     out = capsys.readouterr().out
     assert "unpaired" in out and "not yet" in out
+
+
+def test_chapter3_figures():
+    import pandas as pd
+
+    from qkgeometry import plotting
+
+    rng = np.random.default_rng(0)
+    log = pd.DataFrame([{"step": s, "seed": k, "objective": o, "symmetry": rng.uniform(-1, 1),
+                         "directionality": rng.choice([-1.0, 0.0, 1.0]), "delta_symmetry": rng.uniform(-1, 1),
+                         "delta_directionality": 0.0}
+                        for s in (0, 10, 20) for k in range(3) for o in ("causal", "mlm")])
+    fig = plotting.training_trajectories(log, null_bands={"symmetry": (-0.1, 0.1)})
+    assert len(fig.axes) == 4
+    for ax in fig.axes:  # bands are clipped to the scores' range
+        for coll in ax.collections:
+            ys = np.concatenate([p.vertices[:, 1] for p in coll.get_paths()])
+            assert ys.min() >= -1 - 1e-9 and ys.max() <= 1 + 1e-9
+    one = pd.DataFrame({"setting": ["a"] * 8 + ["b"] * 8, "objective": ["causal", "mlm"] * 8,
+                        "symmetry": rng.uniform(-1, 1, 16)})
+    assert len(plotting.one_step_distributions(one).axes) == 2
+    plotting.plt.close("all")

@@ -479,7 +479,8 @@ def train_objective(model: TinyAttentionLM, batches: Tensor, objective: str, mas
 
     ``objective``: ``"causal"`` (next-token prediction, causal mask) or ``"mlm"`` (masked-token reconstruction,
     bidirectional mask; ``cfg.mask_prob`` of positions replaced by ``mask_id``). Returns one row per logged step
-    with columns ``step, loss, symmetry, directionality, delta_symmetry, delta_directionality``.
+    with columns ``step, loss, symmetry, directionality, delta_symmetry, delta_directionality, norm, delta_norm``
+    (``norm`` = ‖W_t‖_F, ``delta_norm`` = ‖W_t − W_0‖_F).
     """
     import pandas as pd
 
@@ -497,7 +498,8 @@ def train_objective(model: TinyAttentionLM, batches: Tensor, objective: str, mas
         w = model.w_qk()
         dw = w - w0
         row = {"step": step, "loss": float(np.mean(running)) if running else np.nan,
-               "symmetry": symmetry_score(w), "directionality": directionality_score(w)}
+               "symmetry": symmetry_score(w), "directionality": directionality_score(w),
+               "norm": float(w.norm()), "delta_norm": float(dw.norm())}
         moved = bool(dw.abs().max() > 0)
         row["delta_symmetry"] = symmetry_score(dw) if moved else np.nan
         row["delta_directionality"] = directionality_score(dw) if moved else np.nan

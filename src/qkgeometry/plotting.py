@@ -209,9 +209,13 @@ def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_s
             color = OBJECTIVE_COLORS.get(objective, "k")
             n = int(agg["count"].max())
             ax.plot(agg.index, agg["mean"], color=color, label=f"{objective} (n={n} seeds)")
-            ax.fill_between(agg.index, agg["mean"] - half, agg["mean"] + half, color=color, alpha=0.2, lw=0)
+            lo, hi = agg["mean"] - half, agg["mean"] + half
+            if metric != "loss":  # both scores live in [-1, 1]; an interval beyond that carries no information
+                lo, hi = lo.clip(-1, 1), hi.clip(-1, 1)
+            ax.fill_between(agg.index, lo, hi, color=color, alpha=0.2, lw=0)
         if metric != "loss":
             ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+            ax.set_ylim(-1.05, 1.05)
         ax.set_title(titles.get(metric, metric))
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)
