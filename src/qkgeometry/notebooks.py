@@ -109,9 +109,10 @@ def execute_notebook(src: Path, dst: Path, quick: bool, kernel_name: str = "pyth
 
 
 def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_name: str = "python3",
-                stream=sys.stdout) -> list[ExecutionResult]:
+                stream=None) -> list[ExecutionResult]:
     """Execute every notebook into ``out_dir``, printing one timing line each. Raises :class:`NotebookFailure`
     after running all of them if any failed."""
+    stream = stream or sys.stdout
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if quick else "full"
@@ -245,11 +246,12 @@ def jupyter_book_command() -> list[str]:
 
 
 def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headline: bool = True,
-               stream=sys.stdout) -> Path:
+               stream=None) -> Path:
     """Render the executed notebooks and ``book/`` into ``<build_dir>/html`` and return its ``index.html``.
 
     Raises :class:`NotebookFailure` on any Sphinx warning, broken reference, or network-loaded asset.
     """
+    stream = stream or sys.stdout
     root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
     stage = build_dir / "stage"
     stage_sources(root, Path(executed).resolve(), stage)
