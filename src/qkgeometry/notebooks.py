@@ -25,12 +25,20 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
-__all__ = ["NotebookFailure", "ExecutionResult", "execute_notebook", "execute_all", "build_book",
-           "external_resources", "executed_dir", "main"]
+__all__ = [
+    "ExecutionResult",
+    "NotebookFailure",
+    "build_book",
+    "execute_all",
+    "execute_notebook",
+    "executed_dir",
+    "external_resources",
+    "main",
+]
 
 #: Papermill tags the cell it injects with this tag.
 INJECTED_TAG = "injected-parameters"
@@ -126,7 +134,7 @@ def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_na
             seconds = execute_notebook(nb_path, dst, quick, kernel_name)
             results.append(ExecutionResult(nb_path, dst, seconds))
             print(f"  {seconds:7.1f} s  ok      {nb_path.name}", file=stream, flush=True)
-        except Exception as e:  # papermill's error carries the failing cell's traceback
+        except Exception as e:  # noqa: BLE001 - papermill's error carries the failing cell's traceback
             seconds = time.perf_counter() - start
             results.append(ExecutionResult(nb_path, dst, seconds, error=_describe(e)))
             print(f"  {seconds:7.1f} s  FAILED  {nb_path.name}", file=stream, flush=True)
@@ -266,7 +274,7 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     start = time.perf_counter()
     cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(out_root), "--all",
            "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True, check=False)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise NotebookFailure(f"jupyter-book build failed after {seconds:.1f} s:\n{proc.stdout[-6000:]}\n"

@@ -7,15 +7,20 @@ and matrices with outlier rows or columns), prints a one-line verdict and return
 from __future__ import annotations
 
 import tracemalloc
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..scores import directionality_score, symmetry_score, symmetry_score_factored
 from . import compare, report
 
-__all__ = ["check_symmetry_score", "check_directionality_score", "check_two_axes",
-           "check_symmetry_score_factored", "score_test_matrices"]
+__all__ = [
+    "check_directionality_score",
+    "check_symmetry_score",
+    "check_symmetry_score_factored",
+    "check_two_axes",
+    "score_test_matrices",
+]
 
 
 def score_test_matrices(seed: int = 0) -> list[np.ndarray]:
@@ -69,7 +74,7 @@ def check_symmetry_score_factored(fn: Callable[[np.ndarray, np.ndarray], float],
     try:
         got = fn(A, B)
         _, peak = tracemalloc.get_traced_memory()
-    except Exception as e:  # learners' code may raise anything
+    except Exception as e:  # noqa: BLE001 - learners' code may raise anything
         return report(False, "symmetry_score_factored(A, B) memory", f"raised {type(e).__name__}: {e}")
     finally:
         tracemalloc.stop()
