@@ -329,3 +329,63 @@ def survey_figures(frame) -> dict:
         figs["head_heatmaps_directionality"] = survey_head_heatmaps(frame, "directionality")
     return figs
 
+
+# ------------------------------------------------------------------------------------------------- Chapter 5
+#: One colour per initialisation / attention variant (chapter 5).
+INIT_COLORS = {"default": "#7f7f7f", "symmetric": "#1f77b4", "shared": "#2ca02c", "skew": "#d62728"}
+#: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
+INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-."}
+
+
+def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init", ylabel: str | None = None,
+                title: str | None = None, logx: bool = False, hline: float | None = None,
+                hline_label: str | None = None):
+    """Chapter 5: ``y`` against ``step``, one panel per value of ``col``, one colour per ``hue`` value; the line is
+    the mean over seeds and the band the min–max over seeds. ``frame`` is the concatenation of run logs (columns
+    ``step, seed, <y>, <col>, <hue>``). Returns the Figure."""
+    cols = list(dict.fromkeys(frame[col]))
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.3), squeeze=False, sharey=True)
+    for ax, value in zip(axes[0], cols):
+        sub = frame[frame[col] == value]
+        for key, g in sub.groupby(hue, sort=False):
+            agg = g.groupby("step")[y].agg(["mean", "min", "max"]).dropna()
+            color = INIT_COLORS.get(key)
+            n = g["seed"].nunique() if "seed" in g else 1
+            ax.plot(agg.index, agg["mean"], color=color, ls=INIT_STYLES.get(key, "-"), lw=1.8,
+                    label=f"{key} (n={n})")
+            ax.fill_between(agg.index, agg["min"], agg["max"], color=color, alpha=0.2, lw=0)
+        if hline is not None:
+            ax.axhline(hline, color="0.4", ls="--", lw=0.9, label=hline_label)
+        if logx:
+            ax.set_xscale("symlog", linthresh=10)
+        ax.set_title(f"{col} = {value}" if title is None else f"{title}: {value}")
+        ax.set_xlabel("step")
+    axes[0][0].set_ylabel(ylabel or y)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def survival_grid(frame, y: str = "symmetry_mean"):
+    """Chapter 5, experiment A: symmetry score of ``W_qk`` (mean over layers) against step, one row per arch and one
+    column per learning rate (``lr_max``), one colour per init. Returns the Figure."""
+    archs = list(dict.fromkeys(frame["arch"]))
+    lrs = sorted(frame["lr_max"].unique())
+    fig, axes = plt.subplots(len(archs), len(lrs), figsize=(3.3 * len(lrs), 2.7 * len(archs)), squeeze=False,
+                             sharex=True, sharey=True)
+    for i, arch in enumerate(archs):
+        for j, lr in enumerate(lrs):
+            ax = axes[i][j]
+            sub = frame[(frame["arch"] == arch) & (frame["lr_max"] == lr)]
+            for key, g in sub.groupby("init", sort=False):
+                g = g.sort_values("step")
+                ax.plot(g["step"], g[y], color=INIT_COLORS.get(key), ls=INIT_STYLES.get(key, "-"), lw=1.8,
+                        label=key)
+            ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+            ax.set_title(f"{arch}, lr = {lr:g}")
+            if i == len(archs) - 1:
+                ax.set_xlabel("step")
+        axes[i][0].set_ylabel("symmetry score")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
