@@ -287,3 +287,38 @@ def random_twin(model: Any, seed: int = 0):
     twin = QKModel(f"{model.name} (random init)", get_architecture(model.architecture), plans,
                    f"{RANDOM_PREFIX}{model.source}", f"random-seed{seed}")
     return twin
+
+
+# ------------------------------------------------------------------------------------------------ paper values
+#: Hub ids of the rows of the paper's table that name a model by a short name (``bert-base``), so that reported and
+#: computed values can be joined on the Hub id.
+PAPER_ALIASES = {
+    "bert-tiny": "google/bert_uncased_L-2_H-128_A-2", "bert-mini": "google/bert_uncased_L-4_H-256_A-4",
+    "bert-small": "google/bert_uncased_L-4_H-512_A-8", "bert-medium": "google/bert_uncased_L-8_H-512_A-8",
+    "bert-base": "google-bert/bert-base-uncased", "bert-base-uncased": "google-bert/bert-base-uncased",
+    "bert-large": "google-bert/bert-large-uncased", "bert-large-uncased": "google-bert/bert-large-uncased",
+    "bert-distill": "distilbert/distilbert-base-uncased",
+    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
+    "albert-base-v2": "albert/albert-base-v2", "albert-large-v2": "albert/albert-large-v2",
+    "albert-xlarge-v2": "albert/albert-xlarge-v2", "albert-xxlarge-v2": "albert/albert-xxlarge-v2",
+    "gpt1": "openai-community/openai-gpt", "openai-gpt": "openai-community/openai-gpt",
+    "gpt2": "openai-community/gpt2", "gpt2-medium": "openai-community/gpt2-medium",
+    "gpt2-large": "openai-community/gpt2-large", "gpt2-xl": "openai-community/gpt2-xl",
+    "gpt2-xlarge": "openai-community/gpt2-xl", "gpt2-distill": "distilbert/distilgpt2",
+    "gpt-neo-125m": "EleutherAI/gpt-neo-125m", "gpt-neo-1.3b": "EleutherAI/gpt-neo-1.3B",
+    "gpt-neo-2.7b": "EleutherAI/gpt-neo-2.7B", "gpt-j-6b": "EleutherAI/gpt-j-6B",
+    "llama2-7b": "meta-llama/Llama-2-7b-hf", "llama3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B", "llama3.2-1b": "meta-llama/Llama-3.2-1B",
+    "llama3.2-3b": "meta-llama/Llama-3.2-3B",
+}
+
+
+def paper_scores() -> "Any":
+    """The paper's reported per-model medians and IQR sides (package data ``data/paper_scores.csv``; its README
+    gives the provenance), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`). Chapter 4,
+    "The paper's table, reproduced"."""
+    import pandas as pd
+
+    frame = pd.read_csv(Path(__file__).with_name("data") / "paper_scores.csv")
+    frame.insert(1, "hub_id", frame["model_as_reported"].map(lambda m: PAPER_ALIASES.get(m, m if "/" in m else None)))
+    return frame
