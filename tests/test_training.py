@@ -12,19 +12,31 @@ from scipy import stats
 
 pytest.importorskip("tokenizers")
 
-from qkgeometry import symmetry_score  # noqa: E402
-from qkgeometry.training import data as D  # noqa: E402
-from qkgeometry.training.loop import Run, TrainConfig, train  # noqa: E402
-from qkgeometry.training.metrics import (  # noqa: E402
-    SpeedUp, bootstrap_ci, final_loss, format_ci, paired_differences, speedup, speedup_table, steps_to_threshold,
+from qkgeometry import symmetry_score
+from qkgeometry.training import data as D
+from qkgeometry.training.loop import Run, TrainConfig, train
+from qkgeometry.training.metrics import (
+    SpeedUp,
+    bootstrap_ci,
+    final_loss,
+    format_ci,
+    paired_differences,
+    speedup,
+    speedup_table,
+    steps_to_threshold,
     summarize_speedups,
 )
-from qkgeometry.training.models import (  # noqa: E402
-    INITS, LanguageModelLoss, ModelSpec, build_model, qk_factors, qk_scores, self_attentions,
+from qkgeometry.training.models import (
+    LanguageModelLoss,
+    ModelSpec,
+    build_model,
+    qk_factors,
+    qk_scores,
+    self_attentions,
 )
 
 SPEC = ModelSpec(vocab_size=8000, hidden=128, layers=4, heads=4, ffn=512, max_len=64)  # the book's model
-TINY = dict(hidden=32, layers=2, heads=2, ffn=64, seq_len=16, batch_size=8, eval_batches=1)
+TINY = {"hidden": 32, "layers": 2, "heads": 2, "ffn": 64, "seq_len": 16, "batch_size": 8, "eval_batches": 1}
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +161,7 @@ def test_encoder_does_see_future_tokens():  # the perturbation test above can fa
 def test_split_is_deterministic_and_disjoint():
     docs = [(f"doc {i}", f"text {i}") for i in range(2000)]
     tr1, va1 = D.split_documents(docs, 5)
-    tr2, va2 = D.split_documents(list(reversed(docs)), 5)
+    _tr2, va2 = D.split_documents(list(reversed(docs)), 5)
     assert sorted(va1) == sorted(va2) and not set(tr1) & set(va1)
     assert 0.03 < len(va1) / len(docs) < 0.07
 

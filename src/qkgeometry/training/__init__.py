@@ -10,8 +10,15 @@ Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, acce
 
 from .data import TokenData, load_corpus, prepare_data, sotu_speeches
 from .loop import Run, TrainConfig, read_log, train, train_round_robin
-from .metrics import SpeedUp, bootstrap_ci, final_loss, paired_differences, speedup, speedup_table, \
-    steps_to_threshold
+from .metrics import (
+    SpeedUp,
+    bootstrap_ci,
+    final_loss,
+    paired_differences,
+    speedup,
+    speedup_table,
+    steps_to_threshold,
+)
 from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
 
 __all__ = [

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-__all__ = ["add_train_parser", "run_train", "main"]
+__all__ = ["add_train_parser", "main", "run_train"]
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -14,7 +14,6 @@ runs (default vs symmetric init) see the same sequences and the same MLM masks, 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import tarfile
@@ -25,8 +24,20 @@ import numpy as np
 import torch
 
 __all__ = [
-    "CORPORA", "SPECIAL_TOKENS", "cache_dir", "load_corpus", "sotu_speeches", "split_documents", "train_tokenizer",
-    "TokenData", "prepare_data", "train_block", "mlm_mask", "Batch", "train_batch", "validation_batches",
+    "CORPORA",
+    "SPECIAL_TOKENS",
+    "Batch",
+    "TokenData",
+    "cache_dir",
+    "load_corpus",
+    "mlm_mask",
+    "prepare_data",
+    "sotu_speeches",
+    "split_documents",
+    "train_batch",
+    "train_block",
+    "train_tokenizer",
+    "validation_batches",
 ]
 
 #: Special tokens in id order (ids 0..4): padding, unknown, sequence start, separator (document boundary), mask.

@@ -27,7 +27,6 @@ import math
 import os
 import platform
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,10 +36,18 @@ import numpy as np
 import torch
 
 from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
-from .models import ARCHES, INITS, OBJECTIVES, LanguageModelLoss, ModelSpec, build_model, qk_scores, \
-    self_attentions
+from .models import (
+    ARCHES,
+    INITS,
+    OBJECTIVES,
+    LanguageModelLoss,
+    ModelSpec,
+    build_model,
+    qk_scores,
+    self_attentions,
+)
 
-__all__ = ["TrainConfig", "Run", "train", "train_round_robin", "read_log", "provenance"]
+__all__ = ["Run", "TrainConfig", "provenance", "read_log", "train", "train_round_robin"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ class TrainConfig:
 def _git(*args: str) -> str | None:
     try:
         root = Path(__file__).resolve().parents[3]
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
         return out.stdout.strip() if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -149,7 +156,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
             "world_size": int(os.environ.get("WORLD_SIZE", "1")),
         },
         "data": None if data is None else {"corpus": data.corpus, "fingerprint": data.fingerprint,
-                                           "train_tokens": int(len(data.train)), "val_tokens": int(len(data.val)),
+                                           "train_tokens": len(data.train), "val_tokens": len(data.val),
                                            "unigram_loss": data.unigram_loss()},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -250,7 +257,7 @@ class Run:
     def finished(self) -> bool:
         return self.step >= self.config.steps
 
-    def advance(self, n_steps: int | None = None, progress: bool = False) -> "Run":
+    def advance(self, n_steps: int | None = None, progress: bool = False) -> Run:
         """Train ``n_steps`` more steps (default: to the end), logging every ``log_every`` steps and at the end,
         and checkpointing at every log row."""
         c = self.config

@@ -14,14 +14,22 @@ written by :mod:`qkgeometry.training.loop`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["SpeedUp", "speedup", "steps_to_threshold", "final_loss", "bootstrap_ci", "paired_differences",
-           "speedup_table", "format_ci"]
+__all__ = [
+    "SpeedUp",
+    "bootstrap_ci",
+    "final_loss",
+    "format_ci",
+    "paired_differences",
+    "speedup",
+    "speedup_table",
+    "steps_to_threshold",
+]
 
 
 @dataclass(frozen=True)

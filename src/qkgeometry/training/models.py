@@ -30,8 +30,18 @@ from torch import nn
 
 from ..scores import scores_factored
 
-__all__ = ["ARCHES", "INITS", "ModelSpec", "build_model", "apply_init", "self_attentions", "qk_factors",
-           "qk_scores", "LanguageModelLoss", "OBJECTIVES"]
+__all__ = [
+    "ARCHES",
+    "INITS",
+    "OBJECTIVES",
+    "LanguageModelLoss",
+    "ModelSpec",
+    "apply_init",
+    "build_model",
+    "qk_factors",
+    "qk_scores",
+    "self_attentions",
+]
 
 ARCHES = ("encoder", "decoder")
 INITS = ("default", "symmetric", "skew", "shared")
