@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,6 +88,8 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         log = train_round_robin(configs, args.out, chunk=args.chunk, cache=args.cache,
                                 resume=not args.no_resume, progress=progress)
+    if int(os.environ.get("RANK", "0")):
+        return 0  # under torchrun only rank 0 reports
     last = log.sort_values("step").groupby("run").tail(1)
     print(last[["run", "step", "val_loss", "symmetry_mean", "seconds"]].to_string(index=False))
     return 0
