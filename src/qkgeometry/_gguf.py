@@ -63,7 +63,8 @@ class GGUFIndex:
         block, type_size = GGML_QUANT_SIZES[info.qtype]
         rows = int(np.prod(info.shape[:-1])) if len(info.shape) > 1 else 1
         raw = raw.reshape(rows, info.shape[-1] // block * type_size)
-        return np.asarray(dequantize(raw, info.qtype), dtype=np.float32).reshape(info.shape)
+        out = np.asarray(dequantize(raw, info.qtype), dtype=np.float32).reshape(info.shape)
+        return out if out.flags.writeable else out.copy()  # F32 tensors come back as views of the read-only map
 
     # ------------------------------------------------------------------------------------------- parsing
     def _parse(self) -> tuple[dict[str, Any], dict[str, TensorInfo]]:
