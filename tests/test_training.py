@@ -312,3 +312,30 @@ def test_bootstrap_ci():
     assert math.isnan(bootstrap_ci([1.0])[1]) and math.isnan(bootstrap_ci([])[0])
     assert format_ci(-0.004, -0.028, 0.019) == "-0.004 [-0.028, +0.019]"
     assert isinstance(SpeedUp(None, None, 1.0, 10), SpeedUp)
+
+
+def _grid(pairs):
+    rows = []
+    for seed, (b, s) in enumerate(pairs):
+        rows.append(_log([0, 100, 200], b, arch="encoder", init="default", seed=seed))
+        rows.append(_log([0, 100, 200], s, arch="encoder", init="symmetric", seed=seed))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_replication_verdict_needs_a_consistent_effect():
+    from qkgeometry.training.metrics import paired_table, replication_verdict
+
+    clear = _grid([([9, 7, 6], [9, 5.9, 5.5]), ([9, 7.1, 6.1], [9, 6.0, 5.6]), ([9, 7, 6.05], [9, 5.8, 5.5])])
+    assert "a speed-up is detected" in replication_verdict(clear, "x")
+    assert paired_table(clear).loc[0, "verdict"] == "symmetric lower (bootstrap and t intervals exclude 0)"
+    noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
+    verdict = replication_verdict(noise, "x")
+    assert "no consistent speed-up" in verdict and "reaches symmetric's in" in verdict
+    assert paired_table(noise).loc[0, "verdict"].startswith("no detectable difference")
+
+
+def test_same_sign_in_three_seeds_is_not_called_conclusive_when_the_t_interval_includes_0():
+    from qkgeometry.training.metrics import paired_table
+
+    grid = _grid([([9, 7, 6], [9, 7, 6.001]), ([9, 7, 6], [9, 7, 6.2]), ([9, 7, 6], [9, 7, 6.0005])])
+    assert "not conclusive at n = 3" in paired_table(grid).loc[0, "verdict"]

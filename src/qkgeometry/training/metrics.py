@@ -133,8 +133,9 @@ def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baselin
     """Per arch: final ``loss`` of ``treatment`` minus ``baseline``, paired by seed, with a bootstrap CI.
 
     ``logs`` holds many runs with columns ``arch, init, seed, step`` and ``loss``. Negative = treatment lower.
-    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high,
-    diffs`` (per seed, in seed order).
+    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high`` (percentile
+    bootstrap), ``t_low, t_high`` (Student-t interval, wider and more honest for n = 3) and ``diffs`` (per seed, in
+    seed order).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
@@ -145,9 +146,10 @@ def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baselin
         b = np.array([final_loss(base[s], loss) for s in seeds])
         t = np.array([final_loss(treat[s], loss) for s in seeds])
         est, lo, hi = bootstrap_ci(t - b, level=level)
+        t_lo, t_hi = t_interval(t - b, level)
         rows.append({"arch": arch, "treatment": treatment, "baseline": baseline, "n": len(seeds),
                      "baseline_mean": b.mean(), "treatment_mean": t.mean(), "diff_mean": est, "ci_low": lo,
-                     "ci_high": hi, "diffs": [round(float(v), 4) for v in t - b]})
+                     "ci_high": hi, "t_low": t_lo, "t_high": t_hi, "diffs": [round(float(v), 4) for v in t - b]})
     return pd.DataFrame(rows)
 
 
@@ -187,3 +189,98 @@ def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame
 
 
 __all__ += ["summarize_speedups"]
+
+
+# ------------------------------------------------------------------------------------ chapter-5 summaries
+def first_step_below(log: pd.DataFrame, threshold: float, column: str = "symmetry_mean") -> int | None:
+    """First logged step at which ``column`` is below ``threshold`` (e.g. when a symmetric init has been erased)."""
+    clean = log[["step", column]].dropna().sort_values("step")
+    hit = clean.loc[clean[column] < threshold, "step"]
+    return int(hit.iloc[0]) if len(hit) else None
+
+
+def loss_summary(logs: pd.DataFrame, loss: str = "val_loss") -> pd.DataFrame:
+    """Final ``loss`` per (arch, init): number of seeds, last step, mean, sd and the per-seed values (seed order)."""
+    last = (logs.sort_values("step").groupby(["arch", "init", "seed"]).tail(1)
+            .sort_values(["arch", "init", "seed"]))
+    return (last.groupby(["arch", "init"])
+            .agg(n=("seed", "nunique"), step=("step", "max"), final_loss=(loss, "mean"), sd=(loss, "std"),
+                 per_seed=(loss, lambda v: [round(float(x), 3) for x in v]))
+            .reset_index())
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of the mean of ``values`` (NaN for n < 2)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return (math.nan, math.nan)
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return (float(x.mean() - half), float(x.mean() + half))
+
+
+def _verdict(row) -> str:
+    boot = "below" if row.ci_high < 0 else "above" if row.ci_low > 0 else None
+    t = "below" if row.t_high < 0 else "above" if row.t_low > 0 else None
+    word = {"below": "lower", "above": "higher"}
+    if boot and boot == t:
+        return f"{row.treatment} {word[boot]} (bootstrap and t intervals exclude 0)"
+    if boot:
+        return (f"{row.treatment} {word[boot]} in all {row.n} seeds, but the t-interval includes 0: "
+                f"not conclusive at n = {row.n}")
+    return "no detectable difference (CI includes 0)"
+
+
+def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "shared"),
+                 baseline: str = "default", loss: str = "val_loss") -> pd.DataFrame:
+    """:func:`paired_differences` for each treatment present, with a printable CI (``ci_text``) and a verdict computed
+    from the interval (lower / higher / no detectable difference)."""
+    parts = [paired_differences(logs, t, baseline, loss) for t in treatments if t in set(logs["init"])]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    table["ci_text"] = [format_ci(r.diff_mean, r.ci_low, r.ci_high, digits=4) for r in table.itertuples()]
+    table["t_ci_text"] = [format_ci(r.diff_mean, r.t_low, r.t_high, digits=4) for r in table.itertuples()]
+    table["verdict"] = [_verdict(r) for r in table.itertuples()]
+    return table
+
+
+def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                    loss: str = "val_loss") -> pd.DataFrame:
+    """Both directions of the speed-up per arch, in words: per-seed values, how many seeds reached the target, and
+    the mean fraction over the seeds that did with a bootstrap CI."""
+    summary = summarize_speedups(speedup_table(logs, treatment, baseline, loss))
+    summary["mean_if_reached_text"] = [format_ci(r.mean_if_reached, r.ci_low, r.ci_high, percent=True)
+                                       for r in summary.itertuples()]
+    summary["direction"] = summary["direction"].map({
+        "forward": f"{treatment} reaches {baseline}'s final loss",
+        "reverse": f"{baseline} reaches {treatment}'s final loss"})
+    return summary
+
+
+def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", treatment: str = "symmetric",
+                        baseline: str = "default", loss: str = "val_loss") -> str:
+    """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the paired CI
+    of the final-loss difference (bootstrap and t) is below 0, the treated run reaches the baseline's final loss in every seed, and
+    the reverse does not hold in every seed."""
+    sub = logs[logs["arch"] == arch]
+    p = paired_differences(sub, treatment, baseline, loss)
+    if p.empty:
+        return f"{label}: no {arch} pairs to compare"
+    p = p.iloc[0]
+    sp = speedup_table(sub, treatment, baseline, loss)
+    n = len(sp)
+    fwd, rev = int(sp["forward_fraction"].notna().sum()), int(sp["reverse_fraction"].notna().sum())
+    if p.ci_high < 0 and p.t_high < 0 and fwd == n and rev < n:
+        return (f"{label}: a speed-up is detected for the {arch} (paired final-loss difference "
+                f"{format_ci(p.diff_mean, p.ci_low, p.ci_high, digits=4)} nats; {treatment} reaches {baseline}'s "
+                f"final loss in all {n} seeds, the reverse in {rev} of {n})")
+    return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference "
+            f"{format_ci(p.diff_mean, p.ci_low, p.ci_high, digits=4)} nats; {treatment} reaches {baseline}'s final "
+            f"loss in "
+            f"{fwd} of {n} seeds, {baseline} reaches {treatment}'s in {rev} of {n})")
+
+
+__all__ += ["first_step_below", "loss_summary", "paired_table", "replication_verdict", "speedup_summary", "t_interval"]
