@@ -169,3 +169,46 @@ def test_cli_plot_writes_figures(tiny_models, tmp_path, capsys):
     assert all((tmp_path / "figs" / n).stat().st_size > 5000 for n in written)
     assert main(["plot", str(tmp_path / "missing.csv")]) == 2
     assert main(["survey"]) == 2
+
+
+def test_cli_survey_offline_preset_writes_the_csv(tmp_path, capsys):
+    """Acceptance: `qkgeometry survey --preset offline` runs offline and writes the CSV; a rerun reuses it all."""
+    from qkgeometry.cli import main
+
+    out = tmp_path / "results.csv"
+    assert main(["survey", "--preset", "offline", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame.groupby("model", sort=False).size().to_dict() == {
+        "MiniLM-L6": 6, "MiniLM-L6 (random init)": 6, "SmolLM2-135M": 30, "SmolLM2-135M (random init)": 30,
+        "gemma-3-270m": 18, "gemma-3-270m (random init)": 18}
+    assert "computed 6 model(s), reused 0" in capsys.readouterr().out
+    assert main(["survey", "--preset", "offline", "--out", str(out)]) == 0
+    assert "computed 0 model(s), reused 6" in capsys.readouterr().out
+
+
+def test_paper_scores_ship_with_the_package():
+    from qkgeometry.zoo import paper_scores
+
+    paper = paper_scores()
+    assert len(paper) == 80 and paper["symmetry_median"].between(-1, 1).all()
+    assert paper.set_index("model_as_reported").loc["bert-base", "hub_id"] == "google-bert/bert-base-uncased"
+
+
+def test_survey_exercise_checkers_accept_the_reference_and_reject_the_slips(capsys):
+    from qkgeometry.architectures import split_fused_blocked
+    from qkgeometry.exercises.survey import check_kv_head, check_layer_symmetry, check_split_neox
+
+    assert check_kv_head(lambda h, n, k: h // (n // k))
+    assert not check_kv_head(lambda h, n, k: h % k)
+    assert "tiling" in capsys.readouterr().out
+    assert check_split_neox(lambda w, n, hd: (w.reshape(n, 3, hd, -1)[:, 0].transpose(1, 2),
+                                              w.reshape(n, 3, hd, -1)[:, 1].transpose(1, 2)))
+    from qkgeometry.architectures import Dims
+
+    assert not check_split_neox(lambda w, n, hd: split_fused_blocked(w, Dims(1, w.shape[1], n, n, hd), "w"))
+
+    def dense(wq, wk, g):
+        return qg.symmetry_score(sum(wq[h] @ wk[h // g].T for h in range(wq.shape[0])).numpy())
+
+    assert check_layer_symmetry(dense)
+    assert not check_layer_symmetry(lambda wq, wk, g: dense(wq, wk[torch.arange(wq.shape[0]) % wk.shape[0]], 1))

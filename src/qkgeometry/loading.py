@@ -319,6 +319,7 @@ class _SafetensorsIndex:
 
     def __init__(self, handles: dict[str, Any]):
         self._handles = handles
+        self._headers: dict[str, tuple[int, dict]] = {}
         self.names: dict[str, str] = {}
         for file, handle in handles.items():
             for key in handle.keys():
@@ -340,10 +341,40 @@ class _SafetensorsIndex:
     def get(self, name: str) -> torch.Tensor:
         file = self.names[name]
         try:
-            return self._handles[file].get_tensor(name)
+            return self._pread(file, name)
         except Exception as e:
             raise SourceError(f"could not read tensor {name!r} from {file!r}: {e}. The file may be truncated or "
                               "corrupt; download it again.") from e
+
+    # safetensors dtype tag -> torch dtype, for the plain read below
+    _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+
+    def _pread(self, file: str, name: str) -> torch.Tensor:
+        """Read one tensor with an ordinary file read into a fresh buffer, not through ``safe_open``'s memory map.
+
+        Tensors read through the map stay resident as file-backed pages of this process until the handle closes,
+        so streaming a 7B checkpoint would grow the RSS by the size of every Q/K tensor read so far
+        (``benchmarks/bench_survey_memory.py`` measured 2.1 GB). A plain read keeps the RSS at one layer.
+        """
+        if file not in self._headers:
+            import struct
+
+            with open(file, "rb") as f:
+                (size,) = struct.unpack("<Q", f.read(8))
+                self._headers[file] = (8 + size, json.loads(f.read(size)))
+        base, header = self._headers[file]
+        info = header[name]
+        dtype = self._DTYPES.get(info["dtype"])
+        if dtype is None:  # rare dtypes: let safetensors decode them
+            return self._handles[file].get_tensor(name)
+        start, end = info["data_offsets"]
+        buf = bytearray(end - start)
+        with open(file, "rb", buffering=0) as f:
+            f.seek(base + start)
+            got = f.readinto(buf)
+        if got != len(buf):
+            raise ValueError(f"expected {len(buf)} bytes at offset {base + start}, the file holds {got}")
+        return torch.frombuffer(buf, dtype=dtype).reshape(info["shape"])
 
 
 def _plan(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+import numpy as np
 import pandas as pd
+import torch
 
 from .loading import QKLayer, QKModel, load_qk
 from .scores import scores_factored
@@ -216,6 +218,22 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     return out
 
 
+def _score_layer_lean(layer: QKLayer, per: Per, num_std: float, heads_per_chunk: int = 8) -> list[dict[str, Any]]:
+    """:func:`score_layer` with bounded memory: per head, the heads are scored ``heads_per_chunk`` at a time and the
+    KV heads are indexed per chunk instead of expanded for the whole layer, so the float64 temporaries of the
+    factored formulas stay at a few (heads_per_chunk, d_model, head_dim) arrays. Same numbers as score_layer."""
+    if per == "layer":
+        return score_layer(layer, per, num_std)
+    out = []
+    for start in range(0, layer.n_heads, heads_per_chunk):
+        heads = torch.arange(start, min(start + heads_per_chunk, layer.n_heads))
+        s = scores_factored(layer.wq[heads], layer.wk_kv[heads // layer.group_size], num_std=num_std)
+        sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
+        out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
+                for n, h in enumerate(heads)]
+    return out
+
+
 def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
     """Rows of ``stored`` whose :data:`CACHE_KEY` equals ``key``."""
     mask = pd.Series(True, index=stored.index)
@@ -234,7 +252,7 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     rows = []
     for layer in tqdm(model, total=len(model), desc=label, unit="layer", leave=False, disable=not progress):
         dims = model.dims(layer.component)
-        for row in score_layer(layer, per, num_std):
+        for row in _score_layer_lean(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
                          "d_model": dims.d_model, "head_dim": dims.head_dim, "n_heads": dims.n_heads,
                          "n_kv_heads": dims.n_kv_heads})
