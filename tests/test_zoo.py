@@ -68,3 +68,13 @@ def test_gemma3_corrupt_chunk_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="sha256"):
         zoo.offline_path("gemma3-270m")
     assert not list(tmp_path.iterdir()), "a failed assembly left a file behind"
+
+
+def test_chapter4_colab_cell_installs_every_offline_package():
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_model_survey.ipynb").read_text())
+    first = "".join(nb["cells"][0]["source"])
+    missing = [p for p in zoo.OFFLINE_PACKAGES if p not in first]
+    assert not missing, f"chapter 4's Colab cell does not install {missing}"

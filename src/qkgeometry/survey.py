@@ -226,8 +226,9 @@ def _score_layer_lean(layer: QKLayer, per: Per, num_std: float, heads_per_chunk:
         return score_layer(layer, per, num_std)
     out = []
     for start in range(0, layer.n_heads, heads_per_chunk):
-        heads = torch.arange(start, min(start + heads_per_chunk, layer.n_heads))
-        s = scores_factored(layer.wq[heads], layer.wk_kv[heads // layer.group_size], num_std=num_std)
+        stop = min(start + heads_per_chunk, layer.n_heads)
+        heads = torch.arange(start, stop)
+        s = scores_factored(layer.wq[start:stop], layer.wk_kv[heads // layer.group_size], num_std=num_std)
         sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
         out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
                 for n, h in enumerate(heads)]
