@@ -14,7 +14,7 @@ import pandas as pd
 
 from .scores import scores_factored
 
-__all__ = ["random_factor_scores", "null_grid"]
+__all__ = ["null_grid", "random_factor_scores"]
 
 
 def random_factor_scores(d: int, r: int, n_samples: int, seed: int = 0, num_std: float = 2.0,

@@ -6,14 +6,14 @@ Each checker calls the learner's function on fresh random inputs, compares with 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..decomposition import decompose, energies
 from . import compare
 
-__all__ = ["check_decompose", "check_bilinear_parts", "check_energy_split"]
+__all__ = ["check_bilinear_parts", "check_decompose", "check_energy_split"]
 
 
 def _cases(seed: int, sizes=(2, 5, 16)) -> list[np.ndarray]:
