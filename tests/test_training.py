@@ -366,3 +366,12 @@ def test_chapter5_exercise_checkers_accept_solutions_and_reject_mistakes(capsys)
     assert check_symmetric_init(good_init) and not check_symmetric_init(recreated)
     assert "re-created" in capsys.readouterr().out
     assert check_speedup(good_speedup) and not check_speedup(counts_never_as_100)
+
+
+def test_runs_without_checkpoints_write_no_model_files(tiny_data, tmp_path):
+    from qkgeometry.training.loop import train_round_robin
+
+    log = train_round_robin({"a": tiny_config(tiny_data, steps=2)}, tmp_path / "runs", cache=tmp_path,
+                            data=tiny_data, progress=False, checkpoints=False)
+    assert list(log["step"]) == [0, 1, 2]
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").rglob("*.safetensors"))

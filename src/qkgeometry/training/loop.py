@@ -211,6 +211,7 @@ class Run:
     data: TokenData | None = None
     resume: bool = True
     device: str | None = None
+    checkpoints: bool = True  # False: no model/optimizer files (the book's short runs; nothing to resume)
     step: int = field(init=False, default=0)
 
     def __post_init__(self):
@@ -363,6 +364,9 @@ class Run:
     def _save(self) -> None:
         from safetensors.torch import save_file, save_model
 
+        if not self.checkpoints:
+            self._update_provenance()
+            return
         self.ckpt.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt / "model.safetensors.tmp"
         save_model(self.model, str(tmp))
@@ -374,6 +378,9 @@ class Run:
         (self.ckpt / "optimizer.safetensors.tmp").replace(self.ckpt / "optimizer.safetensors")
         _atomic_json(self.ckpt / "state.json", {"step": self.step, "seconds": self.seconds,
                                                 "config": self.config.to_dict(), "out": str(self.out.resolve())})
+        self._update_provenance()
+
+    def _update_provenance(self) -> None:
         prov_path = self.out / "provenance.json"
         if prov_path.is_file():
             prov = json.loads(prov_path.read_text())
@@ -418,10 +425,10 @@ def train(config: TrainConfig, out: str | os.PathLike, *, cache: str | os.PathLi
 
 def train_round_robin(configs: dict[str, TrainConfig], root: str | os.PathLike, *, chunk: int = 100,
                       cache: str | os.PathLike | None = None, resume: bool = True, progress: bool = True,
-                      data: TokenData | None = None):
+                      data: TokenData | None = None, checkpoints: bool = True):
     """Train several runs in lockstep, ``chunk`` steps each in turn, so that machine-load changes hit every variant
     alike and a stopped job leaves all runs at (nearly) the same step. ``configs`` maps a run name to its config;
-    run ``name`` logs to ``root/name/``. Returns the concatenated logs (a ``run`` column holds the name)."""
+    run ``name`` logs to ``root/name/``. ``checkpoints=False`` writes no model/optimizer files. Returns the concatenated logs (a ``run`` column holds the name)."""
     import pandas as pd
 
     datasets: dict[tuple, TokenData] = {}
@@ -432,7 +439,8 @@ def train_round_robin(configs: dict[str, TrainConfig], root: str | os.PathLike, 
             datasets[key] = data
         if key not in datasets:
             datasets[key] = prepare_data(cfg.corpus, cfg.vocab_size, cache)
-        runs[name] = Run(cfg, Path(root) / name, cache=cache, data=datasets[key], resume=resume)
+        runs[name] = Run(cfg, Path(root) / name, cache=cache, data=datasets[key], resume=resume,
+                         checkpoints=checkpoints)
     total = sum(r.config.steps - r.step for r in runs.values())
     bar = None
     if progress:
