@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -106,7 +107,7 @@ def build_tiny_model(case: LogitCase, folder) -> Any:
     return model
 
 
-def _qk_rms(raw: "qg.QKLayer", x: torch.Tensor, scope: str, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _qk_rms(raw: qg.QKLayer, x: torch.Tensor, scope: str, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token RMS of the raw q and k of every query head, shapes (batch, n_heads, T)."""
     q = torch.einsum("btd,hde->bhte", x, raw.wq)
     k = torch.einsum("btd,hde->bhte", x, raw.wk_kv)

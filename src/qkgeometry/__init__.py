@@ -22,7 +22,21 @@ from .survey import score_model, summarize, survey
 __version__ = "0.1.0"
 
 __all__ = [
-    "Energies", "QKLayer", "QKModel", "Scores", "SourceError", "decompose", "directionality_score",
-    "directionality_score_factored", "energies", "load_qk", "score_model", "scores_factored", "summarize",
-    "survey", "symmetry_score", "symmetry_score_factored", "__version__",
+    "Energies",
+    "QKLayer",
+    "QKModel",
+    "Scores",
+    "SourceError",
+    "__version__",
+    "decompose",
+    "directionality_score",
+    "directionality_score_factored",
+    "energies",
+    "load_qk",
+    "score_model",
+    "scores_factored",
+    "summarize",
+    "survey",
+    "symmetry_score",
+    "symmetry_score_factored",
 ]

@@ -16,8 +16,9 @@ Every layout converter returns ``(wq, wk)`` with ``wq`` of shape (n_heads, d_mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -41,7 +42,7 @@ from .architectures import (
     unpermute_gguf_rope,
 )
 
-__all__ = ["QKLayer", "QKModel", "load_qk", "SourceError"]
+__all__ = ["QKLayer", "QKModel", "SourceError", "load_qk"]
 
 
 class SourceError(ValueError):
@@ -176,7 +177,7 @@ class QKModel:
         if self._on_close is not None:
             self._on_close()
 
-    def __enter__(self) -> "QKModel":
+    def __enter__(self) -> QKModel:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -266,7 +267,7 @@ def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel
     return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
 
 
-def _read_config(config_path: Path) -> "_ConfigView":
+def _read_config(config_path: Path) -> _ConfigView:
     try:
         raw = json.loads(config_path.read_text())
     except json.JSONDecodeError as e:
@@ -326,7 +327,7 @@ class _SafetensorsIndex:
                 self.names[key] = file
 
     @classmethod
-    def open(cls, files: list[Path]) -> tuple["_SafetensorsIndex", dict]:
+    def open(cls, files: list[Path]) -> tuple[_SafetensorsIndex, dict]:
         from safetensors import safe_open
 
         handles = {}

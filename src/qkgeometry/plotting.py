@@ -38,7 +38,7 @@ def use_style() -> None:
 
 use_style()
 
-__all__ = ["FAMILY_COLORS", "DIVERGING", "use_style", "plt"]
+__all__ = ["DIVERGING", "FAMILY_COLORS", "plt", "use_style"]
 
 
 # ---------------------------------------------------------------------------------- chapters 1-2 and intro

@@ -28,12 +28,12 @@ from ._validation import ArrayLike, check_factors, check_nonzero, check_square, 
 
 __all__ = [
     "Scores",
-    "symmetry_score",
+    "directionality_from_norms",
     "directionality_score",
-    "symmetry_score_factored",
     "directionality_score_factored",
     "scores_factored",
-    "directionality_from_norms",
+    "symmetry_score",
+    "symmetry_score_factored",
 ]
 
 

@@ -7,8 +7,9 @@ layer at a time and scored with the factored formulas, so no d × d matrix is ev
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ import torch
 from .loading import QKLayer, QKModel, load_qk
 from .scores import scores_factored
 
-__all__ = ["COLUMNS", "SURVEY_COLUMNS", "CACHE_KEY", "score_model", "score_layer", "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "score_layer", "score_model", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]

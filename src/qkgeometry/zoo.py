@@ -20,9 +20,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OfflineModel", "OFFLINE_MODELS", "offline_path", "model_source", "on_colab", "wikipedia_articles",
-           "WIKIPEDIA_PACKAGE", "OFFLINE_PACKAGES", "cache_dir", "PresetEntry", "PRESETS", "preset", "random_twin",
-           "RANDOM_PREFIX"]
+__all__ = [
+    "OFFLINE_MODELS",
+    "OFFLINE_PACKAGES",
+    "PRESETS",
+    "RANDOM_PREFIX",
+    "WIKIPEDIA_PACKAGE",
+    "OfflineModel",
+    "PresetEntry",
+    "cache_dir",
+    "model_source",
+    "offline_path",
+    "on_colab",
+    "preset",
+    "random_twin",
+    "wikipedia_articles",
+]
 
 
 @dataclass(frozen=True)
@@ -313,7 +326,7 @@ PAPER_ALIASES = {
 }
 
 
-def paper_scores() -> "Any":
+def paper_scores() -> Any:
     """The paper's reported per-model medians and IQR sides (package data ``data/paper_scores.csv``; its README
     gives the provenance), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`). Chapter 4,
     "The paper's table, reproduced"."""

@@ -7,7 +7,7 @@ went wrong and on which input.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

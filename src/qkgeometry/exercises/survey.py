@@ -6,7 +6,7 @@ verdict and returns True/False (it never raises on a wrong answer).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ from ..architectures import Dims, split_fused_interleaved
 from ..scores import symmetry_score_factored
 from . import compare, report
 
-__all__ = ["check_kv_head", "check_split_neox", "check_layer_symmetry"]
+__all__ = ["check_kv_head", "check_layer_symmetry", "check_split_neox"]
 
 _SHAPES = [(4, 4), (8, 2), (9, 3), (32, 8), (12, 1), (6, 6)]
 
