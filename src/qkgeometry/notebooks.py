@@ -20,6 +20,7 @@ This is the build pipeline behind ``make book`` and ``make test`` (the book's "H
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -106,14 +107,43 @@ def execute_notebook(src: Path, dst: Path, quick: bool, kernel_name: str = "pyth
                          f"runner can switch the notebook to quick mode.")
     dst.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    # The kernel inherits our environment. A non-interactive MPLBACKEND (e.g. Agg, which the Makefile and many CI
+    # setups export) would stop ipykernel from installing its inline backend, and every figure would silently vanish
+    # from the book. Force the inline backend for the kernel only.
+    saved = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
     try:
         pm.execute_notebook(str(src), str(dst), parameters={"QUICK": bool(quick)}, cwd=str(src.parent),
                             kernel_name=kernel_name, progress_bar=False, log_output=False,
                             execution_timeout=timeout)
     finally:
+        if saved is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = saved
         if dst.exists():
             tag_injected_cell(dst)
+    check_figures(dst)
     return time.perf_counter() - start
+
+
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+def check_figures(path: Path) -> None:
+    """Fail when a notebook that draws figures (calls ``plotting.*``) carries no image output at all.
+
+    Catches the silent failure mode where figures are created but never rendered (a wrong matplotlib backend).
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    draws = any(re.search(r"\bplotting\.(?!use_style)\w+\(", c.source) for c in code)
+    images = sum(1 for c in code for o in c.get("outputs", []) for k in o.get("data", {}) if k.startswith("image/"))
+    if draws and images == 0:
+        raise ValueError(f"{Path(path).name}: cells call qkgeometry.plotting but the executed notebook holds no image; "
+                         "figures were drawn but not rendered (is MPLBACKEND set to a non-inline backend?).")
 
 
 def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_name: str = "python3",
