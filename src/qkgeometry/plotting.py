@@ -12,6 +12,7 @@ from __future__ import annotations
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 #: One colour per model family, used everywhere.
 FAMILY_COLORS = {"encoder": "#1f77b4", "decoder": "#d62728", "encoder-decoder": "#9467bd", "random": "#7f7f7f"}
@@ -264,6 +265,8 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
         ax.set_title(model if comp == "self" else f"{model} [{comp}]", fontsize=9)
         ax.set_xlabel("head")
         ax.grid(False)
+        for axis in (ax.xaxis, ax.yaxis):  # imshow's default locator puts ticks at half-integers
+            axis.set_major_locator(MaxNLocator(integer=True))
     axes[0][0].set_ylabel("layer")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=score)
     return fig
