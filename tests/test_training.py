@@ -25,6 +25,7 @@ from qkgeometry.training.metrics import (
     speedup_table,
     steps_to_threshold,
     summarize_speedups,
+    threshold_table,
 )
 from qkgeometry.training.models import (
     LanguageModelLoss,
@@ -303,6 +304,21 @@ def test_steps_to_threshold_and_final_loss():
     assert final_loss(log) == 6.1
     with pytest.raises(ValueError, match="needs columns"):
         final_loss(pd.DataFrame({"step": [0]}))
+
+
+def test_threshold_table_pairs_steps_by_seed_at_the_baselines_mid_horizon_loss():
+    steps = [0, 50, 100, 150, 200]
+    runs = []
+    for seed in range(3):  # default's loss at mid-horizon (step 100) is 6.5 + 0.03·seed, 6.53 on average
+        runs.append(_log(steps, [9.0, 7.0, 6.5 + 0.03 * seed, 6.3, 6.2], arch="encoder", init="default", seed=seed))
+        runs.append(_log(steps, [9.0, 6.5, 6.3, 6.2, 6.1], arch="encoder", init="symmetric", seed=seed))
+    table = threshold_table(pd.concat(runs))
+    row = table.iloc[0]
+    assert row.threshold == pytest.approx(6.53)
+    assert row.baseline_steps == [100, 100, 150] and row.treatment_steps == [50, 50, 50]
+    assert row.diff_mean == pytest.approx(-200 / 3) and row.ci_text.startswith("-67 [")
+    never = threshold_table(pd.concat(runs), threshold=6.15).iloc[0]
+    assert never.baseline_steps == [None] * 3 and math.isnan(never.diff_mean) and never.ci_text == "—"
 
 
 def test_bootstrap_ci():

@@ -260,6 +260,47 @@ def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: 
     return summary
 
 
+def _mid_horizon_loss(runs, loss: str) -> float:
+    """Mean over ``runs`` of ``loss`` at the logged step nearest to half of the last logged step."""
+    values = []
+    for run in runs:
+        steps, losses = _curve(run, loss)
+        values.append(losses[np.argmin(np.abs(steps - steps[-1] / 2))])
+    return float(np.mean(values))
+
+
+def threshold_table(logs: pd.DataFrame, threshold: float | None = None, treatments: Sequence[str] = ("symmetric", "shared"),
+                    baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+    """Steps to reach a fixed ``loss`` threshold, per arch and treatment, paired by seed against ``baseline``.
+
+    ``threshold=None`` uses, per arch, the baseline's mean ``loss`` (over seeds) at mid-horizon, the logged step
+    nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains faster reaches
+    it sooner and one that trains slower later (or never, None). The resolution is the logging interval. Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None = never),
+    ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment sooner),
+    ``ci_text`` (bootstrap) and ``t_ci_text`` (Student-t).
+    """
+    rows = []
+    for arch in sorted(logs["arch"].unique()):
+        base = _runs(logs, arch, baseline)
+        treated = {t: _runs(logs, arch, t) for t in treatments if t != baseline and _runs(logs, arch, t)}
+        if not base or not treated:
+            continue
+        level_ = threshold
+        if level_ is None:
+            level_ = _mid_horizon_loss(base.values(), loss)
+        for name, runs in treated.items():
+            seeds = sorted(set(base) & set(runs))
+            b = [steps_to_threshold(base[s], level_, loss) for s in seeds]
+            t = [steps_to_threshold(runs[s], level_, loss) for s in seeds]
+            diffs = [tt - bb for bb, tt in zip(b, t) if bb is not None and tt is not None]
+            est, lo, hi = bootstrap_ci(diffs, level=level)
+            t_lo, t_hi = t_interval(diffs, level)
+            rows.append({"arch": arch, "treatment": name, "threshold": level_, "n": len(seeds),
+                         "baseline_steps": b, "treatment_steps": t, "diff_mean": est,
+                         "ci_text": format_ci(est, lo, hi, digits=0), "t_ci_text": format_ci(est, t_lo, t_hi, digits=0)})
+    return pd.DataFrame(rows)
+
+
 def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", treatment: str = "symmetric",
                         baseline: str = "default", loss: str = "val_loss") -> str:
     """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the paired CI
@@ -283,4 +324,5 @@ def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", t
             f"{fwd} of {n} seeds, {baseline} reaches {treatment}'s in {rev} of {n})")
 
 
-__all__ += ["first_step_below", "loss_summary", "paired_table", "replication_verdict", "speedup_summary", "t_interval"]
+__all__ += ["first_step_below", "loss_summary", "paired_table", "replication_verdict", "speedup_summary", "t_interval",
+            "threshold_table"]
