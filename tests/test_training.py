@@ -348,6 +348,10 @@ def test_replication_verdict_needs_a_consistent_effect():
     verdict = replication_verdict(noise, "x")
     assert "no consistent speed-up" in verdict and "reaches symmetric's in" in verdict
     assert paired_table(noise).loc[0, "verdict"].startswith("no detectable difference")
+    # every seed points the same way, but n = 3 with a spread-out difference: suggested, not established
+    same_way = _grid([([9, 7, 6], [9, 5.9, 5.99]), ([9, 7, 6], [9, 5.9, 5.9]), ([9, 7, 6], [9, 5.9, 5.8])])
+    verdict = replication_verdict(same_way, "x")
+    assert "suggested but not established" in verdict and "includes 0 at n = 3" in verdict
 
 
 def test_same_sign_in_three_seeds_is_not_called_conclusive_when_the_t_interval_includes_0():
