@@ -269,20 +269,23 @@ def _mid_horizon_loss(runs, loss: str) -> float:
     return float(np.mean(values))
 
 
-def threshold_table(logs: pd.DataFrame, threshold: float | None = None, treatments: Sequence[str] = ("symmetric", "shared"),
-                    baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
+                    treatments: Sequence[str] = ("symmetric", "shared"), baseline: str = "default",
+                    loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
     """Steps to reach a fixed ``loss`` threshold, per arch and treatment, paired by seed against ``baseline``.
 
     ``threshold=None`` uses, per arch, the baseline's mean ``loss`` (over seeds) at mid-horizon, the logged step
     nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains faster reaches
-    it sooner and one that trains slower later (or never, None). The resolution is the logging interval. Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None = never),
+    it sooner and one that trains slower later (or never, None). The resolution is the logging interval.
+    Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None = never),
     ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment sooner),
     ``ci_text`` (bootstrap) and ``t_ci_text`` (Student-t).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
         base = _runs(logs, arch, baseline)
-        treated = {t: _runs(logs, arch, t) for t in treatments if t != baseline and _runs(logs, arch, t)}
+        treated = {t: _runs(logs, arch, t) for t in treatments if t != baseline}
+        treated = {t: runs for t, runs in treated.items() if runs}
         if not base or not treated:
             continue
         level_ = threshold
@@ -297,7 +300,8 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None, treatmen
             t_lo, t_hi = t_interval(diffs, level)
             rows.append({"arch": arch, "treatment": name, "threshold": level_, "n": len(seeds),
                          "baseline_steps": b, "treatment_steps": t, "diff_mean": est,
-                         "ci_text": format_ci(est, lo, hi, digits=0), "t_ci_text": format_ci(est, t_lo, t_hi, digits=0)})
+                         "ci_text": format_ci(est, lo, hi, digits=0),
+                         "t_ci_text": format_ci(est, t_lo, t_hi, digits=0)})
     return pd.DataFrame(rows)
 
 
