@@ -78,3 +78,13 @@ def test_chapter4_colab_cell_installs_every_offline_package():
     first = "".join(nb["cells"][0]["source"])
     missing = [p for p in zoo.OFFLINE_PACKAGES if p not in first]
     assert not missing, f"chapter 4's Colab cell does not install {missing}"
+
+
+def test_paper_per_layer_ships_every_group_in_book_conventions():
+    frame = zoo.paper_per_layer()
+    assert set(frame["group"]) == {"language-models", "vision-models", "audio-models", "custom-models"}
+    assert frame["symmetry"].between(-1, 1).all() and frame["directionality"].between(-1, 1).all()
+    runs = zoo.paper_per_layer("custom-models")
+    assert runs["model"].nunique() == 12 and runs["step"].min() == 1000 and runs["step"].max() == 200_000
+    with pytest.raises(ValueError, match="group"):
+        zoo.paper_per_layer("nonsense")

@@ -32,6 +32,7 @@ __all__ = [
     "model_source",
     "offline_path",
     "on_colab",
+    "paper_per_layer",
     "preset",
     "random_twin",
     "wikipedia_articles",
@@ -334,4 +335,26 @@ def paper_scores() -> Any:
 
     frame = pd.read_csv(Path(__file__).with_name("data") / "paper_scores.csv")
     frame.insert(1, "hub_id", frame["model_as_reported"].map(lambda m: PAPER_ALIASES.get(m, m if "/" in m else None)))
+    return frame
+
+
+def paper_per_layer(group: str | None = None) -> Any:
+    """Every per-layer score in the authors' result files (package data ``data/paper_per_layer.csv.gz``), in the
+    book's conventions (Notation page): one row per (file, model, checkpoint, layer).
+
+    Columns: ``group`` (``language-models``, ``vision-models``, ``audio-models`` or ``custom-models``, the authors'
+    own training runs), ``file``, ``model``, ``checkpoint``, ``step`` (the integer in ``checkpoint-N``; <NA> for
+    pretrained models), ``layer``, ``symmetry``, ``directionality``, ``parameters``. ``group`` filters the rows.
+    Chapters 3, 4 and 5 read the authors' numbers through this function only.
+    """
+    import pandas as pd
+
+    frame = pd.read_csv(Path(__file__).with_name("data") / "paper_per_layer.csv.gz")
+    groups = sorted(frame["group"].unique())
+    if group is not None:
+        if group not in groups:
+            raise ValueError(f"group: must be one of {', '.join(groups)}; got {group!r}.")
+        frame = frame[frame["group"] == group].reset_index(drop=True)
+    step = frame["checkpoint"].str.extract(r"(\d+)$", expand=False)
+    frame.insert(frame.columns.get_loc("checkpoint") + 1, "step", pd.to_numeric(step).astype("Int64"))
     return frame

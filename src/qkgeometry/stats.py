@@ -1,0 +1,250 @@
+"""Intervals, paired comparisons and the one verdict rule used everywhere in the book.
+
+Every interval the book prints comes from this module, on top of :mod:`scipy.stats`:
+
+- :func:`t_interval` for the mean of a few values (seeds): the Student-t interval. It is the right tool for n ≤ 5,
+  where a percentile bootstrap only reproduces the minimum and the maximum.
+- :func:`bootstrap_interval` for any statistic of a larger sample (layers, heads, sentences); it refuses n < 6.
+- :func:`paired_difference` for "treatment minus baseline, paired by seed" (t-interval, paired t-test, sign count).
+- :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap interval
+  of the difference of medians and a permutation test.
+- :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
+  a difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
+  interval includes 0) and "no detectable difference".
+
+State n, the seeds and the unit (model, layer, head) next to every interval; :class:`Interval` carries them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as _scipy_stats
+
+__all__ = [
+    "MIN_BOOTSTRAP_N",
+    "Interval",
+    "PairedDifference",
+    "bootstrap_interval",
+    "difference_of_medians",
+    "format_interval",
+    "paired_difference",
+    "t_interval",
+    "verdict",
+]
+
+#: Below this many values a bootstrap interval is refused: resampling 3 seeds gives back their min and max.
+MIN_BOOTSTRAP_N = 6
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval.
+
+    ``n`` is the number of independent units the interval is computed over, ``unit`` names them ("seed", "model",
+    "layer", ...), and ``method`` says how the interval was computed ("t", "bootstrap", "bootstrap-BCa").
+    """
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    level: float = 0.95
+    method: str = "t"
+    unit: str = "value"
+
+    @property
+    def excludes_zero(self) -> bool:
+        return bool(self.low > 0 or self.high < 0)
+
+    def format(self, digits: int = 3, percent: bool = False) -> str:
+        return format_interval(self.estimate, self.low, self.high, digits=digits, percent=percent)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """``treated − baseline`` paired by unit (usually the seed): the differences, their t-interval and tests.
+
+    ``p_value`` is the two-sided paired t-test (:func:`scipy.stats.ttest_rel`); ``n_negative`` / ``n_positive``
+    count the units whose difference has that sign.
+    """
+
+    differences: np.ndarray = field(repr=False)
+    interval: Interval
+    p_value: float
+
+    @property
+    def n(self) -> int:
+        return self.interval.n
+
+    @property
+    def n_negative(self) -> int:
+        return int(np.sum(self.differences < 0))
+
+    @property
+    def n_positive(self) -> int:
+        return int(np.sum(self.differences > 0))
+
+    @property
+    def same_sign(self) -> bool:
+        """True when every unit's difference has the same (non-zero) sign."""
+        return self.n > 0 and (self.n_negative == self.n or self.n_positive == self.n)
+
+
+def _values(values: Sequence[float] | np.ndarray, name: str = "values") -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise ValueError(f"{name}: got no values; pass at least two numbers (one per seed, model or layer).")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: contains NaN or infinite values; drop or recompute them before taking an interval.")
+    return x
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level: must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}.")
+
+
+def format_interval(estimate: float, low: float, high: float, digits: int = 3, percent: bool = False) -> str:
+    """``"0.123 [0.100, 0.150]"`` (or ``"12.3% [10.0%, 15.0%]"`` with ``percent=True``)."""
+    if percent:
+        d = max(digits - 2, 0)
+        return f"{100 * estimate:.{d}f}% [{100 * low:.{d}f}%, {100 * high:.{d}f}%]"
+
+    def fmt(v: float) -> str:
+        text = f"{v:.{digits}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
+
+    return f"{fmt(estimate)} [{fmt(low)}, {fmt(high)}]"
+
+
+def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95, unit: str = "value") -> Interval:
+    """Student-t interval of the mean of ``values``: mean ± t_{n−1} · s / √n (s with ddof = 1).
+
+    Use it for a handful of seeds. With n = 1 the interval is undefined and this raises.
+
+    >>> t_interval([1.0, 2.0, 3.0]).format(2)
+    '2.00 [-0.48, 4.48]'
+    """
+    _check_level(level)
+    x = _values(values)
+    if x.size < 2:
+        raise ValueError(f"values: a t-interval needs at least 2 values, got {x.size}; run more seeds.")
+    mean = float(x.mean())
+    half = float(_scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return Interval(mean, mean - half, mean + half, int(x.size), level, "t", unit)
+
+
+def bootstrap_interval(values: Sequence[float] | np.ndarray, statistic: Callable[..., float] = np.median,
+                       level: float = 0.95, n_resamples: int = 9999, seed: int = 0, method: str = "BCa",
+                       unit: str = "value") -> Interval:
+    """Bootstrap interval of ``statistic`` over ``values`` (:func:`scipy.stats.bootstrap`, BCa by default).
+
+    Refuses fewer than :data:`MIN_BOOTSTRAP_N` values: use :func:`t_interval` for a few seeds.
+    ``statistic`` must accept an ``axis`` keyword (``np.median``, ``np.mean`` do).
+    """
+    _check_level(level)
+    x = _values(values)
+    if x.size < MIN_BOOTSTRAP_N:
+        raise ValueError(f"values: a bootstrap over {x.size} values only reproduces their range; use t_interval "
+                         f"(or collect at least {MIN_BOOTSTRAP_N} values).")
+    if method not in ("BCa", "percentile", "basic"):
+        raise ValueError(f"method: must be 'BCa', 'percentile' or 'basic', got {method!r}.")
+    estimate = float(statistic(x))
+    if np.ptp(x) == 0:  # degenerate: every value equal
+        return Interval(estimate, estimate, estimate, int(x.size), level, f"bootstrap-{method}", unit)
+    res = _scipy_stats.bootstrap((x,), statistic, confidence_level=level, n_resamples=n_resamples,
+                                 method=method, rng=np.random.default_rng(seed), vectorized=True)
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(low) and np.isfinite(high)):  # BCa can fail on very skewed small samples
+        res = _scipy_stats.bootstrap((x,), statistic, confidence_level=level, n_resamples=n_resamples,
+                                     method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+        low, high, method = float(res.confidence_interval.low), float(res.confidence_interval.high), "percentile"
+    return Interval(estimate, low, high, int(x.size), level, f"bootstrap-{method}", unit)
+
+
+def paired_difference(treated: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray,
+                      level: float = 0.95, unit: str = "seed") -> PairedDifference:
+    """``treated − baseline`` paired element by element (same seed, same sentence...), with a t-interval of the
+    mean difference and the two-sided paired t-test.
+
+    >>> pd_ = paired_difference([6.179, 6.164, 6.156], [6.186, 6.187, 6.192])
+    >>> pd_.n, pd_.same_sign, pd_.interval.excludes_zero
+    (3, True, False)
+    """
+    t = _values(treated, "treated")
+    b = _values(baseline, "baseline")
+    if t.shape != b.shape:
+        raise ValueError(f"treated and baseline: must pair one to one, got {t.size} and {b.size} values.")
+    diffs = t - b
+    interval = t_interval(diffs, level, unit)
+    if np.ptp(diffs) == 0:
+        p = 0.0 if diffs[0] != 0 else 1.0
+    else:
+        p = float(_scipy_stats.ttest_rel(t, b).pvalue)
+    return PairedDifference(diffs, interval, p)
+
+
+def difference_of_medians(group_a: Sequence[float] | np.ndarray, group_b: Sequence[float] | np.ndarray,
+                          level: float = 0.95, n_resamples: int = 9999, seed: int = 0,
+                          alternative: str = "two-sided", unit: str = "value") -> tuple[Interval, float]:
+    """``median(a) − median(b)`` for two independent groups: a percentile bootstrap interval (resampling each group)
+    and the p-value of a permutation test of "no difference" (:func:`scipy.stats.permutation_test`).
+
+    ``alternative`` is passed to the permutation test ("greater": a's median is larger). ``n`` in the returned
+    interval is ``len(a) + len(b)``; state both group sizes next to it.
+    """
+    _check_level(level)
+    a, b = _values(group_a, "group_a"), _values(group_b, "group_b")
+    if a.size < 2 or b.size < 2:
+        raise ValueError(f"group_a and group_b: need at least 2 values each, got {a.size} and {b.size}.")
+
+    def stat(x, y, axis=-1):
+        return np.median(x, axis=axis) - np.median(y, axis=axis)
+
+    estimate = float(stat(a, b))
+    res = _scipy_stats.bootstrap((a, b), stat, confidence_level=level, n_resamples=n_resamples, method="percentile",
+                                 rng=np.random.default_rng(seed), vectorized=True)
+    perm = _scipy_stats.permutation_test((a, b), stat, n_resamples=n_resamples, alternative=alternative,
+                                         rng=np.random.default_rng(seed), vectorized=True)
+    interval = Interval(estimate, float(res.confidence_interval.low), float(res.confidence_interval.high),
+                        int(a.size + b.size), level, "bootstrap", unit)
+    return interval, float(perm.pvalue)
+
+
+def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subject: str = "the difference",
+            digits: int = 3) -> str:
+    """One sentence from an interval, with the same rule in every chapter.
+
+    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this n";
+    - it includes 0 but every unit points the same way (paired results only): "suggested but not established";
+    - otherwise: "no detectable difference".
+
+    The sentence states the estimate, the interval, its method and n with its unit.
+
+    >>> verdict(t_interval([0.2, 0.3, 0.25]), "encoder more symmetric", "decoder more symmetric", "symmetry gap")
+    'encoder more symmetric: symmetry gap 0.250 [0.126, 0.374] (95% t-interval, n = 3 values)'
+    """
+    if isinstance(result, PairedDifference):
+        interval, same_sign = result.interval, result.same_sign and result.n > 1
+    elif isinstance(result, Interval):
+        interval, same_sign = result, False
+    else:
+        raise TypeError(f"result: expected an Interval or a PairedDifference, got {type(result).__name__}.")
+    method = {"t": "t-interval"}.get(interval.method, interval.method.replace("bootstrap-", "bootstrap ")
+                                     + (" interval" if interval.method.startswith("bootstrap") else ""))
+    units = interval.unit if interval.n == 1 else interval.unit + "s"
+    detail = (f"{subject} {interval.format(digits)} ({round(100 * interval.level)}% {method}, "
+              f"n = {interval.n} {units})")
+    if interval.excludes_zero:
+        return f"{larger if interval.estimate > 0 else smaller}: {detail}"
+    if same_sign:
+        direction = larger if interval.estimate > 0 else smaller
+        return f"suggested but not established ({direction}; every {interval.unit} agrees, the interval includes 0): {detail}"
+    return f"no detectable difference: {detail}"

@@ -1,0 +1,74 @@
+"""Curated tables for the book's pages: chosen columns with human headers, rounded numbers, no index column.
+
+Every table a chapter shows goes through :func:`show_table`, so that all pages read alike: no pandas index, no
+``0.000000e+00`` or ``4.440892e-16``, an em dash for a missing value, and no Python lists in cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MISSING", "show_table", "tidy_number"]
+
+#: What a missing value looks like on the page.
+MISSING = "—"
+
+
+def tidy_number(value: Any, precision: int = 3) -> str:
+    """One cell as text: floats rounded to ``precision`` decimals (no "-0.000"), integers as integers, lists
+    joined with commas, missing values as :data:`MISSING`.
+
+    >>> tidy_number(4.440892e-16), tidy_number(-0.00001), tidy_number(3), tidy_number(None), tidy_number([1, 2])
+    ('0.000', '0.000', '3', '—', '1, 2')
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ", ".join(tidy_number(v, precision) for v in value)
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):
+            return MISSING if np.isnan(value) else ("∞" if value > 0 else "−∞")
+        text = f"{float(value):.{precision}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text
+    try:
+        import pandas as pd
+
+        if pd.isna(value):
+            return MISSING
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = None, precision: int = 3,
+               precisions: Mapping[str, int] | None = None, caption: str | None = None) -> Any:
+    """A pandas Styler for the page: ``columns`` picks and renames (``{"symmetry_median": "median symmetry"}``)
+    or only picks (a list); floats are rounded to ``precision`` (per-column overrides in ``precisions``, keyed by
+    the shown header); the index column is hidden; missing values show as an em dash.
+
+    Returns the Styler (Jupyter displays it); ``.to_html()`` gives the HTML.
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}.")
+    if columns is not None:
+        names = dict(columns) if isinstance(columns, Mapping) else {c: c for c in columns}
+        missing = [c for c in names if c not in frame.columns]
+        if missing:
+            raise KeyError(f"columns: {missing} not in the frame; it has {list(frame.columns)}.")
+        frame = frame[list(names)].rename(columns=names)
+    frame = frame.reset_index(drop=True)
+    precisions = dict(precisions or {})
+    formatters = {c: (lambda v, p=precisions.get(c, precision): tidy_number(v, p)) for c in frame.columns}
+    styler = frame.style.hide(axis="index").format(formatters)
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler

@@ -1,0 +1,67 @@
+"""qkgeometry.stats: intervals against scipy and simulation, the verdict rule's three outcomes, clear refusals."""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from qkgeometry import stats
+
+
+def test_t_interval_matches_scipy():
+    x = np.array([0.3, 0.1, 0.4, 0.2, 0.25])
+    iv = stats.t_interval(x)
+    low, high = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert iv.n == 5 and iv.method == "t"
+    assert iv.low == pytest.approx(low) and iv.high == pytest.approx(high)
+
+
+def test_t_interval_coverage_is_nominal():
+    rng = np.random.default_rng(1)
+    covered = 0
+    trials = 2000
+    for _ in range(trials):
+        iv = stats.t_interval(rng.normal(0.5, 1.0, 3))
+        covered += iv.low <= 0.5 <= iv.high
+    # binomial sd at p = 0.95, n = 2000 is 0.0049: 4 sd either side
+    assert abs(covered / trials - 0.95) < 0.02
+
+
+def test_bootstrap_refuses_few_values():
+    with pytest.raises(ValueError, match="t_interval"):
+        stats.bootstrap_interval([1.0, 2.0, 3.0])
+
+
+def test_bootstrap_interval_contains_median_of_large_sample():
+    x = np.random.default_rng(0).normal(2.0, 1.0, 400)
+    iv = stats.bootstrap_interval(x, unit="layer")
+    assert iv.low < 2.0 < iv.high and iv.high - iv.low < 0.4
+
+
+def test_paired_difference_and_verdicts():
+    same_sign = stats.paired_difference([6.179, 6.164, 6.156], [6.186, 6.187, 6.192])
+    assert same_sign.same_sign and not same_sign.interval.excludes_zero
+    assert stats.verdict(same_sign, "slower", "faster").startswith("suggested but not established (faster")
+    clear = stats.paired_difference([1.0, 1.1, 1.2, 1.05], [0.0, 0.05, 0.1, 0.0])
+    assert stats.verdict(clear, "treated larger", "treated smaller").startswith("treated larger:")
+    mixed = stats.paired_difference([1.0, -1.0, 0.5], [0.0, 0.0, 0.0])
+    assert stats.verdict(mixed, "up", "down").startswith("no detectable difference")
+    assert "n = 4 seeds" in stats.verdict(clear, "a", "b")
+
+
+def test_difference_of_medians_detects_a_shift_and_not_noise():
+    rng = np.random.default_rng(3)
+    shifted, p = stats.difference_of_medians(rng.normal(1, 0.3, 20), rng.normal(0, 0.3, 20), alternative="greater")
+    assert shifted.low > 0 and p < 0.01
+    same, p_same = stats.difference_of_medians(rng.normal(0, 1, 20), rng.normal(0, 1, 20))
+    assert same.low < 0 < same.high and p_same > 0.01
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [1.0]])
+def test_bad_values_are_named(bad):
+    with pytest.raises(ValueError, match="values"):
+        stats.t_interval(bad)
+
+
+def test_format_interval_has_no_negative_zero():
+    assert stats.format_interval(-0.00001, -0.2, 0.1) == "0.000 [-0.200, 0.100]"
+    assert stats.format_interval(0.15, 0.09, 0.21, percent=True) == "15.0% [9.0%, 21.0%]"
