@@ -58,14 +58,13 @@ def test_survey_frame_matches_score_model_and_caches(tiny_models, tmp_path):
 
 
 def test_random_twin_is_deterministic_and_has_the_same_shapes(tiny_models):
-    from qkgeometry.zoo import random_twin
-
     base = qg.load_qk(tiny_models[1])
-    a, b = random_twin(base), random_twin(base)
+    a, b = base.randomized(), base.randomized()
     la, lb, lbase = a.layer(2), b.layer(2), base.layer(2)
     assert torch.equal(la.wq, lb.wq) and la.wq.shape == lbase.wq.shape and la.wk_kv.shape == lbase.wk_kv.shape
     assert not torch.equal(la.wq, a.layer(1).wq)
-    assert not torch.equal(random_twin(base, seed=1).layer(2).wq, la.wq)
+    assert not torch.equal(base.randomized(seed=1).layer(2).wq, la.wq)
+    assert a.source == f"random:{base.source}" and a.name.endswith("(random init)")
     assert abs(la.wq.std().item() - 0.02) < 0.002
 
 

@@ -1,6 +1,6 @@
 """qkgeometry: the symmetric / skew-symmetric structure of the query-key bilinear form W_qk = W_Q W_Kᵀ.
 
-Conventions are stated once, in DESIGN.md §1 and in the book's notation page; every public function's docstring
+Conventions are stated once, on the book's Notation page; every public function's docstring
 names the chapter that explains it.
 
 >>> import qkgeometry as qg

@@ -1,6 +1,6 @@
 """Declarative registry: for each HF ``model_type``, where the Q and K weights live and how they are laid out.
 
-Conventions (DESIGN.md §1): for query head h, ``W_Q^h`` and ``W_K^{g(h)}`` have shape (d_model, head_dim) and act as
+Conventions (the book's Notation page): for query head h, ``W_Q^h`` and ``W_K^{g(h)}`` have shape (d_model, head_dim) and act as
 ``q = W_Qᵀ x``; torch's ``nn.Linear.weight`` is ``W_Qᵀ`` stacked over heads, shape (n_heads·head_dim, d_model).
 Grouped-query attention repeats KV heads along the head axis: ``g(h) = h // (n_heads / n_kv_heads)``.
 

@@ -4,7 +4,7 @@ A single layer's score means little without knowing how much a random matrix of 
 figure that shows real scores shows this baseline next to it. Book chapter 2, "How noisy is one layer?".
 
 ``A`` and ``B`` have i.i.d. N(0, 1) entries and shape (d, r): ``r = d_h`` for one head, ``r = n_kv_heads · d_h`` for a
-layer (DESIGN.md §1). The scale does not matter: both scores are scale invariant.
+layer (the book's Notation page). The scale does not matter: both scores are scale invariant.
 """
 
 from __future__ import annotations

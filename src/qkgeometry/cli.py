@@ -4,22 +4,20 @@
     qkgeometry architectures
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
     qkgeometry plot results.csv [--out-dir DIR]
+    qkgeometry train ...   (chapter 5; see ``qkgeometry train --help``)
 
 SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf file, ``offline:<name>`` or a Hub id.
-Other chapters register more subcommands through :data:`SUBCOMMANDS`.
+``python -m qkgeometry ...`` runs the same command line (which is what ``torchrun -m qkgeometry train ...`` needs).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-
-#: Extra subcommands: name -> function(subparsers) that adds the parser and sets ``func``.
-SUBCOMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {}
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -139,10 +137,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plotting import plt, survey_figures
-    from .survey import _read_cache
+    from .plotting import plt, survey_figures, use_style
+    from .survey import read_cache
 
-    frame = _read_cache(args.results)
+    use_style()
+    frame = read_cache(args.results)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no rows to plot.")
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -167,8 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     from .training.cli import add_train_parser  # chapter 5: `qkgeometry train`
 
     add_train_parser(sub)
-    for add in SUBCOMMANDS.values():
-        add(sub)
     return parser
 
 

@@ -1,6 +1,6 @@
 """The Toeplitz split of a square matrix into symmetric and skew-symmetric parts.
 
-Convention (DESIGN.md §1, book chapter 1, "The Toeplitz decomposition"): for ``M`` of shape (..., d, d),
+Convention (the book's Notation page; chapter 1, "The Toeplitz decomposition"): for ``M`` of shape (..., d, d),
 
     M = M_s + M_n,   M_s = (M + Mᵀ)/2 (symmetric),   M_n = (M − Mᵀ)/2 (skew-symmetric),
 

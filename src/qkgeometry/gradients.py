@@ -1,6 +1,6 @@
 """The gradient of a loss with respect to W_qk as a sum of rank-1 outer products, and how a mask splits it.
 
-Explained in chapter 3 ("Why causal training makes W_qk directional"). Conventions are those of DESIGN.md §1.
+Explained in chapter 3 ("Why causal training makes W_qk directional"). Conventions are those of the book's Notation page.
 
 For one attention head with input dimension ``d`` and head dimension ``d_h``, tokens ``x_1..x_n`` (rows of ``X``,
 shape (n, d)), bilinear form ``W = W_Q W_Kᵀ`` (d × d) and a mask of allowed (query i, key j) pairs, the logits are

@@ -12,7 +12,7 @@ Sources:
 * a Hugging Face Hub id such as ``"gpt2"`` or ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (needs network);
 * an in-memory ``transformers.PreTrainedModel``.
 
-Shapes (DESIGN.md §1): ``QKLayer.wq`` and ``QKLayer.wk`` are float64 tensors of shape (n_heads, d_model, head_dim),
+Shapes (the book's Notation page): ``QKLayer.wq`` and ``QKLayer.wk`` are float64 tensors of shape (n_heads, d_model, head_dim),
 KV heads already expanded (``g(h) = h // group_size``), so ``W_qk^h = wq[h] @ wk[h].T`` and the pre-softmax logit
 between query token x_i and key token x_j is ``x_iᵀ W_qk^h x_j / sqrt(head_dim)``.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from .architectures import (
     split_linear,
     unpermute_gguf_rope,
 )
+from .zoo import RANDOM_PREFIX
 
 __all__ = ["QKLayer", "QKModel", "SourceError", "load_qk"]
 
@@ -113,7 +115,7 @@ TensorGetter = Callable[[str], torch.Tensor]
 
 
 @dataclass
-class _Plan:
+class _BlockPlan:
     """One attention block kind, resolved against the tensor names of a concrete source."""
 
     block: AttentionBlock
@@ -130,7 +132,7 @@ class QKModel:
     ``revision`` (a content fingerprint or Hub commit, used as a cache key).
     """
 
-    def __init__(self, name: str, arch: Architecture, plans: list[_Plan], source: str, revision: str | None,
+    def __init__(self, name: str, arch: Architecture, plans: list[_BlockPlan], source: str, revision: str | None,
                  on_close: Callable[[], None] | None = None):
         self.name = name
         self.architecture = arch.model_type
@@ -164,14 +166,30 @@ class QKModel:
 
     def layer(self, index: int, component: str | None = None) -> QKLayer:
         """One layer, by index (and component for encoder-decoder models)."""
-        plan = self._plan(component)
+        plan = self._plan_for(component)
         if not isinstance(index, int) or not 0 <= index < plan.dims.n_layers:
             raise IndexError(f"`index` must be an int in [0, {plan.dims.n_layers}) for component "
                              f"{plan.block.component!r}; got {index!r}.")
         return self._read(plan, index)
 
     def dims(self, component: str | None = None) -> Dims:
-        return self._plan(component).dims
+        return self._plan_for(component).dims
+
+    def randomized(self, seed: int = 0) -> QKModel:
+        """The random-init twin of this model: same architecture, blocks and shapes, with every Q/K weight drawn
+        i.i.d. N(0, 0.02²), the initialisation of BERT, GPT-2, Llama and Gemma (``initializer_range``); both scores
+        are scale-invariant, so the scale does not matter anyway.
+
+        Deterministic: layer ``i`` of component ``c`` is drawn from a generator seeded by (seed, architecture,
+        d_model, c, i), so a twin can be re-streamed layer by layer without holding anything, and the twin never reads
+        this model's weights. Its ``source`` is ``random:<source>`` (what :func:`qkgeometry.survey.survey` accepts).
+        Chapter 4 uses it as the null baseline of the survey.
+        """
+        plans = [_BlockPlan(p.block, p.dims, p.get, _random_splitter(self, p.block.component, p.dims, seed))
+                 for p in self._plans]
+        twin = QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
+                       f"{RANDOM_PREFIX}{self.source}", f"random-seed{seed}")
+        return twin
 
     def close(self) -> None:
         if self._on_close is not None:
@@ -188,7 +206,7 @@ class QKModel:
                 f"n_layers={self.n_layers}, d_model={self.d_model}, n_heads={self.n_heads}, "
                 f"n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, components={self.components})")
 
-    def _plan(self, component: str | None) -> _Plan:
+    def _plan_for(self, component: str | None) -> _BlockPlan:
         if component is None:
             return self._plans[0]
         for plan in self._plans:
@@ -197,9 +215,22 @@ class QKModel:
         raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
 
     @staticmethod
-    def _read(plan: _Plan, i: int) -> QKLayer:
+    def _read(plan: _BlockPlan, i: int) -> QKLayer:
         wq, wk = plan.split(i)
         return QKLayer(i, plan.block.component, wq.to(torch.float64).contiguous(), wk.to(torch.float64).contiguous())
+
+
+def _random_splitter(model: QKModel, component: str, dims: Dims, seed: int
+                     ) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
+    """Layer ``i`` -> i.i.d. N(0, 0.02²) (wq, wk_kv) of ``dims``' shapes, seeded by (seed, model, component, i)."""
+    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        key = zlib.crc32(f"{seed}|{model.architecture}|{model.d_model}|{component}|{i}".encode())
+        gen = torch.Generator().manual_seed(key)
+        wq = torch.randn(dims.n_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+        wk = torch.randn(dims.n_kv_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+        return wq, wk
+
+    return split
 
 
 # ------------------------------------------------------------------------------------------------ sources
@@ -263,7 +294,7 @@ def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel
     config = _read_config(config_path)
     arch = get_architecture(config.model_type)
     index, handles = _SafetensorsIndex.open(files)
-    plans = _plan(arch, config, index.names, index.get, qk_norm)
+    plans = _resolve_plans(arch, config, index.names, index.get, qk_norm)
     return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
 
 
@@ -378,15 +409,16 @@ class _SafetensorsIndex:
         return torch.frombuffer(buf, dtype=dtype).reshape(info["shape"])
 
 
-def _plan(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter,
-          qk_norm: QKNorm = "folded") -> list[_Plan]:
+def _resolve_plans(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter,
+                   qk_norm: QKNorm = "folded") -> list[_BlockPlan]:
+    """One :class:`_BlockPlan` per attention block kind of ``arch``, resolved against the tensor ``names``."""
     plans = []
     for block in arch.blocks:
         dims = block.dims(config)
         block = _with_present_names(block, names)
         prefix = _resolve_prefix(block, names, arch.model_type)
         getter = _prefixed_getter(prefix, names, get)
-        plans.append(_Plan(block, dims, getter, _splitter(block, dims, getter, qk_norm)))
+        plans.append(_BlockPlan(block, dims, getter, _splitter(block, dims, getter, qk_norm)))
     return plans
 
 
@@ -499,7 +531,7 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
             wq, wk = fold_qk_norm(wq, wk, get(spec.q_norm.format(i=i)).double(), get(spec.k_norm.format(i=i)).double())
         return wq, wk
 
-    plan = _Plan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)
+    plan = _BlockPlan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)
     return QKModel(name, arch, [plan], str(path), _fingerprint([path]))
 
 
@@ -514,7 +546,7 @@ def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QK
     config = model.config
     arch = get_architecture(config.model_type)
     state = {k: v for k, v in model.state_dict().items()}
-    plans = _plan(arch, config, state, lambda n: state[n].detach(), qk_norm)
+    plans = _resolve_plans(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return QKModel(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
                    f"<in-memory {type(model).__name__}>", None)
 

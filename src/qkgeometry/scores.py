@@ -1,10 +1,11 @@
 """Symmetry and directionality scores of W_qk, dense and factored, batched.
 
-Conventions (DESIGN.md §1; book chapter 2, "Two scores, two axes"):
+Conventions (the book's Notation page; chapter 2, "Two scores, two axes"):
 
 * ``M`` has shape (..., d, d); rows index query-side input dimensions, columns key-side ones.
 * Symmetry score ``s(M) = (‖M_s‖² − ‖M_n‖²)/‖M‖² = tr(M M)/‖M‖²`` in [−1, 1]: +1 symmetric, −1 skew.
-  The paper plots ``2‖M_s‖²/‖M‖² − 1``, the same number. (The seed text's extra factor 2 is a slip.)
+  The paper plots ``2‖M_s‖²/‖M‖² − 1``, the same number. A factor 2 in front of the difference, as in some statements
+  of the score, is a slip: its range would be [−2, 2].
 * Directionality score: row norms ``r_i = ‖M[i, :]‖``, column norms ``c_j = ‖M[:, j]‖``, thresholds
   ``τ = mean + num_std · std`` (unbiased std, ddof=1), excesses ``E = Σ_{x > τ} (x − τ)``, and
   ``d(M) = (E_r − E_c)/(E_r + E_c)`` in [−1, 1], 0 when ``E_r + E_c = 0``.

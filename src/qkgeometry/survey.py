@@ -1,7 +1,7 @@
 """Score whole models into tidy pandas DataFrames.
 
 One row per (model, component, layer, head) with the columns of :data:`COLUMNS`; ``head`` is ``<NA>`` on
-layer-level rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, DESIGN.md §1). Weights are streamed one
+layer-level rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, the book's Notation page). Weights are streamed one
 layer at a time and scored with the factored formulas, so no d × d matrix is ever formed.
 """
 
@@ -96,13 +96,13 @@ def _package_version() -> str:
 
 
 def _open(source: Any, qk_norm: str) -> QKModel:
-    """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:func:`qkgeometry.zoo.random_twin`)."""
-    from .zoo import RANDOM_PREFIX, random_twin
+    """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`)."""
+    from .zoo import RANDOM_PREFIX
 
     if isinstance(source, QKModel):
         return source
     if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
-        return random_twin(load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm))
+        return load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
     return load_qk(source, qk_norm=qk_norm)
 
 
@@ -262,3 +262,6 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["head"] = frame["head"].astype("Int64")
     return frame
+
+
+read_cache = _read_cache  # public name (the survey module's owner publishes it; this alias keeps cli working until then)

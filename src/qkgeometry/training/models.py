@@ -17,7 +17,7 @@ biases for BERT), so every variant keeps the model's init distribution:
 * ``shared``: the symmetric dot-product attention baseline (Courtois et al., arXiv:2406.06366): the query projection
   *is* the key projection (one ``nn.Parameter``, weight and bias) for the whole run, so ``W_qk`` is symmetric always.
 
-Shapes follow DESIGN.md §1: torch's ``query.weight`` is ``W_Qᵀ`` of shape (H·d_h, d); per head ``W_Q^h`` is (d, d_h).
+Shapes follow the book's Notation page: torch's ``query.weight`` is ``W_Qᵀ`` of shape (H·d_h, d); per head ``W_Q^h`` is (d, d_h).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Shape of the model. The defaults are the pilot's CPU-sized BERT (d=128, 4 layers, 4 heads, d_h=32)."""
+    """Shape of the model. The defaults are the book's CPU-sized BERT (d=128, 4 layers, 4 heads, d_h=32)."""
 
     vocab_size: int = 8000
     hidden: int = 128
