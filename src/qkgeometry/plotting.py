@@ -1,7 +1,8 @@
 """The book's figures, in one style.
 
-Every chapter calls :func:`use_style` once (it is also applied on import of this module) so that fonts, colours and
-resolution agree across the book. Figures are saved/rendered as SVG-crisp vector or 2x PNG.
+Every chapter calls :func:`use_style` once so that fonts, colours and resolution agree across the book. Importing this
+module changes no global state: the style is applied only when :func:`use_style` is called. Figures are
+saved/rendered as SVG-crisp vector or 2x PNG.
 
 Chapter-specific figure functions live below in sections marked by chapter; each takes tidy data and returns the
 matplotlib Figure (never calls ``plt.show``), so notebooks stay one line per figure.
@@ -36,8 +37,6 @@ def use_style() -> None:
         "svg.fonttype": "none",
     })
 
-
-use_style()
 
 __all__ = ["DIVERGING", "FAMILY_COLORS", "plt", "use_style"]
 
