@@ -17,10 +17,9 @@ from qkgeometry.training import data as D
 from qkgeometry.training.loop import Run, TrainConfig, train
 from qkgeometry.training.metrics import (
     SpeedUp,
-    bootstrap_ci,
     final_loss,
-    format_ci,
     paired_differences,
+    seed_interval,
     speedup,
     speedup_table,
     steps_to_threshold,
@@ -321,13 +320,20 @@ def test_threshold_table_pairs_steps_by_seed_at_the_baselines_mid_horizon_loss()
     assert never.baseline_steps == [None] * 3 and math.isnan(never.diff_mean) and never.ci_text == "—"
 
 
-def test_bootstrap_ci():
-    est, lo, hi = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
-    assert est == 2.5 and 1.0 <= lo < est < hi <= 4.0
-    assert bootstrap_ci([2.0, 2.0]) == (2.0, 2.0, 2.0)
-    assert math.isnan(bootstrap_ci([1.0])[1]) and math.isnan(bootstrap_ci([])[0])
-    assert format_ci(-0.004, -0.028, 0.019) == "-0.004 [-0.028, +0.019]"
-    assert isinstance(SpeedUp(None, None, 1.0, 10), SpeedUp)
+def test_seed_intervals_are_student_t_intervals_over_seeds():
+    values = [1.0, 2.0, 3.0, 4.0]
+    interval = seed_interval(values)
+    low, high = stats.t.interval(0.95, 3, loc=2.5, scale=stats.sem(values))
+    assert (interval.estimate, interval.n, interval.unit, interval.method) == (2.5, 4, "seed", "t")
+    assert interval.low == pytest.approx(low) and interval.high == pytest.approx(high)
+    assert seed_interval([2.0, 2.0]).format() == "2.000 [2.000, 2.000]"
+    assert seed_interval([1.0, None, math.nan]) is None and seed_interval([]) is None
+
+
+def test_speedup_result_reads_as_reached_or_not():
+    never, half = SpeedUp(None, None, 1.0, 10), SpeedUp(0.5, 5, 1.0, 10)
+    assert (never.reached, str(never)) == (False, "not reached")
+    assert (half.reached, str(half)) == (True, "50.0%")
 
 
 def _grid(pairs):
@@ -343,7 +349,8 @@ def test_replication_verdict_needs_a_consistent_effect():
 
     clear = _grid([([9, 7, 6], [9, 5.9, 5.5]), ([9, 7.1, 6.1], [9, 6.0, 5.6]), ([9, 7, 6.05], [9, 5.8, 5.5])])
     assert "a speed-up is detected" in replication_verdict(clear, "x")
-    assert paired_table(clear).loc[0, "verdict"] == "symmetric lower (bootstrap and t intervals exclude 0)"
+    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final val_loss -0.5")
+    assert "95% t-interval, n = 3 seeds" in paired_table(clear).loc[0, "verdict"]
     noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
     verdict = replication_verdict(noise, "x")
     assert "no consistent speed-up" in verdict and "reaches symmetric's in" in verdict
@@ -358,7 +365,8 @@ def test_same_sign_in_three_seeds_is_not_called_conclusive_when_the_t_interval_i
     from qkgeometry.training.metrics import paired_table
 
     grid = _grid([([9, 7, 6], [9, 7, 6.001]), ([9, 7, 6], [9, 7, 6.2]), ([9, 7, 6], [9, 7, 6.0005])])
-    assert "not conclusive at n = 3" in paired_table(grid).loc[0, "verdict"]
+    verdict = paired_table(grid).loc[0, "verdict"]
+    assert verdict.startswith("suggested but not established (symmetric higher;") and "n = 3 seeds" in verdict
 
 
 def test_chapter5_exercise_checkers_accept_solutions_and_reject_mistakes(capsys):

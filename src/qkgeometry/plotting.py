@@ -194,7 +194,15 @@ def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_s
     training".
     """
     import numpy as np
-    from scipy import stats
+    import pandas as pd
+
+    from .stats import t_interval
+
+    def t_band(values) -> tuple[float, float]:  # one interval per step, NaN (no band) below two seeds
+        if len(values) < 2:
+            return np.nan, np.nan
+        interval = t_interval(values, level=band, unit="seed")
+        return interval.low, interval.high
 
     titles = {"symmetry": "$s(W_t)$", "directionality": "$d(W_t)$", "delta_symmetry": "$s(W_t - W_0)$",
               "delta_directionality": "$d(W_t - W_0)$", "loss": "training loss"}
@@ -204,12 +212,14 @@ def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_s
         if null_bands and metric in null_bands:
             ax.axhspan(*null_bands[metric], color=FAMILY_COLORS["random"], alpha=0.15, lw=0, label="Gaussian null")
         for objective, sub in frame.groupby("objective", sort=False):
-            agg = sub.groupby("step")[metric].agg(["mean", "std", "count"])
-            half = stats.t.ppf(0.5 + band / 2, np.maximum(agg["count"] - 1, 1)) * agg["std"] / np.sqrt(agg["count"])
+            by_step = sub.groupby("step")[metric]
+            agg = by_step.agg(["mean", "count"])
+            bands = by_step.apply(lambda v: t_band(v.dropna().to_numpy()))
             color = OBJECTIVE_COLORS.get(objective, "k")
             n = int(agg["count"].max())
             ax.plot(agg.index, agg["mean"], color=color, label=f"{objective} (n={n} seeds)")
-            lo, hi = agg["mean"] - half, agg["mean"] + half
+            lo = pd.Series([b[0] for b in bands], index=bands.index)
+            hi = pd.Series([b[1] for b in bands], index=bands.index)
             if metric != "loss":  # both scores live in [-1, 1]; an interval beyond that carries no information
                 lo, hi = lo.clip(-1, 1), hi.clip(-1, 1)
             ax.fill_between(agg.index, lo, hi, color=color, alpha=0.2, lw=0)

@@ -3,7 +3,8 @@
 * :mod:`.data`: corpora (Wikipedia leads, State of the Union), cached WordPiece tokenizer, seeded batches.
 * :mod:`.models`: BERT encoder (MLM) / causal decoder, the initialisations, per-layer Q/K scores.
 * :mod:`.loop`: the seeded, resumable, CSV-logging training loop (and round-robin grids).
-* :mod:`.metrics`: speed-up (with "not reached"), steps to a threshold, paired differences, bootstrap CIs.
+* :mod:`.metrics`: speed-up (with "not reached"), steps to a threshold, paired differences over seeds (intervals
+  and verdicts from :mod:`qkgeometry.stats`).
 
 Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, accelerate) and torch.
 """
@@ -12,9 +13,9 @@ from .data import TokenData, load_corpus, prepare_data, sotu_speeches
 from .loop import Run, TrainConfig, read_log, train, train_round_robin
 from .metrics import (
     SpeedUp,
-    bootstrap_ci,
     final_loss,
     paired_differences,
+    seed_interval,
     speedup,
     speedup_table,
     steps_to_threshold,
@@ -22,7 +23,7 @@ from .metrics import (
 from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
 
 __all__ = [
-    "ARCHES", "INITS", "ModelSpec", "Run", "SpeedUp", "TokenData", "TrainConfig", "apply_init", "bootstrap_ci",
-    "build_model", "final_loss", "load_corpus", "paired_differences", "prepare_data", "qk_scores", "read_log",
+    "ARCHES", "INITS", "ModelSpec", "Run", "SpeedUp", "TokenData", "TrainConfig", "apply_init", "build_model",
+    "final_loss", "load_corpus", "paired_differences", "prepare_data", "qk_scores", "read_log", "seed_interval",
     "sotu_speeches", "speedup", "speedup_table", "steps_to_threshold", "train", "train_round_robin",
 ]

@@ -1,5 +1,5 @@
-"""Metrics for the init experiments: the paper's speed-up (honestly), steps to a threshold, paired differences and
-bootstrap confidence intervals over seeds. Chapter 5.
+"""Metrics for the init experiments: the paper's speed-up (honestly), steps to a threshold and paired differences over
+seeds. Chapter 5.
 
 The paper's **speed-up** is the fraction of training saved before the treated run first reaches the baseline's
 final loss: ``1 − t*/T`` with ``T`` the baseline's last step and ``t*`` the first logged step at which the treated
@@ -9,26 +9,38 @@ directions (:func:`speedup_table` does).
 
 Inputs are tidy logs (pandas DataFrames) with columns ``step`` and a loss column (``val_loss`` by default), as
 written by :mod:`qkgeometry.training.loop`.
+
+Every interval and verdict comes from :mod:`qkgeometry.stats`: runs are compared over a handful of seeds, so the
+intervals are Student-t intervals over seeds (a bootstrap of three values only reproduces their range), and the
+verdict sentences are :func:`qkgeometry.stats.verdict`'s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .. import stats
+
 __all__ = [
     "SpeedUp",
-    "bootstrap_ci",
     "final_loss",
-    "format_ci",
+    "first_step_below",
+    "loss_summary",
     "paired_differences",
+    "paired_table",
+    "replication_verdict",
+    "seed_interval",
     "speedup",
+    "speedup_summary",
     "speedup_table",
     "steps_to_threshold",
+    "summarize_speedups",
+    "threshold_table",
 ]
 
 
@@ -90,37 +102,29 @@ def speedup(baseline: pd.DataFrame, treated: pd.DataFrame, loss: str = "val_loss
     return SpeedUp(1.0 - reached / total, reached, target, total)
 
 
-def bootstrap_ci(values: Sequence[float], statistic: Callable = np.mean, level: float = 0.95,
-                 n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """``(estimate, low, high)``: the statistic and its percentile-bootstrap interval over ``values`` (e.g. seeds).
+def seed_interval(values: Sequence[float | None], level: float = 0.95) -> stats.Interval | None:
+    """Student-t interval (:func:`qkgeometry.stats.t_interval`, unit "seed") of the mean of ``values``, one per seed;
+    None and NaN entries are dropped. None when fewer than two values remain (no interval exists).
 
-    With n values there are only ``C(2n−1, n)`` distinct resamples (10 for n = 3), so the interval is coarse and
-    tends to be too narrow for small n; report n next to it. NaN bounds for n < 2.
+    >>> seed_interval([1.0, 2.0, 3.0]).format(2)
+    '2.00 [-0.48, 4.48]'
+    >>> seed_interval([1.0, None]) is None
+    True
     """
-    x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))],
-                   dtype=float)
-    if len(x) == 0:
-        return (math.nan, math.nan, math.nan)
-    est = float(statistic(x))
-    if len(x) < 2:
-        return (est, math.nan, math.nan)
-    if np.ptp(x) == 0:
-        return (est, est, est)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(x), size=(n_resamples, len(x)))
-    stats = np.apply_along_axis(statistic, 1, x[idx])
-    alpha = (1 - level) / 2
-    return (est, float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha)))
+    x = [float(v) for v in values if v is not None and not math.isnan(v)]
+    return stats.t_interval(x, level, unit="seed") if len(x) >= 2 else None
 
 
-def format_ci(est: float, low: float, high: float, digits: int = 3, percent: bool = False) -> str:
-    """``"−0.004 [−0.028, +0.019]"`` (or percentages)."""
-    if math.isnan(est):
+def _interval_text(values: Sequence[float | None], level: float = 0.95, digits: int = 3,
+                   percent: bool = False) -> str:
+    """``"estimate [low, high]"`` of :func:`seed_interval`; the bare mean for one value, "—" for none."""
+    interval = seed_interval(values, level)
+    if interval is not None:
+        return interval.format(digits, percent=percent)
+    x = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not x:
         return "—"
-    f = (lambda v: f"{100 * v:+.{max(0, digits - 2)}f}%") if percent else (lambda v: f"{v:+.{digits}f}")
-    if math.isnan(low):
-        return f(est)
-    return f"{f(est)} [{f(low)}, {f(high)}]"
+    return f"{100 * x[0]:.{max(digits - 2, 0)}f}%" if percent else f"{x[0]:.{digits}f}"
 
 
 def _runs(logs: pd.DataFrame, arch: str, init: str) -> dict[int, pd.DataFrame]:
@@ -130,12 +134,13 @@ def _runs(logs: pd.DataFrame, arch: str, init: str) -> dict[int, pd.DataFrame]:
 
 def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
                        loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
-    """Per arch: final ``loss`` of ``treatment`` minus ``baseline``, paired by seed, with a bootstrap CI.
+    """Per arch: final ``loss`` of ``treatment`` minus ``baseline``, paired by seed
+    (:func:`qkgeometry.stats.paired_difference`: Student-t interval over seeds and paired t-test).
 
     ``logs`` holds many runs with columns ``arch, init, seed, step`` and ``loss``. Negative = treatment lower.
-    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high`` (percentile
-    bootstrap), ``t_low, t_high`` (Student-t interval, wider and more honest for n = 3) and ``diffs`` (per seed, in
-    seed order).
+    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high`` (t-interval;
+    NaN for one seed), ``p_value``, ``diffs`` (per seed, in seed order) and ``result`` (the
+    :class:`qkgeometry.stats.PairedDifference`, None for one seed).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
@@ -145,11 +150,12 @@ def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baselin
             continue
         b = np.array([final_loss(base[s], loss) for s in seeds])
         t = np.array([final_loss(treat[s], loss) for s in seeds])
-        est, lo, hi = bootstrap_ci(t - b, level=level)
-        t_lo, t_hi = t_interval(t - b, level)
+        result = stats.paired_difference(t, b, level, unit="seed") if len(seeds) >= 2 else None
+        low, high = (result.interval.low, result.interval.high) if result is not None else (math.nan, math.nan)
         rows.append({"arch": arch, "treatment": treatment, "baseline": baseline, "n": len(seeds),
-                     "baseline_mean": b.mean(), "treatment_mean": t.mean(), "diff_mean": est, "ci_low": lo,
-                     "ci_high": hi, "t_low": t_lo, "t_high": t_hi, "diffs": [round(float(v), 4) for v in t - b]})
+                     "baseline_mean": b.mean(), "treatment_mean": t.mean(), "diff_mean": float((t - b).mean()),
+                     "ci_low": low, "ci_high": high, "p_value": math.nan if result is None else result.p_value,
+                     "diffs": [round(float(v), 4) for v in t - b], "result": result})
     return pd.DataFrame(rows)
 
 
@@ -175,20 +181,21 @@ def speedup_table(logs: pd.DataFrame, treatment: str = "symmetric", baseline: st
 
 def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per arch and direction: how many seeds reached the target, and the mean fraction saved over the seeds that
-    did, with a bootstrap CI. The mean over reached seeds is conditional on reaching; read it with ``reached``."""
+    did, with a Student-t interval over those seeds (:func:`seed_interval`; NaN with fewer than two). The mean over
+    reached seeds is conditional on reaching; read it with ``reached``."""
     rows = []
     for arch, g in table.groupby("arch"):
         for direction in ("forward", "reverse"):
             vals = g[f"{direction}_fraction"].to_numpy(dtype=float)
             reached = vals[~np.isnan(vals)]
-            est, lo, hi = bootstrap_ci(reached, level=level)
+            interval = seed_interval(reached, level)
             rows.append({"arch": arch, "direction": direction, "n": len(vals), "reached": len(reached),
-                         "mean_if_reached": est, "ci_low": lo, "ci_high": hi,
+                         "mean_if_reached": float(reached.mean()) if len(reached) else math.nan,
+                         "ci_low": math.nan if interval is None else interval.low,
+                         "ci_high": math.nan if interval is None else interval.high,
+                         "mean_if_reached_text": _interval_text(reached, level, percent=True),
                          "per_seed": ", ".join(str(s) for s in g[direction])})
     return pd.DataFrame(rows)
-
-
-__all__ += ["summarize_speedups"]
 
 
 # ------------------------------------------------------------------------------------ chapter-5 summaries
@@ -209,51 +216,31 @@ def loss_summary(logs: pd.DataFrame, loss: str = "val_loss") -> pd.DataFrame:
             .reset_index())
 
 
-def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """Student-t interval of the mean of ``values`` (NaN for n < 2)."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return (math.nan, math.nan)
-    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return (float(x.mean() - half), float(x.mean() + half))
-
-
-def _verdict(row) -> str:
-    boot = "below" if row.ci_high < 0 else "above" if row.ci_low > 0 else None
-    t = "below" if row.t_high < 0 else "above" if row.t_low > 0 else None
-    word = {"below": "lower", "above": "higher"}
-    if boot and boot == t:
-        return f"{row.treatment} {word[boot]} (bootstrap and t intervals exclude 0)"
-    if boot:
-        return (f"{row.treatment} {word[boot]} in all {row.n} seeds, but the t-interval includes 0: "
-                f"not conclusive at n = {row.n}")
-    return "no detectable difference (CI includes 0)"
-
-
 def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "shared"),
-                 baseline: str = "default", loss: str = "val_loss") -> pd.DataFrame:
-    """:func:`paired_differences` for each treatment present, with a printable CI (``ci_text``) and a verdict computed
-    from the interval (lower / higher / no detectable difference)."""
-    parts = [paired_differences(logs, t, baseline, loss) for t in treatments if t in set(logs["init"])]
+                 baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+    """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
+    difference and its t-interval over seeds) and the verdict sentence of :func:`qkgeometry.stats.verdict`
+    (``verdict``: lower / higher, "suggested but not established", or no detectable difference)."""
+    parts = [paired_differences(logs, t, baseline, loss, level) for t in treatments if t in set(logs["init"])]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame()
     table = pd.concat(parts, ignore_index=True)
-    table["ci_text"] = [format_ci(r.diff_mean, r.ci_low, r.ci_high, digits=4) for r in table.itertuples()]
-    table["t_ci_text"] = [format_ci(r.diff_mean, r.t_low, r.t_high, digits=4) for r in table.itertuples()]
-    table["verdict"] = [_verdict(r) for r in table.itertuples()]
+    table["ci_text"] = [_interval_text(r.diffs, level, digits=4) if r.result is None else r.result.interval.format(4)
+                        for r in table.itertuples()]
+    table["verdict"] = [
+        "one seed: no interval" if r.result is None else
+        stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
+                      f"{r.treatment} − {r.baseline} final {loss}", digits=4)
+        for r in table.itertuples()]
     return table
 
 
 def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
                     loss: str = "val_loss") -> pd.DataFrame:
     """Both directions of the speed-up per arch, in words: per-seed values, how many seeds reached the target, and
-    the mean fraction over the seeds that did with a bootstrap CI."""
+    the mean fraction over the seeds that did, with a t-interval over those seeds."""
     summary = summarize_speedups(speedup_table(logs, treatment, baseline, loss))
-    summary["mean_if_reached_text"] = [format_ci(r.mean_if_reached, r.ci_low, r.ci_high, percent=True)
-                                       for r in summary.itertuples()]
     summary["direction"] = summary["direction"].map({
         "forward": f"{treatment} reaches {baseline}'s final loss",
         "reverse": f"{baseline} reaches {treatment}'s final loss"})
@@ -278,8 +265,8 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
     nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains faster reaches
     it sooner and one that trains slower later (or never, None). The resolution is the logging interval.
     Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None = never),
-    ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment sooner),
-    ``ci_text`` (bootstrap) and ``t_ci_text`` (Student-t).
+    ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment sooner) and
+    ``ci_text`` (its Student-t interval over those seeds, :func:`seed_interval`).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
@@ -296,44 +283,40 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
             b = [steps_to_threshold(base[s], level_, loss) for s in seeds]
             t = [steps_to_threshold(runs[s], level_, loss) for s in seeds]
             diffs = [tt - bb for bb, tt in zip(b, t) if bb is not None and tt is not None]
-            est, lo, hi = bootstrap_ci(diffs, level=level)
-            t_lo, t_hi = t_interval(diffs, level)
             rows.append({"arch": arch, "treatment": name, "threshold": level_, "n": len(seeds),
-                         "baseline_steps": b, "treatment_steps": t, "diff_mean": est,
-                         "ci_text": format_ci(est, lo, hi, digits=0),
-                         "t_ci_text": format_ci(est, t_lo, t_hi, digits=0)})
+                         "baseline_steps": b, "treatment_steps": t,
+                         "diff_mean": float(np.mean(diffs)) if diffs else math.nan,
+                         "ci_text": _interval_text(diffs, level, digits=0)})
     return pd.DataFrame(rows)
 
 
 def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", treatment: str = "symmetric",
                         baseline: str = "default", loss: str = "val_loss") -> str:
-    """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the paired CI
-    of the final-loss difference (bootstrap and t) is below 0, the treated run reaches the baseline's final loss in
-    every seed, and the reverse does not hold in every seed. It is called "suggested but not established" when
-    everything but the t-interval points the same way (every seed lower, reached in every seed, the reverse in none).
+    """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the paired
+    t-interval over seeds of the final-loss difference is below 0 (:func:`qkgeometry.stats.paired_difference`), the
+    treated run reaches the baseline's final loss in every seed, and the reverse does not hold in every seed. It is
+    called "suggested but not established" (the words of :func:`qkgeometry.stats.verdict`) when everything but the
+    t-interval points the same way (every seed lower, reached in every seed, the reverse in none).
     """
     sub = logs[logs["arch"] == arch]
     p = paired_differences(sub, treatment, baseline, loss)
     if p.empty:
         return f"{label}: no {arch} pairs to compare"
     p = p.iloc[0]
+    if p.result is None:
+        return f"{label}: one {arch} seed only, so no interval and no verdict"
     sp = speedup_table(sub, treatment, baseline, loss)
     n = len(sp)
     fwd, rev = int(sp["forward_fraction"].notna().sum()), int(sp["reverse_fraction"].notna().sum())
-    if p.ci_high < 0 and p.t_high < 0 and fwd == n and rev < n:
-        return (f"{label}: a speed-up is detected for the {arch} (paired final-loss difference "
-                f"{format_ci(p.diff_mean, p.ci_low, p.ci_high, digits=4)} nats; {treatment} reaches {baseline}'s "
-                f"final loss in all {n} seeds, the reverse in {rev} of {n})")
-    if p.ci_high < 0 and fwd == n and rev == 0:
+    interval = p.result.interval
+    text = f"{interval.format(4)} nats, 95% t-interval over n = {n} seeds"
+    if interval.high < 0 and fwd == n and rev < n:
+        return (f"{label}: a speed-up is detected for the {arch} (paired final-loss difference {text}; "
+                f"{treatment} reaches {baseline}'s final loss in all {n} seeds, the reverse in {rev} of {n})")
+    if p.result.n_negative == n and fwd == n and rev == 0:
         return (f"{label}: a speed-up for the {arch} is suggested but not established: {treatment} ends lower in all "
                 f"{n} seeds and reaches {baseline}'s final loss in all {n}, the reverse in none, but the t-interval "
-                f"of the paired final-loss difference includes 0 at n = {n} "
-                f"({format_ci(p.diff_mean, p.t_low, p.t_high, digits=4)} nats)")
-    return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference "
-            f"{format_ci(p.diff_mean, p.ci_low, p.ci_high, digits=4)} nats; {treatment} reaches {baseline}'s final "
-            f"loss in "
-            f"{fwd} of {n} seeds, {baseline} reaches {treatment}'s in {rev} of {n})")
-
-
-__all__ += ["first_step_below", "loss_summary", "paired_table", "replication_verdict", "speedup_summary", "t_interval",
-            "threshold_table"]
+                f"of the paired final-loss difference includes 0 at n = {n} ({text})")
+    return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference {text}; "
+            f"{treatment} reaches {baseline}'s final loss in {fwd} of {n} seeds, {baseline} reaches {treatment}'s "
+            f"in {rev} of {n})")
