@@ -116,6 +116,29 @@ def _heads_from_linear(weight: torch.Tensor, n_heads: int, head_dim: int, d_mode
     return weight.reshape(n_heads, head_dim, d_model).transpose(1, 2)
 
 
+def pack_heads(w: Any) -> Any:
+    """Stack per-head factors side by side: (n_heads, d_model, head_dim) -> (d_model, n_heads·head_dim).
+
+    The result is ``[W^0 | W^1 | ...]``, so ``pack_heads(wq) @ pack_heads(wk).T = Σ_h W_Q^h W_K^hᵀ``: the layer
+    matrix as one pair of factors (the factored scores take it as is). Works on torch tensors and NumPy arrays.
+    Conventions: the book's Notation page; chapter 4 ("Grouped-query attention") uses it.
+
+    >>> w = torch.arange(12.).reshape(2, 3, 2)  # 2 heads, d_model 3, head_dim 2
+    >>> pack_heads(w)
+    tensor([[ 0.,  1.,  6.,  7.],
+            [ 2.,  3.,  8.,  9.],
+            [ 4.,  5., 10., 11.]])
+    >>> bool(torch.allclose(pack_heads(w) @ pack_heads(w).T, sum(h @ h.T for h in w)))
+    True
+    """
+    if w.ndim != 3:
+        raise ValueError(f"`w` must have shape (n_heads, d_model, head_dim); got {tuple(w.shape)}.")
+    n, d, hd = w.shape
+    if isinstance(w, torch.Tensor):
+        return w.permute(1, 0, 2).reshape(d, n * hd)
+    return w.transpose(1, 0, 2).reshape(d, n * hd)
+
+
 def split_linear(q: torch.Tensor, k: torch.Tensor, dims: Dims, names: tuple[str, str]):
     """Separate ``q_proj``/``k_proj`` (or ``query``/``key``) Linear weights."""
     return (_heads_from_linear(q, dims.n_heads, dims.head_dim, dims.d_model, names[0]),

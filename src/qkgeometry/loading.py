@@ -37,6 +37,7 @@ from .architectures import (
     architecture_for_gguf,
     fold_qk_norm,
     get_architecture,
+    pack_heads,
     qk_norm_gains,
     split_block,
     split_linear,
@@ -97,8 +98,7 @@ class QKLayer:
             return self.wq[head], self.wk_kv[self.kv_head(head)]
         n_kv, d, hd = self.wk_kv.shape
         q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(dim=1)
-        return (q_grouped.permute(1, 0, 2).reshape(d, n_kv * hd),
-                self.wk_kv.permute(1, 0, 2).reshape(d, n_kv * hd))
+        return pack_heads(q_grouped), pack_heads(self.wk_kv)
 
     def matrix(self, head: int | None = None) -> torch.Tensor:
         """The d_model × d_model bilinear form W_qk of one head, or of the layer (sum over heads)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..architectures import Dims, split_fused_interleaved
+from ..architectures import Dims, pack_heads, split_fused_interleaved
 from ..scores import symmetry_score_factored
 from . import compare, report
 
@@ -74,7 +74,6 @@ def check_layer_symmetry(fn: Callable[[torch.Tensor, torch.Tensor, int], float],
 
     def reference(wq, wk, group):
         n_kv, d, hd = wk.shape
-        a = wq.reshape(n_kv, group, d, hd).sum(1).permute(1, 0, 2).reshape(d, n_kv * hd)
-        return float(symmetry_score_factored(a, wk.permute(1, 0, 2).reshape(d, n_kv * hd)))
+        return float(symmetry_score_factored(pack_heads(wq.reshape(n_kv, group, d, hd).sum(1)), pack_heads(wk)))
 
     return compare(lambda wq, wk, g: float(fn(wq, wk, g)), reference, cases, "layer symmetry", atol=1e-9)
