@@ -3,14 +3,16 @@
     qkgeometry train --arch encoder --init symmetric --seed 0 --steps 2000 --out runs/enc-sym-s0
     qkgeometry train --arch encoder --init default symmetric shared --seed 0 1 2 --steps 10000 --out results/B
     torchrun --nproc_per_node=8 -m qkgeometry.training.cli --hidden 256 --seq-len 128 ... --out runs/paper
+    torchrun --nproc_per_node=8 -m qkgeometry train --hidden 256 --seq-len 128 ... --out runs/paper   (the same)
 
 With one (arch, init, seed) the run logs to ``--out``; with several, each logs to ``--out/<arch>-<init>-s<seed>`` and
 the runs advance ``--chunk`` steps each in turn. Runs resume from their checkpoints (in the cache) unless
-``--no-resume``. This module imports nothing heavy at import time, so ``qkgeometry --help`` stays fast.
+``--no-resume``. The options are derived from :class:`~qkgeometry.training.loop.TrainConfig` (names, defaults, help
+texts and choices), so the command line and the library cannot disagree.
 
 Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code path by
 memory alignment, so two runs with the same seed can differ in the last bits. This module sets ``MKL_CBWR=AUTO``
-(unless already set) before torch makes its first MKL call; the Makefile exports it for tests and the book.
+(unless already set) before torch makes its first MKL call.
 """
 
 from __future__ import annotations
@@ -24,36 +26,50 @@ from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO")
 
-__all__ = ["add_train_parser", "main", "run_train"]
+__all__ = ["GRID_FIELDS", "add_train_parser", "configs_from_args", "flag", "main", "run_train"]
+
+
+#: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.loop.TrainConfig` field.
+_GROUPS = {
+    "what to train": ("arch", "init", "seed", "corpus"),
+    "optimisation": ("steps", "lr", "warmup", "weight_decay", "batch_size", "schedule"),
+    "model shape (defaults: the book's CPU-sized BERT)": ("seq_len", "hidden", "layers", "heads", "ffn",
+                                                          "vocab_size"),
+    "logging": ("log_every", "eval_batches"),
+}
+#: Fields that take several values on the command line: every combination is one run (a round-robin grid).
+GRID_FIELDS = ("arch", "init", "seed")
+
+
+def flag(name: str) -> str:
+    """The command-line option of a :class:`~qkgeometry.training.loop.TrainConfig` field (``batch_size`` ->
+    ``--batch-size``)."""
+    return "--" + name.replace("_", "-")
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from .models import ARCHES, INITS
+    """Add one option per ``TrainConfig`` field (type, default, help and choices from the field) plus the options of
+    the command itself (where to write, cache, threads, round-robin chunk, resume, progress)."""
+    import dataclasses
 
-    g = p.add_argument_group("what to train")
-    g.add_argument("--arch", nargs="+", choices=ARCHES, default=["encoder"],
-                   help="encoder = BertForMaskedLM (MLM); decoder = BertLMHeadModel(is_decoder=True) (causal LM)")
-    g.add_argument("--init", nargs="+", choices=INITS, default=["default"],
-                   help="default | symmetric (W_Q := W_K at init) | skew (control) | shared (W_Q = W_K always)")
-    g.add_argument("--seed", nargs="+", type=int, default=[0], help="seeds (init, data order and masks)")
-    g.add_argument("--corpus", default="wikipedia", choices=("wikipedia", "sotu"))
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--steps", type=int, default=1000, help="total steps (the lr schedule decays to 0 here)")
-    g.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate")
-    g.add_argument("--warmup", type=float, default=0.05, help="warmup fraction of --steps (then linear decay)")
-    g.add_argument("--weight-decay", type=float, default=0.01)
-    g.add_argument("--batch-size", type=int, default=32, help="global batch (split over DDP ranks)")
-    g = p.add_argument_group("model shape (defaults: the book's CPU-sized BERT)")
-    g.add_argument("--seq-len", type=int, default=64)
-    g.add_argument("--hidden", type=int, default=128)
-    g.add_argument("--layers", type=int, default=4)
-    g.add_argument("--heads", type=int, default=4)
-    g.add_argument("--ffn", type=int, default=512)
-    g.add_argument("--vocab-size", type=int, default=8000)
-    g = p.add_argument_group("logging and running")
+    from .loop import TrainConfig
+
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    missing = set(fields) - {n for names in _GROUPS.values() for n in names}
+    assert not missing, f"TrainConfig fields without a command-line group: {sorted(missing)}"
+    for title, names in _GROUPS.items():
+        g = p.add_argument_group(title)
+        for name in names:
+            f = fields[name]
+            kind = type(f.default)
+            kw = {"type": kind, "help": f.metadata["help"], "choices": f.metadata.get("choices")}
+            if name in GRID_FIELDS:
+                kw.update(nargs="+", default=[f.default], help=f"{kw['help']} (several values: one run each)")
+            else:
+                kw["default"] = f.default
+            g.add_argument(flag(name), **kw)
+    g = p.add_argument_group("running")
     g.add_argument("--out", type=Path, required=True, help="run folder (log.csv, provenance.json)")
-    g.add_argument("--log-every", type=int, default=50, help="log + checkpoint every N steps")
-    g.add_argument("--eval-batches", type=int, default=8, help="validation batches per log row")
     g.add_argument("--cache", type=Path, default=None,
                    help="cache for tokenizer, tokens, checkpoints (default $QKGEOMETRY_CACHE or .cache/qkgeometry)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -61,6 +77,28 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+def configs_from_args(args: argparse.Namespace) -> dict:
+    """One :class:`~qkgeometry.training.loop.TrainConfig` per (arch, init, seed) of ``args``, named
+    ``<arch>-<init>-s<seed>``. Invalid values raise ValueError naming the command-line option."""
+    import dataclasses
+
+    from .loop import TrainConfig
+
+    if args.chunk < 1:
+        raise ValueError(f"--chunk must be a positive number of steps; got {args.chunk}.")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be a positive number of CPU threads; got {args.threads}.")
+    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name not in GRID_FIELDS}
+    configs = {}
+    for arch, init, seed in itertools.product(args.arch, args.init, args.seed):
+        try:
+            configs[f"{arch}-{init}-s{seed}"] = TrainConfig(arch=arch, init=init, seed=seed, **shared)
+        except ValueError as e:  # "hidden must be ..." -> "--hidden must be ..."
+            name, _, rest = str(e).partition(" ")
+            raise ValueError(f"{flag(name)} {rest}" if name in shared or name in GRID_FIELDS else str(e)) from None
+    return configs
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -74,19 +112,13 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 def run_train(args: argparse.Namespace) -> int:
     """Run the ``train`` subcommand. Prints the final validation loss and symmetry score of each run."""
+    configs = configs_from_args(args)  # validate everything before any work
     import torch
 
-    from .loop import TrainConfig, train, train_round_robin
+    from .loop import train, train_round_robin
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    configs = {}
-    for arch, init, seed in itertools.product(args.arch, args.init, args.seed):
-        configs[f"{arch}-{init}-s{seed}"] = TrainConfig(
-            arch=arch, init=init, seed=seed, steps=args.steps, lr=args.lr, warmup=args.warmup,
-            weight_decay=args.weight_decay, batch_size=args.batch_size, seq_len=args.seq_len, hidden=args.hidden,
-            layers=args.layers, heads=args.heads, ffn=args.ffn, vocab_size=args.vocab_size, corpus=args.corpus,
-            log_every=args.log_every, eval_batches=args.eval_batches)
     progress = not args.no_progress and sys.stderr.isatty()
     if len(configs) == 1:
         (name, cfg), = configs.items()
@@ -102,10 +134,16 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m qkgeometry.training.cli ...`` (what ``torchrun -m`` needs): the ``train`` subcommand alone."""
+    """``python -m qkgeometry.training.cli ...`` (what ``torchrun -m`` needs): the ``train`` subcommand alone.
+    Invalid settings print one line and exit with status 2, like ``qkgeometry train``."""
     parser = _configure(argparse.ArgumentParser(prog="qkgeometry train", description=__doc__,
                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
-    return run_train(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run_train(args)
+    except ValueError as e:
+        print(f"qkgeometry train: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
+from .data import CORPORA, SPECIAL_TOKENS, TokenData, cache_dir, prepare_data, train_batch, validation_batches
 from .models import (
     ARCHES,
     INITS,
@@ -49,48 +49,69 @@ from .models import (
     self_attentions,
 )
 
-__all__ = ["Run", "TrainConfig", "provenance", "read_log", "train", "train_round_robin"]
+__all__ = ["SCHEDULES", "Run", "TrainConfig", "provenance", "read_log", "train", "train_round_robin"]
+
+
+#: Learning-rate schedules of :class:`TrainConfig` (after the linear warmup).
+SCHEDULES = ("linear", "constant")
+
+
+def _option(default, text: str, **argparse_kw):
+    """A :class:`TrainConfig` field whose metadata drives ``qkgeometry train`` (help text, choices)."""
+    return field(default=default, metadata={"help": text, **argparse_kw})
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a run (goes verbatim into ``provenance.json``).
 
-    Defaults are the book's CPU-sized setting (chapter 5): BERT d=128, 4 layers, 4 heads, FFN 512, vocab 8k, sequence 64, batch 32,
-    AdamW lr 1e-3 with 5% linear warmup then linear decay to 0 at ``steps``.
+    Defaults are the book's CPU-sized setting (chapter 5): BERT d=128, 4 layers, 4 heads, FFN 512, vocab 8k, sequence
+    64, batch 32, AdamW lr 1e-3 with 5% linear warmup then linear decay to 0 at ``steps``. Each field's metadata holds
+    the help text of its ``qkgeometry train`` option, so that the command line is derived from this class.
     """
 
-    arch: str = "encoder"
-    init: str = "default"
-    seed: int = 0
-    steps: int = 1000
-    lr: float = 1e-3
-    warmup: float = 0.05
-    weight_decay: float = 0.01
-    batch_size: int = 32
-    seq_len: int = 64
-    hidden: int = 128
-    layers: int = 4
-    heads: int = 4
-    ffn: int = 512
-    vocab_size: int = 8000
-    corpus: str = "wikipedia"
-    log_every: int = 50
-    eval_batches: int = 8
-    schedule: str = "linear"  # "linear": warmup then linear decay to 0 at `steps`; "constant": warmup then flat
+    arch: str = _option("encoder", "encoder = BertForMaskedLM (MLM); decoder = BertLMHeadModel(is_decoder=True) "
+                        "(causal LM)", choices=ARCHES)
+    init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | shared (W_Q = W_K "
+                        "always)", choices=INITS)
+    seed: int = _option(0, "seed of the init, the data order and the masks")
+    steps: int = _option(1000, "total steps (the lr schedule decays to 0 here)")
+    lr: float = _option(1e-3, "peak AdamW learning rate")
+    warmup: float = _option(0.05, "warmup fraction of the steps (then the schedule)")
+    weight_decay: float = _option(0.01, "AdamW weight decay")
+    batch_size: int = _option(32, "global batch (split over DDP ranks)")
+    seq_len: int = _option(64, "tokens per training sequence")
+    hidden: int = _option(128, "model width d (a multiple of the number of heads)")
+    layers: int = _option(4, "number of Transformer layers")
+    heads: int = _option(4, "attention heads per layer")
+    ffn: int = _option(512, "feed-forward width")
+    vocab_size: int = _option(8000, "WordPiece vocabulary size (more than the 5 special tokens)")
+    corpus: str = _option("wikipedia", "training corpus", choices=CORPORA)
+    log_every: int = _option(50, "log (and checkpoint) every N steps")
+    eval_batches: int = _option(8, "validation batches per log row")
+    schedule: str = _option("linear", "linear: warmup then linear decay to 0 at the last step; constant: warmup then "
+                            "flat", choices=SCHEDULES)
 
     def __post_init__(self):
-        if self.arch not in ARCHES:
-            raise ValueError(f"arch must be one of {ARCHES}; got {self.arch!r}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}; got {self.init!r}")
-        for name in ("steps", "batch_size", "seq_len", "log_every", "eval_batches"):
+        for name in ("arch", "init", "corpus", "schedule"):
+            choices = self.__dataclass_fields__[name].metadata["choices"]
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}.")
+        for name in ("steps", "batch_size", "seq_len", "hidden", "layers", "heads", "ffn", "log_every",
+                     "eval_batches"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
-        if not (self.lr > 0 and 0 <= self.warmup < 1):
-            raise ValueError("need lr > 0 and 0 <= warmup < 1")
-        if self.schedule not in ("linear", "constant"):
-            raise ValueError(f"schedule must be 'linear' or 'constant'; got {self.schedule!r}")
+                raise ValueError(f"{name} must be a positive integer; got {getattr(self, name)}.")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden must be a multiple of heads; got hidden {self.hidden} and heads {self.heads}.")
+        if self.vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"vocab_size must be larger than the {len(SPECIAL_TOKENS)} special tokens; "
+                             f"got {self.vocab_size}.")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive; got {self.lr}.")
+        if not 0 <= self.warmup < 1:
+            raise ValueError(f"warmup must be a fraction in [0, 1); got {self.warmup}.")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0; got {self.weight_decay}.")
 
     @property
     def spec(self) -> ModelSpec:
