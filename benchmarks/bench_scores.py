@@ -71,7 +71,7 @@ def write_checkpoint(folder: Path, layers: int, d: int, heads: int, kv_heads: in
     for n, (name, tensors) in enumerate(shards):
         file = f"model-{n + 1:05d}-of-{len(shards):05d}.safetensors"
         save_file(tensors, str(folder / file), metadata={"format": "pt"})
-        weight_map.update({k: file for k in tensors})
+        weight_map.update(dict.fromkeys(tensors, file))
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     config = dict(model_type="llama", architectures=["LlamaModel"], hidden_size=d, num_hidden_layers=layers,
                   num_attention_heads=heads, num_key_value_heads=kv_heads, intermediate_size=ffn, vocab_size=vocab,

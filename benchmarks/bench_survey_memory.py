@@ -84,7 +84,7 @@ def write_checkpoint(folder: Path) -> int:
                 tensors[key] = (torch.randn(rows, D_MODEL, generator=gen) * 0.02).to(torch.bfloat16)
         shard = f"model-{s + 1:05d}-of-{N_SHARDS:05d}.safetensors"
         save_file(tensors, str(folder / shard), metadata={"format": "pt"})
-        weight_map.update({k: shard for k in tensors})
+        weight_map.update(dict.fromkeys(tensors, shard))
         del tensors
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return sum(f.stat().st_size for f in folder.glob("*.safetensors"))

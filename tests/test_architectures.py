@@ -70,7 +70,7 @@ def _deberta_scale(config):
 
 def _call_t5(cross: bool):
     def call(module, x, model):
-        b, t, _ = x.shape
+        _, t, _ = x.shape
         bias = torch.zeros(1, module.n_heads, t, t, dtype=x.dtype)  # the learned relative bias is outside W_qk
         return module(x, key_value_states=x if cross else None, position_bias=bias)
     return call

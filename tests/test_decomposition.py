@@ -34,7 +34,7 @@ def test_bilinear_form_view():
 
 
 def test_torch_in_torch_out_float64():
-    Ms, Mn = qg.decompose(torch.randn(3, 3, dtype=torch.float16))
+    Ms, _ = qg.decompose(torch.randn(3, 3, dtype=torch.float16))
     assert isinstance(Ms, torch.Tensor) and Ms.dtype == torch.float64
     e = qg.energies(torch.eye(3))
     assert isinstance(e.total, float) and e.skew == 0.0

@@ -163,7 +163,7 @@ def test_truncated_gguf_is_a_clear_error(tmp_path):
 
 
 def test_folder_errors(tmp_path):
-    with pytest.raises(SourceError, match="has no config.json"):
+    with pytest.raises(SourceError, match=r"has no config\.json"):
         qg.load_qk(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     (tmp_path / "pytorch_model.bin").write_bytes(b"not really")
@@ -201,7 +201,7 @@ def test_bad_source_kinds(tmp_path, monkeypatch):
     with pytest.raises(TypeError, match=r"`source` must be a path.*got int"):
         qg.load_qk(3)
     (tmp_path / "weights.npz").write_bytes(b"")
-    with pytest.raises(SourceError, match="neither a model folder nor a .gguf file"):
+    with pytest.raises(SourceError, match=r"neither a model folder nor a \.gguf file"):
         qg.load_qk(tmp_path / "weights.npz")
     with pytest.raises(ValueError, match=r"unknown offline model 'nope'.*offline:minilm-l6"):
         qg.load_qk("offline:nope")

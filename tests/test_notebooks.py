@@ -66,7 +66,7 @@ def test_has_quick_parameter(path: Path):
     params = [c for c in nb.cells if c.cell_type == "code" and "parameters" in _tags(c)]
     assert len(params) == 1, f"{path.name}: expected exactly one cell tagged `parameters`, found {len(params)}"
     namespace: dict = {}
-    exec(params[0].source, namespace)  # noqa: S102 - the cell is our own source
+    exec(params[0].source, namespace)
     assert namespace.get("QUICK") is False, f"{path.name}: the parameters cell must set QUICK = False by default"
 
 
@@ -90,11 +90,11 @@ def test_colab_cell_skipped_outside_colab(path: Path, monkeypatch):
     fake_ipython = types.SimpleNamespace(run_line_magic=lambda *a: calls.append(a))
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     code = _as_python(cell.source)
-    exec(code, {"get_ipython": lambda: fake_ipython})  # noqa: S102 - the cell is our own source
+    exec(code, {"get_ipython": lambda: fake_ipython})
     assert calls == [], f"{path.name}: the Colab cell ran {calls} outside Colab"
 
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    exec(code, {"get_ipython": lambda: fake_ipython})  # noqa: S102 - the cell is our own source
+    exec(code, {"get_ipython": lambda: fake_ipython})
     assert calls and all(c[0] == "pip" for c in calls), f"{path.name}: on Colab the cell must run %pip; got {calls}"
     assert _pip_urls(calls[0][1]) == [_repository_url()]  # first the project itself, from its repository
     for _, args in calls:

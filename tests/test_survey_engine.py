@@ -39,7 +39,7 @@ def tiny_models(tmp_path_factory) -> list[str]:
 
 def test_survey_frame_matches_score_model_and_caches(tiny_models, tmp_path):
     cache = tmp_path / "r.csv"
-    frame = qg.survey(tiny_models + [f"random:{tiny_models[1]}"], per="head", cache=cache, progress=False)
+    frame = qg.survey([*tiny_models, f"random:{tiny_models[1]}"], per="head", cache=cache, progress=False)
     assert list(frame.columns) == SURVEY_COLUMNS and list(frame.columns[: len(COLUMNS)]) == COLUMNS
     assert frame.attrs["computed"] == ["tiny-bert", "tiny-llama", "tiny-llama (random init)"]
     assert frame.attrs["failures"].empty
@@ -48,7 +48,7 @@ def test_survey_frame_matches_score_model_and_caches(tiny_models, tmp_path):
     pd.testing.assert_frame_equal(mine, direct, check_dtype=False)
     assert set(frame.loc[frame.model.str.contains("random"), "init"]) == {"random"}
     # the cache holds exactly what was returned, and a second call reads it back without computing
-    again = qg.survey(tiny_models + [f"random:{tiny_models[1]}"], per="head", cache=cache, progress=False)
+    again = qg.survey([*tiny_models, f"random:{tiny_models[1]}"], per="head", cache=cache, progress=False)
     assert again.attrs["computed"] == []
     pd.testing.assert_frame_equal(again, frame, check_dtype=False)
     # a different key (per layer) is computed, and the per-head rows stay in the file

@@ -545,7 +545,7 @@ def _is_pretrained_model(obj: Any) -> bool:
 def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QKModel:
     config = model.config
     arch = get_architecture(config.model_type)
-    state = {k: v for k, v in model.state_dict().items()}
+    state = dict(model.state_dict())
     plans = _resolve_plans(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return QKModel(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
                    f"<in-memory {type(model).__name__}>", None)

@@ -164,7 +164,7 @@ def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_na
             seconds = execute_notebook(nb_path, dst, quick, kernel_name)
             results.append(ExecutionResult(nb_path, dst, seconds))
             print(f"  {seconds:7.1f} s  ok      {nb_path.name}", file=stream, flush=True)
-        except Exception as e:  # noqa: BLE001 - papermill's error carries the failing cell's traceback
+        except Exception as e:
             seconds = time.perf_counter() - start
             results.append(ExecutionResult(nb_path, dst, seconds, error=_describe(e)))
             print(f"  {seconds:7.1f} s  FAILED  {nb_path.name}", file=stream, flush=True)

@@ -2,12 +2,14 @@
 
 Every interval the book prints comes from this module, on top of :mod:`scipy.stats`:
 
-- :func:`t_interval` for the mean of a few values (seeds): the Student-t interval. It is the right tool for n ≤ 5,
-  where a percentile bootstrap only reproduces the minimum and the maximum.
-- :func:`bootstrap_interval` for any statistic of a larger sample (layers, heads, sentences); it refuses n < 6.
-- :func:`paired_difference` for "treatment minus baseline, paired by seed" (t-interval, paired t-test, sign count).
-- :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap interval
-  of the difference of medians and a permutation test.
+- :func:`t_interval` for the mean of a few values (seeds): the Student-t interval. It is the right tool
+  for n ≤ 5, where a percentile bootstrap only reproduces the minimum and the maximum.
+- :func:`bootstrap_interval` for any statistic of a larger sample (layers, heads, sentences); it refuses
+  n < 6.
+- :func:`paired_difference` for "treatment minus baseline, paired by seed" (t-interval, paired t-test,
+  sign count).
+- :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
+  interval of the difference of medians and a permutation test.
 - :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
   a difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
   interval includes 0) and "no detectable difference".
@@ -44,8 +46,9 @@ MIN_BOOTSTRAP_N = 6
 class Interval:
     """A point estimate with a two-sided confidence interval.
 
-    ``n`` is the number of independent units the interval is computed over, ``unit`` names them ("seed", "model",
-    "layer", ...), and ``method`` says how the interval was computed ("t", "bootstrap", "bootstrap-BCa").
+    ``n`` is the number of independent units the interval is computed over, ``unit`` names them ("seed",
+    "model", "layer", ...), and ``method`` says how the interval was computed ("t", "bootstrap",
+    "bootstrap-BCa").
     """
 
     estimate: float
@@ -71,8 +74,8 @@ class Interval:
 class PairedDifference:
     """``treated − baseline`` paired by unit (usually the seed): the differences, their t-interval and tests.
 
-    ``p_value`` is the two-sided paired t-test (:func:`scipy.stats.ttest_rel`); ``n_negative`` / ``n_positive``
-    count the units whose difference has that sign.
+    ``p_value`` is the two-sided paired t-test (:func:`scipy.stats.ttest_rel`); ``n_negative`` /
+    ``n_positive`` count the units whose difference has that sign.
     """
 
     differences: np.ndarray = field(repr=False)
@@ -102,7 +105,8 @@ def _values(values: Sequence[float] | np.ndarray, name: str = "values") -> np.nd
     if x.size == 0:
         raise ValueError(f"{name}: got no values; pass at least two numbers (one per seed, model or layer).")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name}: contains NaN or infinite values; drop or recompute them before taking an interval.")
+        raise ValueError(f"{name}: contains NaN or infinite values; drop or recompute them before taking an "
+                         "interval.")
     return x
 
 
@@ -152,8 +156,8 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, statistic: Callable
     _check_level(level)
     x = _values(values)
     if x.size < MIN_BOOTSTRAP_N:
-        raise ValueError(f"values: a bootstrap over {x.size} values only reproduces their range; use t_interval "
-                         f"(or collect at least {MIN_BOOTSTRAP_N} values).")
+        raise ValueError(f"values: a bootstrap over {x.size} values only reproduces their range; use "
+                         f"t_interval (or collect at least {MIN_BOOTSTRAP_N} values).")
     if method not in ("BCa", "percentile", "basic"):
         raise ValueError(f"method: must be 'BCa', 'percentile' or 'basic', got {method!r}.")
     estimate = float(statistic(x))
@@ -165,14 +169,15 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, statistic: Callable
     if not (np.isfinite(low) and np.isfinite(high)):  # BCa can fail on very skewed small samples
         res = _scipy_stats.bootstrap((x,), statistic, confidence_level=level, n_resamples=n_resamples,
                                      method="percentile", rng=np.random.default_rng(seed), vectorized=True)
-        low, high, method = float(res.confidence_interval.low), float(res.confidence_interval.high), "percentile"
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        method = "percentile"
     return Interval(estimate, low, high, int(x.size), level, f"bootstrap-{method}", unit)
 
 
 def paired_difference(treated: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray,
                       level: float = 0.95, unit: str = "seed") -> PairedDifference:
-    """``treated − baseline`` paired element by element (same seed, same sentence...), with a t-interval of the
-    mean difference and the two-sided paired t-test.
+    """``treated − baseline`` paired element by element (same seed, same sentence...), with a t-interval of
+    the mean difference and the two-sided paired t-test.
 
     >>> pd_ = paired_difference([6.179, 6.164, 6.156], [6.186, 6.187, 6.192])
     >>> pd_.n, pd_.same_sign, pd_.interval.excludes_zero
@@ -194,8 +199,8 @@ def paired_difference(treated: Sequence[float] | np.ndarray, baseline: Sequence[
 def difference_of_medians(group_a: Sequence[float] | np.ndarray, group_b: Sequence[float] | np.ndarray,
                           level: float = 0.95, n_resamples: int = 9999, seed: int = 0,
                           alternative: str = "two-sided", unit: str = "value") -> tuple[Interval, float]:
-    """``median(a) − median(b)`` for two independent groups: a percentile bootstrap interval (resampling each group)
-    and the p-value of a permutation test of "no difference" (:func:`scipy.stats.permutation_test`).
+    """``median(a) − median(b)`` for two independent groups: a percentile bootstrap interval (resampling each
+    group) and the p-value of a permutation test of "no difference" (:func:`scipy.stats.permutation_test`).
 
     ``alternative`` is passed to the permutation test ("greater": a's median is larger). ``n`` in the returned
     interval is ``len(a) + len(b)``; state both group sizes next to it.
@@ -209,8 +214,8 @@ def difference_of_medians(group_a: Sequence[float] | np.ndarray, group_b: Sequen
         return np.median(x, axis=axis) - np.median(y, axis=axis)
 
     estimate = float(stat(a, b))
-    res = _scipy_stats.bootstrap((a, b), stat, confidence_level=level, n_resamples=n_resamples, method="percentile",
-                                 rng=np.random.default_rng(seed), vectorized=True)
+    res = _scipy_stats.bootstrap((a, b), stat, confidence_level=level, n_resamples=n_resamples,
+                                 method="percentile", rng=np.random.default_rng(seed), vectorized=True)
     perm = _scipy_stats.permutation_test((a, b), stat, n_resamples=n_resamples, alternative=alternative,
                                          rng=np.random.default_rng(seed), vectorized=True)
     interval = Interval(estimate, float(res.confidence_interval.low), float(res.confidence_interval.high),
@@ -222,13 +227,15 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
             digits: int = 3) -> str:
     """One sentence from an interval, with the same rule in every chapter.
 
-    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this n";
+    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this
+      n";
     - it includes 0 but every unit points the same way (paired results only): "suggested but not established";
     - otherwise: "no detectable difference".
 
     The sentence states the estimate, the interval, its method and n with its unit.
 
-    >>> verdict(t_interval([0.2, 0.3, 0.25]), "encoder more symmetric", "decoder more symmetric", "symmetry gap")
+    >>> verdict(t_interval([0.2, 0.3, 0.25]), "encoder more symmetric", "decoder more symmetric",
+    ...         "symmetry gap")
     'encoder more symmetric: symmetry gap 0.250 [0.126, 0.374] (95% t-interval, n = 3 values)'
     """
     if isinstance(result, PairedDifference):
@@ -246,5 +253,6 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
         return f"{larger if interval.estimate > 0 else smaller}: {detail}"
     if same_sign:
         direction = larger if interval.estimate > 0 else smaller
-        return f"suggested but not established ({direction}; every {interval.unit} agrees, the interval includes 0): {detail}"
+        return (f"suggested but not established ({direction}; every {interval.unit} agrees, the interval "
+                f"includes 0): {detail}")
     return f"no detectable difference: {detail}"

@@ -135,7 +135,7 @@ def _module_dir(module: str) -> Path | None:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def offline_path(alias: str) -> Path:

@@ -33,7 +33,7 @@ def check_symmetric_init(fn: Callable[[torch.nn.Module], object], seed: int = 0)
         try:
             with torch.no_grad():
                 out = fn(model)
-        except Exception as e:  # noqa: BLE001 - learners' code may raise anything
+        except Exception as e:
             return report(False, name, f"raised {type(e).__name__}: {e}")
         if isinstance(out, torch.nn.Module) and out is not model:
             model = out
@@ -80,7 +80,7 @@ def check_speedup(fn: Callable, seed: int = 0) -> bool:
         want = speedup(pd.DataFrame({"step": bs, "val_loss": bl}), pd.DataFrame({"step": ts, "val_loss": tl}))
         try:
             got = fn(np.array(bs), np.array(bl), np.array(ts), np.array(tl))
-        except Exception as e:  # noqa: BLE001 - learners' code may raise anything
+        except Exception as e:
             return report(False, name, f"raised {type(e).__name__}: {e} on test case {i}")
         if want.fraction is None:
             if got is not None:

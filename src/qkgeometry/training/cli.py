@@ -3,16 +3,18 @@
     qkgeometry train --arch encoder --init symmetric --seed 0 --steps 2000 --out runs/enc-sym-s0
     qkgeometry train --arch encoder --init default symmetric shared --seed 0 1 2 --steps 10000 --out results/B
     torchrun --nproc_per_node=8 -m qkgeometry.training.cli --hidden 256 --seq-len 128 ... --out runs/paper
-    torchrun --nproc_per_node=8 -m qkgeometry train --hidden 256 --seq-len 128 ... --out runs/paper   (the same)
+    torchrun --nproc_per_node=8 -m qkgeometry train --hidden 256 --seq-len 128 ... --out runs/paper   (the
+    same)
 
-With one (arch, init, seed) the run logs to ``--out``; with several, each logs to ``--out/<arch>-<init>-s<seed>`` and
-the runs advance ``--chunk`` steps each in turn. Runs resume from their checkpoints (in the cache) unless
-``--no-resume``. The options are derived from :class:`~qkgeometry.training.loop.TrainConfig` (names, defaults, help
-texts and choices), so the command line and the library cannot disagree.
+With one (arch, init, seed) the run logs to ``--out``; with several, each logs to
+``--out/<arch>-<init>-s<seed>`` and the runs advance ``--chunk`` steps each in turn. Runs resume from their
+checkpoints (in the cache) unless ``--no-resume``. The options are derived from
+:class:`~qkgeometry.training.loop.TrainConfig` (names, defaults, help texts and choices), so the command line
+and the library cannot disagree.
 
-Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code path by
-memory alignment, so two runs with the same seed can differ in the last bits. This module sets ``MKL_CBWR=AUTO``
-(unless already set) before torch makes its first MKL call.
+Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code
+path by memory alignment, so two runs with the same seed can differ in the last bits. This module sets
+``MKL_CBWR=AUTO`` (unless already set) before torch makes its first MKL call.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def flag(name: str) -> str:
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add one option per ``TrainConfig`` field (type, default, help and choices from the field) plus the options of
-    the command itself (where to write, cache, threads, round-robin chunk, resume, progress)."""
+    """Add one option per ``TrainConfig`` field (type, default, help and choices from the field) plus the
+    options of the command itself (where to write, cache, threads, round-robin chunk, resume, progress)."""
     import dataclasses
 
     from .loop import TrainConfig
@@ -71,9 +73,11 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g = p.add_argument_group("running")
     g.add_argument("--out", type=Path, required=True, help="run folder (log.csv, provenance.json)")
     g.add_argument("--cache", type=Path, default=None,
-                   help="cache for tokenizer, tokens, checkpoints (default $QKGEOMETRY_CACHE or .cache/qkgeometry)")
+                   help="cache for tokenizer, tokens, checkpoints (default: $QKGEOMETRY_CACHE or "
+                        ".cache/qkgeometry)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    g.add_argument("--chunk", type=int, default=100, help="round-robin chunk in steps when training several runs")
+    g.add_argument("--chunk", type=int, default=100,
+                   help="round-robin chunk in steps when training several runs")
     g.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -90,14 +94,16 @@ def configs_from_args(args: argparse.Namespace) -> dict:
         raise ValueError(f"--chunk must be a positive number of steps; got {args.chunk}.")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be a positive number of CPU threads; got {args.threads}.")
-    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name not in GRID_FIELDS}
+    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+              if f.name not in GRID_FIELDS}
     configs = {}
     for arch, init, seed in itertools.product(args.arch, args.init, args.seed):
         try:
             configs[f"{arch}-{init}-s{seed}"] = TrainConfig(arch=arch, init=init, seed=seed, **shared)
         except ValueError as e:  # "hidden must be ..." -> "--hidden must be ..."
             name, _, rest = str(e).partition(" ")
-            raise ValueError(f"{flag(name)} {rest}" if name in shared or name in GRID_FIELDS else str(e)) from None
+            known = name in shared or name in GRID_FIELDS
+            raise ValueError(f"{flag(name)} {rest}" if known else str(e)) from None
     return configs
 
 
@@ -122,7 +128,8 @@ def run_train(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     if len(configs) == 1:
         (name, cfg), = configs.items()
-        log = train(cfg, args.out, cache=args.cache, resume=not args.no_resume, progress=progress).assign(run=name)
+        log = train(cfg, args.out, cache=args.cache, resume=not args.no_resume, progress=progress)
+        log = log.assign(run=name)
     else:
         log = train_round_robin(configs, args.out, chunk=args.chunk, cache=args.cache,
                                 resume=not args.no_resume, progress=progress)

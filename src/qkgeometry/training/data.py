@@ -177,7 +177,7 @@ def prepare_data(corpus: str = "wikipedia", vocab_size: int = 8000, cache: str |
     """
     root = cache_dir(cache)
     train_texts, val_texts = split_documents(load_corpus(corpus, root), val_percent)
-    key = f"{corpus}-v{vocab_size}-{_digest(train_texts + ['||'] + val_texts)}"
+    key = f"{corpus}-v{vocab_size}-{_digest([*train_texts, '||', *val_texts])}"
     folder = root / "data"
     tok = train_tokenizer(train_texts, vocab_size, folder / f"{key}-wordpiece.json")
     arrays = {}

@@ -379,8 +379,8 @@ class Run:
         if path.is_file():  # keep the original creation time and append the sessions that advanced the run
             old = json.loads(path.read_text())
             prov["created"] = old.get("created", prov["created"])
-            prov["sessions"] = old.get("sessions", []) + [{"commit": prov["commit"], "hardware": prov["hardware"],
-                                                           "resumed_at_step": self.step, "at": prov["updated"]}]
+            prov["sessions"] = [*old.get("sessions", []), {"commit": prov["commit"], "hardware": prov["hardware"],
+                                                            "resumed_at_step": self.step, "at": prov["updated"]}]
         _atomic_json(path, prov)
 
     def _save(self) -> None:

@@ -1,18 +1,18 @@
-"""Metrics for the init experiments: the paper's speed-up (honestly), steps to a threshold and paired differences over
-seeds. Chapter 5.
+"""Metrics for the init experiments: the paper's speed-up (honestly), steps to a threshold and paired
+differences over seeds. Chapter 5.
 
 The paper's **speed-up** is the fraction of training saved before the treated run first reaches the baseline's
-final loss: ``1 − t*/T`` with ``T`` the baseline's last step and ``t*`` the first logged step at which the treated
-run's loss is ≤ the baseline's final loss. When that never happens the answer is **"not reached"** — not 100%, which
-is what the authors' code reports. When two curves overlap, the metric measures noise, so always compute it in both
-directions (:func:`speedup_table` does).
+final loss: ``1 − t*/T`` with ``T`` the baseline's last step and ``t*`` the first logged step at which the
+treated run's loss is ≤ the baseline's final loss. When that never happens the answer is **"not reached"** —
+not 100%, which is what the authors' code reports. When two curves overlap, the metric measures noise, so
+always compute it in both directions (:func:`speedup_table` does).
 
 Inputs are tidy logs (pandas DataFrames) with columns ``step`` and a loss column (``val_loss`` by default), as
 written by :mod:`qkgeometry.training.loop`.
 
-Every interval and verdict comes from :mod:`qkgeometry.stats`: runs are compared over a handful of seeds, so the
-intervals are Student-t intervals over seeds (a bootstrap of three values only reproduces their range), and the
-verdict sentences are :func:`qkgeometry.stats.verdict`'s.
+Every interval and verdict comes from :mod:`qkgeometry.stats`: runs are compared over a handful of seeds, so
+the intervals are Student-t intervals over seeds (a bootstrap of three values only reproduces their range),
+and the verdict sentences are :func:`qkgeometry.stats.verdict`'s.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def final_loss(log: pd.DataFrame, loss: str = "val_loss") -> float:
 
 
 def speedup(baseline: pd.DataFrame, treated: pd.DataFrame, loss: str = "val_loss") -> SpeedUp:
-    """Fraction of training saved before ``treated`` first reaches ``baseline``'s final ``loss`` (paper's metric).
+    """Fraction of training saved before ``treated`` first reaches ``baseline``'s final ``loss`` (the paper's
+    metric).
 
     >>> import pandas as pd
     >>> base = pd.DataFrame({"step": [0, 50, 100], "val_loss": [9.0, 7.0, 6.0]})
@@ -103,8 +104,8 @@ def speedup(baseline: pd.DataFrame, treated: pd.DataFrame, loss: str = "val_loss
 
 
 def seed_interval(values: Sequence[float | None], level: float = 0.95) -> stats.Interval | None:
-    """Student-t interval (:func:`qkgeometry.stats.t_interval`, unit "seed") of the mean of ``values``, one per seed;
-    None and NaN entries are dropped. None when fewer than two values remain (no interval exists).
+    """Student-t interval (:func:`qkgeometry.stats.t_interval`, unit "seed") of the mean of ``values``, one
+    per seed; None and NaN entries are dropped. None when fewer than two values remain (no interval exists).
 
     >>> seed_interval([1.0, 2.0, 3.0]).format(2)
     '2.00 [-0.48, 4.48]'
@@ -138,8 +139,8 @@ def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baselin
     (:func:`qkgeometry.stats.paired_difference`: Student-t interval over seeds and paired t-test).
 
     ``logs`` holds many runs with columns ``arch, init, seed, step`` and ``loss``. Negative = treatment lower.
-    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high`` (t-interval;
-    NaN for one seed), ``p_value``, ``diffs`` (per seed, in seed order) and ``result`` (the
+    Columns: ``arch, treatment, baseline, n, baseline_mean, treatment_mean, diff_mean, ci_low, ci_high``
+    (t-interval; NaN for one seed), ``p_value``, ``diffs`` (per seed, in seed order) and ``result`` (the
     :class:`qkgeometry.stats.PairedDifference`, None for one seed).
     """
     rows = []
@@ -151,10 +152,11 @@ def paired_differences(logs: pd.DataFrame, treatment: str = "symmetric", baselin
         b = np.array([final_loss(base[s], loss) for s in seeds])
         t = np.array([final_loss(treat[s], loss) for s in seeds])
         result = stats.paired_difference(t, b, level, unit="seed") if len(seeds) >= 2 else None
-        low, high = (result.interval.low, result.interval.high) if result is not None else (math.nan, math.nan)
+        low, high = (math.nan, math.nan) if result is None else (result.interval.low, result.interval.high)
         rows.append({"arch": arch, "treatment": treatment, "baseline": baseline, "n": len(seeds),
-                     "baseline_mean": b.mean(), "treatment_mean": t.mean(), "diff_mean": float((t - b).mean()),
-                     "ci_low": low, "ci_high": high, "p_value": math.nan if result is None else result.p_value,
+                     "baseline_mean": b.mean(), "treatment_mean": t.mean(),
+                     "diff_mean": float((t - b).mean()), "ci_low": low, "ci_high": high,
+                     "p_value": math.nan if result is None else result.p_value,
                      "diffs": [round(float(v), 4) for v in t - b], "result": result})
     return pd.DataFrame(rows)
 
@@ -165,8 +167,8 @@ def speedup_table(logs: pd.DataFrame, treatment: str = "symmetric", baseline: st
 
     ``forward`` = how much sooner ``treatment`` reaches ``baseline``'s final loss (the paper's number);
     ``reverse`` = how much sooner ``baseline`` reaches ``treatment``'s final loss. Each is a :class:`SpeedUp`
-    (``str`` gives "12.3%" or "not reached"); ``forward_fraction`` / ``reverse_fraction`` hold floats (NaN when not
-    reached).
+    (``str`` gives "12.3%" or "not reached"); ``forward_fraction`` / ``reverse_fraction`` hold floats (NaN
+    when not reached).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
@@ -180,8 +182,10 @@ def speedup_table(logs: pd.DataFrame, treatment: str = "symmetric", baseline: st
 
 
 def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per arch and direction: how many seeds reached the target, and the mean fraction saved over the seeds that
-    did, with a Student-t interval over those seeds (:func:`seed_interval`; NaN with fewer than two). The mean over
+    """Per arch and direction: how many seeds reached the target, and the mean fraction saved over the seeds
+    that did, with a Student-t interval over those seeds (:func:`seed_interval`; NaN with fewer than two). The
+    mean
+    over
     reached seeds is conditional on reaching; read it with ``reached``."""
     rows = []
     for arch, g in table.groupby("arch"):
@@ -200,14 +204,16 @@ def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame
 
 # ------------------------------------------------------------------------------------ chapter-5 summaries
 def first_step_below(log: pd.DataFrame, threshold: float, column: str = "symmetry_mean") -> int | None:
-    """First logged step at which ``column`` is below ``threshold`` (e.g. when a symmetric init has been erased)."""
+    """First logged step at which ``column`` is below ``threshold`` (e.g. when a symmetric init has been
+    erased)."""
     clean = log[["step", column]].dropna().sort_values("step")
     hit = clean.loc[clean[column] < threshold, "step"]
     return int(hit.iloc[0]) if len(hit) else None
 
 
 def loss_summary(logs: pd.DataFrame, loss: str = "val_loss") -> pd.DataFrame:
-    """Final ``loss`` per (arch, init): number of seeds, last step, mean, sd and the per-seed values (seed order)."""
+    """Final ``loss`` per (arch, init): number of seeds, last step, mean, sd and the per-seed values (seed
+    order)."""
     last = (logs.sort_values("step").groupby(["arch", "init", "seed"]).tail(1)
             .sort_values(["arch", "init", "seed"]))
     return (last.groupby(["arch", "init"])
@@ -226,7 +232,7 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
     if not parts:
         return pd.DataFrame()
     table = pd.concat(parts, ignore_index=True)
-    table["ci_text"] = [_interval_text(r.diffs, level, digits=4) if r.result is None else r.result.interval.format(4)
+    table["ci_text"] = [_interval_text(r.diffs, level, 4) if r.result is None else r.result.interval.format(4)
                         for r in table.itertuples()]
     table["verdict"] = [
         "one seed: no interval" if r.result is None else
@@ -238,8 +244,8 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
 
 def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
                     loss: str = "val_loss") -> pd.DataFrame:
-    """Both directions of the speed-up per arch, in words: per-seed values, how many seeds reached the target, and
-    the mean fraction over the seeds that did, with a t-interval over those seeds."""
+    """Both directions of the speed-up per arch, in words: per-seed values, how many seeds reached the target,
+    and the mean fraction over the seeds that did, with a t-interval over those seeds."""
     summary = summarize_speedups(speedup_table(logs, treatment, baseline, loss))
     summary["direction"] = summary["direction"].map({
         "forward": f"{treatment} reaches {baseline}'s final loss",
@@ -261,12 +267,12 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
                     loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
     """Steps to reach a fixed ``loss`` threshold, per arch and treatment, paired by seed against ``baseline``.
 
-    ``threshold=None`` uses, per arch, the baseline's mean ``loss`` (over seeds) at mid-horizon, the logged step
-    nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains faster reaches
-    it sooner and one that trains slower later (or never, None). The resolution is the logging interval.
-    Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None = never),
-    ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment sooner) and
-    ``ci_text`` (its Student-t interval over those seeds, :func:`seed_interval`).
+    ``threshold=None`` uses, per arch, the baseline's mean ``loss`` (over seeds) at mid-horizon, the logged
+    step nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains
+    faster reaches it sooner and one that trains slower later (or never, None). The resolution is the logging
+    interval. Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None =
+    never), ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment
+    sooner) and ``ci_text`` (its Student-t interval over those seeds, :func:`seed_interval`).
     """
     rows = []
     for arch in sorted(logs["arch"].unique()):
@@ -282,7 +288,7 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
             seeds = sorted(set(base) & set(runs))
             b = [steps_to_threshold(base[s], level_, loss) for s in seeds]
             t = [steps_to_threshold(runs[s], level_, loss) for s in seeds]
-            diffs = [tt - bb for bb, tt in zip(b, t) if bb is not None and tt is not None]
+            diffs = [tt - bb for bb, tt in zip(b, t, strict=True) if bb is not None and tt is not None]
             rows.append({"arch": arch, "treatment": name, "threshold": level_, "n": len(seeds),
                          "baseline_steps": b, "treatment_steps": t,
                          "diff_mean": float(np.mean(diffs)) if diffs else math.nan,
@@ -292,11 +298,12 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
 
 def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", treatment: str = "symmetric",
                         baseline: str = "default", loss: str = "val_loss") -> str:
-    """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the paired
-    t-interval over seeds of the final-loss difference is below 0 (:func:`qkgeometry.stats.paired_difference`), the
-    treated run reaches the baseline's final loss in every seed, and the reverse does not hold in every seed. It is
-    called "suggested but not established" (the words of :func:`qkgeometry.stats.verdict`) when everything but the
-    t-interval points the same way (every seed lower, reached in every seed, the reverse in none).
+    """One computed sentence on the paper's claim for ``arch``: a speed-up counts as detected only if the
+    paired t-interval over seeds of the final-loss difference is below 0
+    (:func:`qkgeometry.stats.paired_difference`), the treated run reaches the baseline's final loss in every
+    seed, and the reverse does not hold in every seed. It is called "suggested but not established" (the words
+    of :func:`qkgeometry.stats.verdict`) when everything but the t-interval points the same way (every seed
+    lower, reached in every seed, the reverse in none).
     """
     sub = logs[logs["arch"] == arch]
     p = paired_differences(sub, treatment, baseline, loss)
@@ -314,9 +321,10 @@ def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", t
         return (f"{label}: a speed-up is detected for the {arch} (paired final-loss difference {text}; "
                 f"{treatment} reaches {baseline}'s final loss in all {n} seeds, the reverse in {rev} of {n})")
     if p.result.n_negative == n and fwd == n and rev == 0:
-        return (f"{label}: a speed-up for the {arch} is suggested but not established: {treatment} ends lower in all "
-                f"{n} seeds and reaches {baseline}'s final loss in all {n}, the reverse in none, but the t-interval "
-                f"of the paired final-loss difference includes 0 at n = {n} ({text})")
-    return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference {text}; "
-            f"{treatment} reaches {baseline}'s final loss in {fwd} of {n} seeds, {baseline} reaches {treatment}'s "
-            f"in {rev} of {n})")
+        return (f"{label}: a speed-up for the {arch} is suggested but not established: {treatment} "
+                f"ends lower in all {n} seeds and reaches {baseline}'s final loss in all {n}, the reverse in "
+                f"none, but the t-interval of the paired final-loss difference includes 0 at n = {n} "
+                f"({text})")
+    return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference "
+            f"{text}; {treatment} reaches {baseline}'s final loss in {fwd} of {n} seeds, {baseline} reaches "
+            f"{treatment}'s in {rev} of {n})")
