@@ -21,25 +21,41 @@ QUICK_FLAG := $(if $(filter 1 true True yes,$(QUICK)),--quick,)
 # Notebook runner and book builder (src/qkgeometry/notebooks.py): papermill, then Jupyter Book with -W -n.
 NOTEBOOKS := $(BIN)/python -m qkgeometry.notebooks
 
-.PHONY: install test test-unit test-notebooks test-book book clean help
+# Exact versions of the book stack (see the file's header); torch is pinned below on its own.
+CONSTRAINTS := book-constraints.txt
+
+.PHONY: install lint test test-fast test-unit test-notebooks test-book book clean help
 
 help:
-	@echo "make test   - install everything into $(VENV), run the unit tests, every notebook (quick) and a quick book build"
-	@echo "make book   - execute every chapter at full scale and render the book to _build/html"
+	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
+	@echo "                 (quick) and a quick book build"
+	@echo "make test-fast - lint and the tests not marked slow (no book builds, notebook runs, gemma assembly or"
+	@echo "                 offline-preset survey): the inner loop"
+	@echo "make lint      - ruff with the rule selection of pyproject.toml"
+	@echo "make book      - execute every chapter at full scale and render the book to _build/html"
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# CPU torch from the wheel on disk; kept out of pyproject so that Colab keeps its own torch.
+	# CPU torch from the wheel on disk, installed first: pyproject only asks for torch>=2.1 (Colab keeps its own), so
+	# pip then finds it satisfied and never pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev,book,train]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[dev,book,train]"
 	$(BIN)/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
 	touch $@
 
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+
+# Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included.
 test-unit: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q
+
+# The inner loop: everything not marked slow.
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # Every chapter with QUICK=True (a failing cell fails), timings per notebook -> _build/executed/quick/.
 test-notebooks: install
@@ -49,7 +65,7 @@ test-notebooks: install
 test-book: test-notebooks
 	$(NOTEBOOKS) build --quick
 
-test: test-unit test-notebooks test-book
+test: lint test-unit test-notebooks test-book
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install

