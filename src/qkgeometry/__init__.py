@@ -7,6 +7,7 @@ names the chapter that explains it.
 >>> df = qg.score_model("offline:minilm-l6", per="layer")   # doctest: +SKIP
 """
 
+from ._version import __version__
 from .decomposition import Energies, decompose, energies
 from .loading import QKLayer, QKModel, SourceError, load_qk
 from .scores import (
@@ -18,8 +19,6 @@ from .scores import (
     symmetry_score_factored,
 )
 from .survey import score_model, summarize, survey
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Energies",

@@ -90,7 +90,7 @@ def _package_version() -> str:
     try:
         return version("qkgeometry")
     except PackageNotFoundError:  # pragma: no cover (running from a source tree without install)
-        from . import __version__
+        from ._version import __version__
 
         return __version__
 

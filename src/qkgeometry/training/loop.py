@@ -149,7 +149,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
     """Config, code version, package versions and hardware of a run (JSON-serialisable)."""
     import transformers
 
-    from .. import __version__
+    from .._version import __version__
 
     versions = {"python": platform.python_version(), "qkgeometry": __version__, "torch": torch.__version__,
                 "transformers": transformers.__version__, "numpy": np.__version__}
