@@ -93,3 +93,85 @@ def test_training_trajectories_clip_score_bands_to_the_score_range():
     band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() >= -1 and band.max() <= 1
     assert band.min() == -1  # the unclipped t-interval at step 0 reaches far below −1
+
+
+# ------------------------------------------------------------------------------ chapter 2 and 4: the drawn data
+def _offsets(collection) -> np.ndarray:
+    return np.asarray(collection.get_offsets(), dtype=float)
+
+
+def test_score_plane_draws_each_model_and_the_null_cloud_at_their_scores():
+    frame = pd.DataFrame({"model": ["enc", "enc", "dec"], "family": ["encoder", "encoder", "decoder"],
+                          "symmetry": [0.5, 0.4, -0.1], "directionality": [0.1, 0.0, -0.6]})
+    null = pd.DataFrame({"symmetry": [0.01, -0.02, 0.03], "directionality": [0.2, -0.1, 0.0]})
+    ax = plotting.score_plane(frame, null=null).axes[0]
+    cloud, enc, dec = ax.collections
+    np.testing.assert_allclose(_offsets(cloud), null[["symmetry", "directionality"]].to_numpy())
+    np.testing.assert_allclose(_offsets(enc), [[0.5, 0.1], [0.4, 0.0]])
+    np.testing.assert_allclose(_offsets(dec), [[-0.1, -0.6]])
+    assert matplotlib.colors.to_hex(enc.get_facecolor()[0]) == plotting.FAMILY_COLORS["encoder"]
+    assert matplotlib.colors.to_hex(dec.get_facecolor()[0]) == plotting.FAMILY_COLORS["decoder"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[1:] == ["enc (encoder)", "dec (decoder)"]
+    assert ax.get_xlim() == (-1.02, 1.02) and ax.get_ylim() == (-1.02, 1.02)
+
+
+def test_null_spread_draws_the_median_and_quantile_band_per_d_and_rank():
+    null = pd.DataFrame({"d": [4] * 5 + [8] * 5 + [8] * 5, "r": [2] * 10 + [4] * 5,
+                         "symmetry": [0.0, 0.1, 0.2, 0.3, 0.4, 1.0, 1.1, 1.2, 1.3, 1.4, -1.0, -0.5, 0.0, 0.5, 1.0],
+                         "directionality": np.zeros(15)})
+    fig = plotting.null_spread(null, quantiles=(0.25, 0.75))
+    ax = fig.axes[0]
+    rank2, rank4 = ax.containers  # one errorbar per rank
+    line2 = rank2.lines[0]
+    np.testing.assert_allclose(np.asarray(line2.get_ydata(), float), [0.2, 1.2])  # medians at d = 4 and d = 8
+    np.testing.assert_allclose(np.asarray(line2.get_xdata(), float) / [4, 8], 1 - 0.02)  # dodged left of d
+    segments = rank2.lines[2][0].get_segments()
+    np.testing.assert_allclose([s[:, 1] for s in segments], [[0.1, 0.3], [1.1, 1.3]])  # 25%-75% band
+    np.testing.assert_allclose(np.asarray(rank4.lines[0].get_ydata(), float), [0.0])
+    assert ax.get_xscale() == "log" and "25–75% band" in ax.get_title()
+
+
+def test_heads_vs_layers_draws_every_head_and_the_layer_score_per_model():
+    heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+                          "symmetry": [0.1, 0.3, -0.2, 0.0]})
+    layers = pd.DataFrame({"model": ["m", "m"], "family": ["encoder"] * 2, "layer": [0, 1], "symmetry": [0.5, -0.4]})
+    ax = plotting.heads_vs_layers(heads, layers, null_band={"m": (-0.05, 0.05)}).axes[0]
+    dots, diamonds = ax.collections[-2:]
+    np.testing.assert_allclose(_offsets(dots), [[0, 0.1], [0, 0.3], [1, -0.2], [1, 0.0]])
+    np.testing.assert_allclose(_offsets(diamonds), [[0, 0.5], [1, -0.4]])
+    (band,) = ax.patches  # the null band, drawn across the panel
+    assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((-0.05, 0.05))
+    assert ax.get_title() == "m (encoder)"
+
+
+def test_survey_scatter_puts_each_model_at_its_medians_with_iqr_bars():
+    summary = pd.DataFrame({"model": ["a", "b"], "component": ["self", "decoder"], "family": ["encoder", "decoder"],
+                            "init": ["pretrained", "random"],
+                            "symmetry_median": [0.4, 0.0], "symmetry_q25": [0.3, -0.1], "symmetry_q75": [0.6, 0.05],
+                            "directionality_median": [0.1, -0.2], "directionality_q25": [0.0, -0.3],
+                            "directionality_q75": [0.2, -0.1]})
+    ax = plotting.survey_scatter(summary).axes[0]
+    first, second = ax.containers
+    point = np.c_[first.lines[0].get_xdata(), first.lines[0].get_ydata()].astype(float)
+    np.testing.assert_allclose(point, [[0.4, 0.1]])
+    xbar, ybar = (np.asarray(seg.get_segments()[0]) for seg in first.lines[2])
+    np.testing.assert_allclose(xbar[:, 0], [0.3, 0.6])
+    np.testing.assert_allclose(ybar[:, 1], [0.0, 0.2])
+    assert matplotlib.colors.to_hex(second.lines[0].get_color()) == plotting.FAMILY_COLORS["random"]
+    assert [t.get_text() for t in ax.texts] == ["a", "b [decoder]"]
+
+
+def test_survey_twins_compares_each_models_layers_with_its_random_twin():
+    frame = pd.DataFrame({"model": ["m"] * 3 + ["m (random init)"] * 3, "family": ["encoder"] * 6,
+                          "init": ["pretrained"] * 3 + ["random"] * 3, "component": ["self"] * 6,
+                          "layer": [0, 1, 2] * 2, "symmetry": [0.5, 0.6, 0.7, 0.01, -0.02, 0.0]})
+    ax = plotting.survey_twins(frame).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["m"]
+    strips = [c for c in ax.collections if len(_offsets(c))]
+    values = sorted(round(float(y), 6) for c in strips for _, y in _offsets(c))
+    assert values == sorted(round(v, 6) for v in frame["symmetry"])
+    pretrained, random = (sorted(_offsets(c)[:, 1]) for c in strips)
+    np.testing.assert_allclose(pretrained, [0.5, 0.6, 0.7])
+    np.testing.assert_allclose(random, [-0.02, 0.0, 0.01])
+    assert "one point per layer" in ax.get_ylabel()

