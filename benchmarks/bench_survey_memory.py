@@ -2,7 +2,7 @@
 
     python benchmarks/bench_survey_memory.py [--dir DIR] [--keep] [--repeats 2]
 
-Writes a synthetic checkpoint with the attention shapes of Llama-2-7B with grouped-query attention as in the issue
+Writes a synthetic checkpoint with the attention shapes of a Llama-2-7B-sized model with grouped-query attention
 (32 layers, d_model = 4096, 32 query heads, 8 KV heads, head_dim 128), holding **only** the ``q_proj`` / ``k_proj``
 tensors (bf16 safetensors, 4 shards, 1.34 GB, N(0, 0.02²) entries) plus a Llama ``config.json``. Then, round-robin
 ``--repeats`` times, in fresh subprocesses:
@@ -13,7 +13,7 @@ tensors (bf16 safetensors, 4 shards, 1.34 GB, N(0, 0.02²) entries) plus a Llama
 
 Each child reports its own peak RSS (``VmHWM`` in ``/proc/self/status``) and wall time. The shards are in
 the page cache after writing, so ``read`` measures memory bandwidth and parsing overhead, not the disk — and so
-does the survey. The issue's acceptance bound is a peak RSS below 1.5 GB. The checkpoint is deleted at the end
+does the survey. The target is a peak RSS below 1.5 GB. The checkpoint is deleted at the end
 unless ``--keep``.
 """
 

@@ -172,7 +172,7 @@ def test_cli_plot_writes_figures(tiny_models, tmp_path, capsys):
 
 @pytest.mark.slow  # three real models and their twins, gemma-3 assembled
 def test_cli_survey_offline_preset_writes_the_csv(tmp_path, capsys):
-    """Acceptance: `qkgeometry survey --preset offline` runs offline and writes the CSV; a rerun reuses it all."""
+    """`qkgeometry survey --preset offline` runs offline and writes the CSV; a rerun reuses it all."""
     from qkgeometry.cli import main
 
     out = tmp_path / "results.csv"
