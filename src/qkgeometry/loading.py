@@ -187,9 +187,8 @@ class QKModel:
         """
         plans = [_BlockPlan(p.block, p.dims, p.get, _random_splitter(self, p.block.component, p.dims, seed))
                  for p in self._plans]
-        twin = QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
+        return QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
                        f"{RANDOM_PREFIX}{self.source}", f"random-seed{seed}")
-        return twin
 
     def close(self) -> None:
         if self._on_close is not None:
