@@ -264,4 +264,4 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     return frame
 
 
-read_cache = _read_cache  # public name (the survey module's owner publishes it; this alias keeps cli working until then)
+read_cache = _read_cache  # the public name of the cache reader (`qkgeometry plot` uses it)
