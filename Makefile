@@ -21,10 +21,11 @@ QUICK_FLAG := $(if $(filter 1 true True yes,$(QUICK)),--quick,)
 # Notebook runner and book builder (src/qkgeometry/notebooks.py): papermill, then Jupyter Book with -W -n.
 NOTEBOOKS := $(BIN)/python -m qkgeometry.notebooks
 
-.PHONY: install test test-unit test-notebooks test-book book clean help
+.PHONY: install test test-unit test-notebooks test-book test-browser browser-deps book clean help
 
 help:
-	@echo "make test   - install everything into $(VENV), run the unit tests, every notebook (quick) and a quick book build"
+	@echo "make test   - install everything into $(VENV), run the unit tests, every notebook (quick), a quick book build"
+	@echo "              and the rendered-page check of every page in headless Chromium"
 	@echo "make book   - execute every chapter at full scale and render the book to _build/html"
 
 install: $(STAMP)
@@ -38,8 +39,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
 	touch $@
 
+# The browser check reads the book built below, so it runs after that build (test-browser), not here.
 test-unit: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests -m "not browser"
 
 # Every chapter with QUICK=True (a failing cell fails), timings per notebook -> _build/executed/quick/.
 test-notebooks: install
@@ -49,7 +51,25 @@ test-notebooks: install
 test-book: test-notebooks
 	$(NOTEBOOKS) build --quick
 
-test: test-unit test-notebooks test-book
+# Debian's chromium and chromium-driver for the rendered-page check; installed with apt-get when missing (CI runs
+# as root; elsewhere sudo is used). The driver is the system one: nothing is downloaded by selenium.
+CHROMIUM ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
+browser-deps:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+	  echo "installing chromium and chromium-driver with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	fi
+
+# Every page of the quick build in headless Chromium at 1280 and 390 px: no MathJax errors or raw TeX, nothing wider
+# than the column, real alt text and numbered captions, no internal words, no stray output (about 30 s).
+test-browser: test-book browser-deps
+	QKG_REQUIRE_BROWSER=1 QKG_CHROMIUM=$(CHROMIUM) QKG_CHROMEDRIVER=$(CHROMEDRIVER) \
+	  $(BIN)/python -m pytest -q -m browser tests/test_rendered_pages.py
+
+test: test-unit test-notebooks test-book test-browser
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install
