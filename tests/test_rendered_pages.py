@@ -147,6 +147,10 @@ function step() {
 """
 
 
+#: Findings whose kind starts with this are listed by the command line but do not fail the test.
+NOTE = "note: "
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem on one page at one window width."""
@@ -187,9 +191,11 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
         for m in list(RAW_TEX.finditer(text))[:5]:
             start = max(0, m.start() - 30)
             add(f"raw TeX in {where}", repr(text[start:m.end() + 30].strip()))
-    if width == WIDE:
-        for w in probe["wide"]:
+    for w in probe["wide"]:
+        if width == WIDE:
             add(f"{w['kind']} wider than the column", f"{w['width']} px > {w['column']} px: {w['what']}")
+        elif w["kind"] == "display math":  # on a phone a display may scroll inside its box; listed, not failed
+            add(f"{NOTE}display math scrolls at phone width", f"{w['width']} px > {w['column']} px: {w['what']}")
     for img in probe["images"]:
         alt = img["alt"].strip()
         if not alt or IMAGE_FILE.search(alt):
@@ -301,7 +307,7 @@ def browser_findings() -> dict[int, list[Finding]]:
 @pytest.mark.browser
 @pytest.mark.parametrize("width", WIDTHS)
 def test_rendered_pages(browser_findings, width: int):
-    found = browser_findings[width]
+    found = [f for f in browser_findings[width] if not f.kind.startswith(NOTE)]
     assert not found, f"{summarize(found)}\n" + "\n".join(map(str, found))
 
 
@@ -327,7 +333,8 @@ def test_findings_logic_flags_each_kind():
             "internal word 'seed (source text)'", "internal word 'CI'", "internal word 'tests/'",
             "raw pandas table (use qkgeometry.tables.show_table)", "unrounded number in a table"} <= kinds
     narrow = {f.kind for f in findings_for("notebooks/02_scores.html", 390, probe)}
-    assert "display math wider than the column" not in narrow  # widths are judged at 1280 px only
+    assert "display math wider than the column" not in narrow  # widths fail at 1280 px only
+    assert "note: display math scrolls at phone width" in narrow  # ... and are listed at 390 px
 
 
 def test_findings_logic_spares_ordinary_english():
@@ -363,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(args.pages or pages(args.html))} page(s) x {len(WIDTHS)} widths in {seconds:.1f} s")
     if args.json:
         args.json.write_text(json.dumps([f.__dict__ for f in found], indent=1))
-    return 1 if found else 0
+    return 1 if any(not f.kind.startswith(NOTE) for f in found) else 0
 
 
 if __name__ == "__main__":

@@ -88,7 +88,9 @@ def _titled_proof_index():
             for anchor, values in getattr(self.domain.env, "proof_list", {}).items():
                 title = plain_title(values.get("title") or "") or anchor
                 kind = values["realtype"].capitalize()
-                content[kind].append((title, 0, values["docname"], anchor, "", "", ""))
+                page = self.domain.env.titles.get(values["docname"])
+                where = plain_title(page.astext()) if page is not None else ""
+                content[kind].append((title, 0, values["docname"], anchor, where, "", ""))
             return sorted((k, sorted(v)) for k, v in content.items()), True
 
     return TitledProofIndex

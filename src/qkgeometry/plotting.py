@@ -82,7 +82,7 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     """
     fig, ax = plt.subplots(figsize=(6.4, 5.4))
     if null is not None and len(null):
-        ax.scatter(null["symmetry"], null["directionality"], s=8, color=FAMILY_COLORS["random"], alpha=0.35,
+        ax.scatter(null["symmetry"], null["directionality"], s=10, color=FAMILY_COLORS["random"], alpha=0.5,
                    linewidths=0, label="random Gaussian $W_QW_K^\\top$ (same shapes)")
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     groups = list(frame.groupby(label_col, sort=False))
