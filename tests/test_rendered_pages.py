@@ -248,10 +248,14 @@ def make_driver(width: int):
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_script_timeout(30)
     driver.set_page_load_timeout(60)
-    # --window-size sets the outer window; make the layout viewport exactly `width` wide.
+    set_width(driver, width)
+    return driver
+
+
+def set_width(driver, width: int) -> None:
+    """Make the layout viewport exactly ``width`` px wide (``--window-size`` sets the outer window only)."""
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": width < 600})
-    return driver
 
 
 def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
@@ -259,9 +263,10 @@ def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
     """Load every page at every width and return all findings."""
     found: list[Finding] = []
     names = [p for p in pages(html) if not only or p in only]
-    for width in widths:
-        driver = make_driver(width)
-        try:
+    driver = make_driver(widths[0])  # one browser for every width: starting Chromium is the slow part
+    try:
+        for width in widths:
+            set_width(driver, width)
             for page in names:
                 driver.get((html / page).resolve().as_uri())
                 driver.execute_async_script(WAIT_MATHJAX)
@@ -270,8 +275,8 @@ def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
                 if screenshots is not None:
                     screenshots.mkdir(parents=True, exist_ok=True)
                     driver.save_screenshot(str(screenshots / f"{page.replace('/', '__')[:-5]}-{width}.png"))
-        finally:
-            driver.quit()
+    finally:
+        driver.quit()
     return found
 
 
@@ -308,7 +313,8 @@ def browser_findings() -> dict[int, list[Finding]]:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_rendered_pages(browser_findings, width: int):
     found = [f for f in browser_findings[width] if not f.kind.startswith(NOTE)]
-    assert not found, f"{summarize(found)}\n" + "\n".join(map(str, found))
+    if found:
+        pytest.fail(f"{summarize(found)}\n" + "\n".join(map(str, found)), pytrace=False)
 
 
 def _probe(**overrides) -> dict:
