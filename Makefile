@@ -24,11 +24,11 @@ NOTEBOOKS := $(BIN)/python -m qkgeometry.notebooks
 # Exact versions of the book stack (see the file's header); torch is pinned below on its own.
 CONSTRAINTS := book-constraints.txt
 
-.PHONY: install lint test test-fast test-unit test-notebooks test-book book clean help
+.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser browser-deps book clean help
 
 help:
 	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
-	@echo "                 (quick) and a quick book build"
+	@echo "                 (quick), a quick book build and the rendered-page check in headless Chromium"
 	@echo "make test-fast - lint and the tests not marked slow (no book builds, notebook runs, gemma assembly or"
 	@echo "                 offline-preset survey): the inner loop"
 	@echo "make lint      - ruff with the rule selection of pyproject.toml"
@@ -49,13 +49,14 @@ $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 
-# Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included.
+# Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included. The browser check reads the
+# book built below, so it runs after that build (test-browser), not here.
 test-unit: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not browser"
 
 # The inner loop: everything not marked slow.
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 # Every chapter with QUICK=True (a failing cell fails), timings per notebook -> _build/executed/quick/.
 test-notebooks: install
@@ -65,7 +66,25 @@ test-notebooks: install
 test-book: test-notebooks
 	$(NOTEBOOKS) build --quick
 
-test: lint test-unit test-notebooks test-book
+# Debian's chromium and chromium-driver for the rendered-page check; installed with apt-get when missing (CI runs
+# as root; elsewhere sudo is used). The driver is the system one: nothing is downloaded by selenium.
+CHROMIUM ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
+browser-deps:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+	  echo "installing chromium and chromium-driver with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	fi
+
+# Every page of the quick build in headless Chromium at 1280 and 390 px: no MathJax errors or raw TeX, nothing wider
+# than the column, real alt text and numbered captions, no internal words, no stray output (about 30 s).
+test-browser: test-book browser-deps
+	QKG_REQUIRE_BROWSER=1 QKG_CHROMIUM=$(CHROMIUM) QKG_CHROMEDRIVER=$(CHROMEDRIVER) \
+	  $(BIN)/python -m pytest -q -m browser tests/test_rendered_pages.py
+
+test: lint test-unit test-notebooks test-book test-browser
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install

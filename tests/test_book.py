@@ -126,3 +126,48 @@ def test_broken_cross_reference_fails_the_build(tmp_path: Path):
     runner.execute_all(sorted((root / "notebooks").glob("*.ipynb")), executed, quick=True)
     with pytest.raises(runner.NotebookFailure, match="no-such-label"):
         runner.build_book(root, executed, root / "_build", quick=True, headline=False)
+
+
+# ----------------------------------------------------------------- book/_ext/presentation.py (how pages read)
+def test_tab_title_is_plain_text(tmp_path: Path):
+    page = "# Why $W_{qk}$ is directional\n\nText.\n"
+    root = _tiny_project(tmp_path / "proj", page=page)
+    executed = root / "_build" / "executed" / "quick"
+    runner.execute_all(sorted((root / "notebooks").glob("*.ipynb")), executed, quick=True)
+    html = runner.build_book(root, executed, root / "_build", quick=True, headline=False).parent
+    title = (html / "book" / "index.html").read_text().split("<title>")[1].split("</title>")[0]
+    assert "W_qk" in title and "\\(" not in title and "$" not in title
+
+
+def test_mathjax_is_loaded_on_pages_without_math(tiny_html: Path):
+    # the sidebar can show chapter titles with math on any page, so every page loads MathJax
+    for page in ("search.html", "genindex.html", "notebooks/01_tiny.html"):
+        assert "_static/mathjax/tex-chtml.js" in (tiny_html / page).read_text(), page
+
+
+def test_proof_index_lists_titles_not_labels(tiny_html: Path):
+    index = (tiny_html / "prf-prf.html").read_text()
+    assert "Tiny theorem" in index and "Theorem" in index
+
+
+def test_bibliography_labels_are_author_year(tiny_html: Path):
+    page = (tiny_html / "book" / "index.html").read_text()
+    assert "Saponati et al. 2025" in page
+
+
+def test_code_wraps_instead_of_scrolling(tiny_html: Path):
+    css = (tiny_html / "_static" / "qkgeometry.css").read_text()
+    assert "pre-wrap" in css
+    assert "qkgeometry.css" in (tiny_html / "book" / "index.html").read_text()
+
+
+def test_tex_to_text():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("presentation", ROOT / "book" / "_ext" / "presentation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.tex_to_text(r"W_{qk}") == "W_qk"
+    assert module.tex_to_text(r"W_Q R(\Delta) W_K^\top") == "W_Q R(Δ) W_Kᵀ"
+    assert module.plain_title(r"Why \(W_{qk}\) is directional") == "Why W_qk is directional"
+    assert module.plain_title("Does $W_Q = W_K$ help?") == "Does W_Q = W_K help?"

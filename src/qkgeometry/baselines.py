@@ -23,6 +23,8 @@ def random_factor_scores(d: int, r: int, n_samples: int, seed: int = 0, num_std:
 
     Returns a frame with columns ``d, r, sample, symmetry, directionality`` (one row per sample), computed with the
     factored formulas in chunks of ``chunk`` matrices (memory O(chunk · d · r)).
+
+    Book: chapter 2, "How noisy is one layer?".
     """
     for name, v in (("d", d), ("r", r), ("n_samples", n_samples), ("chunk", chunk)):
         if not isinstance(v, (int, np.integer)) or v < 1:
@@ -43,7 +45,10 @@ def random_factor_scores(d: int, r: int, n_samples: int, seed: int = 0, num_std:
 
 
 def null_grid(ds: list[int], rs: list[int], n_samples: int, seed: int = 0, num_std: float = 2.0) -> pd.DataFrame:
-    """:func:`random_factor_scores` for every (d, r) with r <= d, stacked into one tidy frame."""
+    """:func:`random_factor_scores` for every (d, r) with r <= d, stacked into one tidy frame.
+
+    Book: chapter 2, "How noisy is one layer?" (the grid of d and r).
+    """
     frames = [random_factor_scores(d, r, n_samples, seed=seed + 1000 * i + j, num_std=num_std)
               for i, d in enumerate(ds) for j, r in enumerate(rs) if r <= d]
     if not frames:

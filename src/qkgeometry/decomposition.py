@@ -35,7 +35,10 @@ def decompose(M: ArrayLike) -> tuple:
 
 
 class Energies(NamedTuple):
-    """Squared Frobenius norms (float or array over the batch axes)."""
+    """Squared Frobenius norms (float or array over the batch axes).
+
+    Book: chapter 1, "Orthogonality and the Pythagorean identity".
+    """
 
     symmetric: np.ndarray | float  # ‖M_s‖²
     skew: np.ndarray | float  # ‖M_n‖²

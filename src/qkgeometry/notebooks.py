@@ -233,6 +233,10 @@ def stage_sources(root: Path, executed: Path, stage: Path) -> list[Path]:
     return sources
 
 
+#: The intro's two models: zoo alias -> the name a reader knows them by.
+HEADLINE_MODELS = {"minilm-l6": "all-MiniLM-L6-v2", "smollm2-135m": "SmolLM2-135M-Instruct"}
+
+
 def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     """Draw the intro's headline figure and its summary table into ``out_dir`` (see ``book/intro.md``).
 
@@ -248,7 +252,8 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames = {alias: score_model(model_source(alias), per="layer") for alias in ("minilm-l6", "smollm2-135m")}
+    frames = {alias: score_model(model_source(alias), per="layer").assign(model=name)
+              for alias, name in HEADLINE_MODELS.items()}
     nulls = []
     for frame in frames.values():
         row = frame.iloc[0]
@@ -257,7 +262,7 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     import pandas as pd
 
     fig = plotting.score_plane(pd.concat(frames.values()), null=pd.concat(nulls),
-                               title="Every layer of two real models, and random matrices of the same shapes")
+                               title="Every layer of two real models, and random matrices")
     figure = out_dir / "headline.svg"
     fig.savefig(figure, bbox_inches="tight")
     summary = summarize(pd.concat(frames.values()))
@@ -265,7 +270,7 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     lines = ["| model | family | layers | symmetry, median [IQR] | directionality, median [IQR] |",
              "|---|---|---:|---|---|"]
     for _, r in summary.iterrows():
-        lines.append(f"| `{r['model']}` | {r['family']} | {r['n']} | {r['symmetry_median']:.2f} "
+        lines.append(f"| {r['model']} | {r['family']} | {r['n']} | {r['symmetry_median']:.2f} "
                      f"[{r['symmetry_q25']:.2f}, {r['symmetry_q75']:.2f}] | {r['directionality_median']:.2f} "
                      f"[{r['directionality_q25']:.2f}, {r['directionality_q75']:.2f}] |")
     table.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -75,11 +75,13 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     """Scatter of symmetry (x) against directionality (y), one colour per family, one marker per ``label_col``.
 
     ``frame``: tidy scores (columns ``symmetry, directionality, family`` and ``label_col``); ``null``: optional
-    frame with ``symmetry, directionality`` of random matrices, drawn as a grey cloud behind. Intro and chapter 2.
+    frame with ``symmetry, directionality`` of random matrices, drawn as a grey cloud behind. Both axes run a little
+    beyond [-1, 1] so that points at ±1 are drawn whole; the legend sits below the axes, never on a data point.
+    Book: the introduction's headline figure and chapter 2, "Two axes, not one".
     """
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(6.4, 5.4))
     if null is not None and len(null):
-        ax.scatter(null["symmetry"], null["directionality"], s=8, color=FAMILY_COLORS["random"], alpha=0.35,
+        ax.scatter(null["symmetry"], null["directionality"], s=10, color=FAMILY_COLORS["random"], alpha=0.5,
                    linewidths=0, label="random Gaussian $W_QW_K^\\top$ (same shapes)")
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     groups = list(frame.groupby(label_col, sort=False))
@@ -90,17 +92,18 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
             color, label = FAMILY_COLORS.get(family, "k"), f"{name} ({family})"
         else:  # constructed matrices: one colour per label
             color, label = palette[k], str(name)
-        ax.scatter(sub["symmetry"], sub["directionality"], s=34, marker=markers[k % len(markers)],
-                   color=color, edgecolor="white", linewidths=0.6, label=label)
+        ax.scatter(sub["symmetry"], sub["directionality"], s=40, marker=markers[k % len(markers)],
+                   color=color, edgecolor="white", linewidths=0.6, label=label, clip_on=False, zorder=3)
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
     ax.axvline(0, color="0.6", lw=0.8, zorder=0)
-    ax.set_xlim(-1.02, 1.02)
-    ax.set_ylim(-1.02, 1.02)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_ylim(-1.1, 1.1)
     ax.set_xlabel("symmetry score $s(M)$  (+1 symmetric, −1 skew)")
     ax.set_ylabel("directionality score $d(M)$\n(−: key columns dominate)")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
     if title:
         ax.set_title(title)
+    fig.tight_layout()
     return fig
 
 

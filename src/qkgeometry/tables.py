@@ -54,6 +54,8 @@ def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = N
     the shown header); the index column is hidden; missing values show as an em dash.
 
     Returns the Styler (Jupyter displays it); ``.to_html()`` gives the HTML.
+
+    Book: every table of every chapter.
     """
     import pandas as pd
 

@@ -1,0 +1,383 @@
+"""Every page of the built book, as a reader sees it in a real browser (headless Chromium), at 1280 px and 390 px.
+
+After MathJax has finished typesetting, each page must show:
+
+- no MathJax error and no raw TeX (``\\(``, ``$...$``, ``\\frac``...) in the text, the sidebar or the tab title;
+- at 1280 px, no display equation, table or code block wider than the content column;
+- real alt text (not a file name) on every image, and a numbered caption on every chapter figure;
+- none of the project's internal words (see ``INTERNAL``) in the page text;
+- no raw pandas tables, no stray ``False``/``None`` output lines, no tqdm progress bars.
+
+The check reads ``_build/html`` (built by ``python -m qkgeometry.notebooks build --quick``; ``make test`` runs it
+right after that build). It needs Debian's ``chromium`` and ``chromium-driver`` (``/usr/bin/chromedriver``; the
+Makefile installs them) and ``selenium``; nothing is downloaded. Without them, or without a built book, the tests
+are skipped, unless ``QKG_REQUIRE_BROWSER=1`` (set by ``make test``), which turns a skip into a failure.
+
+Run it by hand, with failure counts per kind and optional screenshots::
+
+    python tests/test_rendered_pages.py [--html _build/html] [--screenshots DIR] [PAGE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+CHROMIUM = Path(os.environ.get("QKG_CHROMIUM", "/usr/bin/chromium"))
+CHROMEDRIVER = Path(os.environ.get("QKG_CHROMEDRIVER", "/usr/bin/chromedriver"))
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                  "--disable-dev-shm-usage")
+WIDTHS = (1280, 390)
+#: Width at which nothing may be wider than the content column.
+WIDE = 1280
+HEIGHT = 900
+
+#: Words that belong to how the project is run, never to the reader's text. Word boundaries everywhere, so that
+#: "decision" does not match CI and "seeds" (random seeds, which the book reports) does not match "the seed".
+INTERNAL = {
+    "seed (source text)": re.compile(r"\bseed(?:'s| text| formula)\b|\bthe seed\b(?!s|\s*(?:=|\d|value|of|for|\)))",
+                                     re.IGNORECASE),
+    "pilot": re.compile(r"\bpilots?\b", re.IGNORECASE),
+    "DESIGN.md": re.compile(r"\bDESIGN\.md\b", re.IGNORECASE),
+    # the project's working sessions ("a later session continues..."), not a course's or Colab's sessions
+    "session": re.compile(r"\b(?:this|that|a later|later|earlier|previous|next|same|another|each|work(?:ing)?|"
+                          r"build|coding|agent|helper) sessions?\b", re.IGNORECASE),
+    # continuous integration, not a confidence interval ("95% CI", "CI low", "CI includes 0")
+    "CI": re.compile(r"(?<!% )\bCI\b(?!\s*(?:low|high|lower|upper|includes|excludes|width|\d|\[|=|:))"),
+    "README": re.compile(r"\bREADME\b", re.IGNORECASE),
+    "tests/": re.compile(r"(?<![\w.-])tests/"),
+}
+#: Internal words that a page may use in their ordinary sense (the course module's teaching sessions).
+ALLOWED = {"book/course_module.html": {"session"}}
+
+# Raw TeX left in visible text after MathJax ran: math delimiters or a backslash command.
+RAW_TEX = re.compile(r"\\[()\[\]]|\$[^$\s][^$]{0,80}?\$|\\(?:frac|top|mathbb|mathrm|operatorname|sum|sqrt|left|"
+                     r"right|begin|end|alpha|beta|tau|ell|lVert|rVert|tfrac|dfrac|text|cdot|times|le|ge|ne)\b")
+TQDM = re.compile(r"\d+%\|[^|\n]{0,80}\||\d+(?:\.\d+)?\s*(?:it/s|s/it)\]")
+IMAGE_FILE = re.compile(r"\.(?:png|svg|jpe?g|gif|webp)$|^_images/|^[0-9a-f]{16,}$|/", re.IGNORECASE)
+SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
+
+# Collects everything on the page that the checks need, in one round trip.
+PROBE = r"""
+const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+const column = article.clientWidth;
+const describe = (el) => {
+  const text = (el.getAttribute('aria-label') || el.textContent || '').replace(/\s+/g, ' ').trim();
+  const tag = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '');
+  return tag + ' "' + text.slice(0, 70) + '"';
+};
+const width = (el) => Math.max(el.scrollWidth, Math.ceil(el.getBoundingClientRect().width));
+const visibleText = (root) => {
+  if (!root) return '';
+  const clone = root.cloneNode(true);
+  clone.querySelectorAll('mjx-container, script, style, pre, code, .highlight, mjx-assistive-mml')
+       .forEach(e => e.remove());
+  return clone.textContent;
+};
+const wide = [];
+// A display equation is a block as wide as the box it sits in (the column, a callout, a proof...): it is too wide
+// when its content is wider than that box. Inline math is judged against the column.
+article.querySelectorAll('mjx-container').forEach(el => {
+  const math = el.querySelector('mjx-math') || el;
+  const w = Math.ceil(math.getBoundingClientRect().width);
+  if (el.getAttribute('display') === 'true') {
+    const box = el.parentElement.clientWidth;
+    if (Math.max(w, el.scrollWidth) > Math.min(box, el.clientWidth || box) + 1)
+      wide.push({kind: 'display math', width: Math.max(w, el.scrollWidth), column: Math.min(box, el.clientWidth || box),
+                 what: describe(el)});
+  } else if (w > column + 1) {
+    wide.push({kind: 'inline math', width: w, column: column, what: describe(el)});
+  }
+});
+article.querySelectorAll('table').forEach(el => {
+  const box = el.closest('.cell_output, .table-wrapper, .pst-scrollable-table-container') || el.parentElement;
+  const avail = Math.min(column, box.clientWidth);
+  if (width(el) > avail + 1)
+    wide.push({kind: 'table', width: width(el), column: avail, what: describe(el)});
+});
+article.querySelectorAll('pre').forEach(el => {
+  if (el.scrollWidth > el.clientWidth + 1)
+    wide.push({kind: 'code block', width: el.scrollWidth, column: el.clientWidth, what: describe(el)});
+});
+const images = [...article.querySelectorAll('img')].map(img => ({
+  src: img.getAttribute('src') || '', alt: img.getAttribute('alt') || '',
+  caption: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption')),
+  numbered: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number')),
+}));
+const rawTables = [...article.querySelectorAll('table.dataframe')].map(describe);
+const tableText = [...article.querySelectorAll('table')].map(t => t.textContent).join('\n');
+const outputs = [...article.querySelectorAll('.cell_output pre, .output pre')].map(p => p.textContent);
+const sidebar = document.querySelector('.bd-sidebar-primary, #bd-docs-nav, nav.bd-links');
+return {
+  title: document.title,
+  text: visibleText(article),
+  fullText: article.innerText,
+  sidebar: visibleText(sidebar),
+  errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error, [data-mjx-error]')].map(describe),
+  wide: wide, images: images, rawTables: rawTables, tableText: tableText, outputs: outputs,
+  mathjax: !!window.MathJax,
+};
+"""
+
+# Resolves when MathJax (if the page loads it) has typeset everything.
+WAIT_MATHJAX = r"""
+const done = arguments[arguments.length - 1];
+const finish = () => setTimeout(() => done(true), 50);
+if (document.readyState !== 'complete') { window.addEventListener('load', () => step()); } else { step(); }
+function step() {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    MathJax.startup.promise.then(() => (MathJax.typesetPromise ? MathJax.typesetPromise() : null))
+      .then(finish, finish);
+  } else if (document.querySelector('script[src*="mathjax"]')) {
+    setTimeout(step, 50);   // the script tag is there but MathJax has not started yet
+  } else { finish(); }
+}
+"""
+
+
+#: Findings whose kind starts with this are listed by the command line but do not fail the test.
+NOTE = "note: "
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem on one page at one window width."""
+
+    page: str
+    width: int
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.page} @ {self.width}px: {self.kind}: {self.detail}"
+
+
+def pages(html: Path) -> list[str]:
+    """Every reader-facing page of the built book, relative to ``html`` (no ``_static``/``_sources`` copies)."""
+    return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
+                  if not any(part.startswith("_") for part in p.relative_to(html).parts))
+
+
+def is_chapter(page: str) -> bool:
+    return page.startswith("notebooks/") or page == "book/intro.html"
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()]
+
+
+def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
+    """Turn the browser's probe of one page into findings (pure Python, unit-tested below)."""
+    found: list[Finding] = []
+
+    def add(kind: str, detail: str) -> None:
+        found.append(Finding(page, width, kind, detail))
+
+    for err in probe["errors"]:
+        add("MathJax error", err)
+    for where, text in (("title", probe["title"]), ("sidebar", probe["sidebar"]), ("text", probe["text"])):
+        for m in list(RAW_TEX.finditer(text))[:5]:
+            start = max(0, m.start() - 30)
+            add(f"raw TeX in {where}", repr(text[start:m.end() + 30].strip()))
+    for w in probe["wide"]:
+        if width == WIDE:
+            add(f"{w['kind']} wider than the column", f"{w['width']} px > {w['column']} px: {w['what']}")
+        elif w["kind"] == "display math":  # on a phone a display may scroll inside its box; listed, not failed
+            add(f"{NOTE}display math scrolls at phone width", f"{w['width']} px > {w['column']} px: {w['what']}")
+    for img in probe["images"]:
+        alt = img["alt"].strip()
+        if not alt or IMAGE_FILE.search(alt):
+            add("image without real alt text", f"src={img['src']!r} alt={alt!r}")
+        if is_chapter(page) and not (img["caption"] and img["numbered"]):
+            add("chapter figure without a numbered caption", f"src={img['src']!r}")
+    allowed = ALLOWED.get(page, set())
+    visible = probe["fullText"] + "\n" + probe["title"]
+    for name, pattern in INTERNAL.items():
+        if name.split()[0] in allowed:
+            continue
+        for m in list(pattern.finditer(visible))[:3]:
+            start = max(0, m.start() - 40)
+            add(f"internal word {name!r}", repr(visible[start:m.end() + 40].replace("\n", " ").strip()))
+    for table in probe["rawTables"]:
+        add("raw pandas table (use qkgeometry.tables.show_table)", table)
+    for m in list(SCIENTIFIC.finditer(probe["tableText"]))[:3]:
+        add("unrounded number in a table", m.group(0))
+    for out in probe["outputs"]:
+        for line in _lines(out):
+            if line in ("False", "None"):
+                add("stray output line", line)
+        if TQDM.search(out):
+            add("tqdm progress bar in an output", repr(TQDM.search(out).group(0)))
+    return found
+
+
+def browser_available() -> str | None:
+    """None when the browser check can run here, else the reason it cannot."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        return f"{', '.join(missing)} not installed (Debian: apt-get install chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    return None
+
+
+def make_driver(width: int):
+    """Headless Chromium at ``width`` px, driven through the system chromedriver (no driver download)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--window-size={width},{HEIGHT}")
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_script_timeout(30)
+    driver.set_page_load_timeout(60)
+    set_width(driver, width)
+    return driver
+
+
+def set_width(driver, width: int) -> None:
+    """Make the layout viewport exactly ``width`` px wide (``--window-size`` sets the outer window only)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": width < 600})
+
+
+def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
+                screenshots: Path | None = None) -> list[Finding]:
+    """Load every page at every width and return all findings."""
+    found: list[Finding] = []
+    names = [p for p in pages(html) if not only or p in only]
+    driver = make_driver(widths[0])  # one browser for every width: starting Chromium is the slow part
+    try:
+        for width in widths:
+            set_width(driver, width)
+            for page in names:
+                driver.get((html / page).resolve().as_uri())
+                driver.execute_async_script(WAIT_MATHJAX)
+                probe = driver.execute_script(PROBE)
+                found += findings_for(page, width, probe)
+                if screenshots is not None:
+                    screenshots.mkdir(parents=True, exist_ok=True)
+                    driver.save_screenshot(str(screenshots / f"{page.replace('/', '__')[:-5]}-{width}.png"))
+    finally:
+        driver.quit()
+    return found
+
+
+def summarize(found: list[Finding]) -> str:
+    counts = Counter(f.kind for f in found)
+    pages_hit = Counter(f.page for f in found)
+    lines = [f"{len(found)} finding(s) on {len(pages_hit)} page(s)"]
+    lines += [f"  {n:4d}  {kind}" for kind, n in counts.most_common()]
+    lines += [f"  {n:4d}  {page}" for page, n in pages_hit.most_common()]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------- tests
+def _require_or_skip(reason: str) -> None:
+    if os.environ.get("QKG_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser check cannot run: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser_findings() -> dict[int, list[Finding]]:
+    reason = browser_available()
+    if reason:
+        _require_or_skip(reason)
+    if not (HTML / "index.html").exists():
+        _require_or_skip(f"no built book at {HTML}; run `python -m qkgeometry.notebooks build --quick` first")
+    start = time.perf_counter()
+    found = check_pages(HTML)
+    print(f"browser check: {len(pages(HTML))} pages x {len(WIDTHS)} widths in {time.perf_counter() - start:.1f} s")
+    return {w: [f for f in found if f.width == w] for w in WIDTHS}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", WIDTHS)
+def test_rendered_pages(browser_findings, width: int):
+    found = [f for f in browser_findings[width] if not f.kind.startswith(NOTE)]
+    if found:
+        pytest.fail(f"{summarize(found)}\n" + "\n".join(map(str, found)), pytrace=False)
+
+
+def _probe(**overrides) -> dict:
+    probe = {"title": "Two scores", "text": "", "fullText": "", "sidebar": "", "errors": [], "wide": [],
+             "images": [], "rawTables": [], "tableText": "", "outputs": [], "mathjax": True}
+    probe.update(overrides)
+    return probe
+
+
+def test_findings_logic_flags_each_kind():
+    """The pure part of the check, without a browser: each kind of problem is caught and named."""
+    probe = _probe(title=r"Why \(W_{qk}\) is directional", text=r"see $x^\top y$ here",
+                   fullText="A factor 2 in the seed text. Offline (here, and in CI). See tests/test_x.py.",
+                   errors=['mjx-merror "Undefined control sequence"'],
+                   wide=[{"kind": "display math", "width": 900, "column": 700, "what": "mjx-container"}],
+                   images=[{"src": "../_images/abc.png", "alt": "../_images/abc.png", "caption": False,
+                            "numbered": False}],
+                   rawTables=['table "  value 0 1"'], tableText="4.440892e-16", outputs=["done\nFalse\n"])
+    kinds = {f.kind for f in findings_for("notebooks/02_scores.html", 1280, probe)}
+    assert {"MathJax error", "raw TeX in title", "raw TeX in text", "display math wider than the column",
+            "image without real alt text", "chapter figure without a numbered caption", "stray output line",
+            "internal word 'seed (source text)'", "internal word 'CI'", "internal word 'tests/'",
+            "raw pandas table (use qkgeometry.tables.show_table)", "unrounded number in a table"} <= kinds
+    narrow = {f.kind for f in findings_for("notebooks/02_scores.html", 390, probe)}
+    assert "display math wider than the column" not in narrow  # widths fail at 1280 px only
+    assert "note: display math scrolls at phone width" in narrow  # ... and are listed at 390 px
+
+
+def test_findings_logic_spares_ordinary_english():
+    text = ("A decision about the CIFAR data; three seeds (seed 0, seed 1); the seed of the generator; "
+            "specification; the contests/ folder; Pilotage is French.")
+    probe = _probe(fullText=text, images=[{"src": "x.png", "alt": "Symmetry against directionality per layer",
+                                           "caption": True, "numbered": True}])
+    assert findings_for("notebooks/05_symmetric_init.html", 1280, probe) == []
+    teaching = _probe(fullText="Session 1 covers chapter 1; a free Colab session is enough; 95% CI [0.1, 0.2].")
+    assert findings_for("book/intro.html", 1280, teaching) == []
+    process = _probe(fullText="The runs are resumable: a later session continues them.")
+    assert findings_for("book/intro.html", 1280, process)  # the project's working sessions are internal
+    assert findings_for("book/course_module.html", 1280, process) == []  # the course module's sessions are teaching
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("pages", nargs="*", help="pages relative to --html (default: all)")
+    parser.add_argument("--html", type=Path, default=HTML)
+    parser.add_argument("--screenshots", type=Path, default=None, help="save a PNG of every page at every width")
+    parser.add_argument("--json", type=Path, default=None, help="write the findings as JSON")
+    args = parser.parse_args(argv)
+    reason = browser_available()
+    if reason:
+        print(f"ERROR: {reason}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    found = check_pages(args.html, only=args.pages or None, screenshots=args.screenshots)
+    seconds = time.perf_counter() - start
+    for f in found:
+        print(f)
+    print(summarize(found))
+    print(f"{len(args.pages or pages(args.html))} page(s) x {len(WIDTHS)} widths in {seconds:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps([f.__dict__ for f in found], indent=1))
+    return 1 if any(not f.kind.startswith(NOTE) for f in found) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
