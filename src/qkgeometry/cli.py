@@ -108,9 +108,9 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
+    check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix != ".csv":
         raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")
-    check_writable_file(args.out, "--out")  # before computing anything
     frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty())
     computed = frame.attrs["computed"]
     cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]

@@ -143,13 +143,12 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
     if not data.strip():
         return _empty()
-    if not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
-                      stacklevel=2)
-        data = data[:cut]
     try:
         text = data.decode("utf-8")
+        if not text.endswith("\n"):
+            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
+                          stacklevel=2)
+            text = text[: text.rfind("\n") + 1]
         frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
                                                       "model": str}, keep_default_na=True)
     except UnicodeDecodeError as e:
