@@ -128,7 +128,7 @@ def no_hang(seconds: int = 30):
 
 def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "qkgeometry.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": SRC, **(env or {})},
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": SRC, **(env or {})}, check=False,
                           preexec_fn=preexec)
 
 
@@ -535,7 +535,7 @@ def test_sigint_during_a_survey_says_what_was_saved(tmp_path):
         time.sleep(0.05)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in stderr and "interrupted" in lines[0] and "m0" in lines[0]

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -443,7 +443,7 @@ class _ConfigView:
     """
 
     # Common attribute_map aliases, so that frequent lookups stay on the fast path.
-    _ALIASES = {"hidden_size": ("n_embd", "d_model", "dim"), "num_attention_heads": ("n_head", "num_heads"),
+    _ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {"hidden_size": ("n_embd", "d_model", "dim"), "num_attention_heads": ("n_head", "num_heads"),
                 "num_hidden_layers": ("n_layer", "num_layers")}
 
     def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
