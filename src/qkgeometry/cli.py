@@ -197,8 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .loading import SourceError
 
     prefix = f"qkgeometry {args.command}:"
+    import warnings
+
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # warnings as one line each, without the source line; skipped models are listed in the summary
+            warnings.filterwarnings("ignore", message="survey: skipped")
+            warnings.showwarning = lambda message, *_, **__: print(f"{prefix} warning: {message}", file=sys.stderr)
+            return int(args.func(args) or 0)
     except KeyboardInterrupt as e:
         saved, cache = getattr(e, "saved", None), getattr(e, "cache", None)
         if cache is not None:
@@ -213,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # EIO, EACCES, ENOSPC... on a path the checks above could not foresee
+        if e.errno is None:  # raised with a message of its own
+            print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
+            return 2
         where = f" {str(e.filename)!r}" if e.filename else ""
         print(f"{prefix} error: cannot access{where}: {e.strerror or e}; check the path, its permissions and "
               "the disk.", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Load the Q/K weights of a model, one layer at a time, from any source.
 
 ``load_qk(source)`` returns a :class:`QKModel`. Iterating it yields one :class:`QKLayer` per attention block,
-reading only that block's Q and K tensors (safetensors through ``safe_open`` memory maps, GGUF through
-``GGUFReader`` + ``gguf.quants.dequantize``). The whole model is never built, and nothing is ever unpickled.
+reading only that block's Q and K tensors (safetensors through ``safe_open`` with plain reads, GGUF through
+:class:`qkgeometry._gguf.GGUFIndex` + ``gguf.quants.dequantize``). The whole model is never built, and nothing is
+ever unpickled.
 
 Sources:
 
@@ -340,7 +341,12 @@ def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel
     files, weight_map, index_file = _weight_files(folder, files)
     index, handles = _SafetensorsIndex.open(files, weight_map, index_file)
     _check_quantization(config_path, config, index)
-    plans = _plan(arch, config, index.names, index.get, qk_norm)
+    try:
+        plans = _plan(arch, config, index.names, index.get, qk_norm)
+    except SourceError as e:  # "the llama config: ..." -> name the file
+        if not str(e).startswith(f"the {arch.model_type} config"):
+            raise
+        raise SourceError(f"{str(config_path)!r}: {e}") from e
     meta = [config_path] + ([index_file] if index_file is not None else [])
     return QKModel(name, arch, plans, str(folder), _fingerprint(files, meta), on_close=handles.clear)
 

@@ -245,7 +245,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         check_writable_file(cache_path, "`cache`")
     num_std = float(num_std)
     version = _package_version()
-    stored = read_cache(cache_path)
+    cache_file = None if cache_path is None else _CacheFile(cache_path)
+    stored = _empty() if cache_file is None else cache_file.read()
     entries = list(sources)
     parts: list[pd.DataFrame] = []
     failures: list[dict[str, str]] = []
@@ -264,8 +265,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
                            "revision": str(model.revision), "qkgeometry_version": version, "per": per,
                            "num_std": num_std, "qk_norm": model.qk_norm or ""}
                     hit = _complete_rows(stored, key, model, per)
-                    if hit is None and cache_path is not None:  # another run may have written it meanwhile
-                        stored = read_cache(cache_path)
+                    if hit is None and cache_file is not None:  # another run may have written it meanwhile
+                        stored = cache_file.read()
                         hit = _complete_rows(stored, key, model, per)
                     if hit is not None:
                         parts.append(hit)
@@ -286,8 +287,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
                 warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {e}", stacklevel=2)
                 bar.write(f"failed: {label}: {type(e).__name__}: {e}")
                 continue
-            if cache_path is not None:
-                stored = _store(cache_path, frame, key)
+            if cache_file is not None:
+                stored = cache_file.store(frame, key)
             parts.append(frame)
             computed.append(str(frame["model"].iloc[0]))
     except KeyboardInterrupt as e:
@@ -301,21 +302,50 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     return out
 
 
-def _store(cache: Path, frame: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
-    """Merge one model's rows into the cache file under the lock; return what the file now holds.
+class _CacheFile:
+    """The survey CSV on disk, re-read only when it changed (inode, size or mtime differ from the last read or
+    write), so checking for other processes' rows before each model costs a ``stat``, not a parse."""
 
-    The file is re-read under the lock, so rows written meanwhile by another process are kept; this model's
-    previous rows (same key: an incomplete or damaged copy) are replaced.
-    """
-    from ._files import locked, write_csv_atomic
+    def __init__(self, path: Path):
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._frame = _empty()
 
-    with locked(cache):
-        disk = read_cache(cache)
-        disk = disk.loc[~_matches(disk, key)]
-        merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
-        merged["head"] = merged["head"].astype("Int64")
-        write_csv_atomic(merged, cache, "survey file")
-    return merged
+    def _current_stamp(self) -> tuple[int, int, int] | None:
+        import os
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ValueError(f"cannot read survey file {str(self.path)!r}: {e.strerror or e}.") from e
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def read(self) -> pd.DataFrame:
+        stamp = self._current_stamp()
+        if stamp is None:
+            self._stamp, self._frame = None, _empty()
+        elif stamp != self._stamp:
+            self._frame, self._stamp = read_cache(self.path), stamp
+        return self._frame
+
+    def store(self, frame: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+        """Merge one model's rows into the file under the lock; return what the file now holds.
+
+        The file is re-read under the lock (when it changed), so rows written meanwhile by another process are
+        kept; this model's previous rows (same key: an incomplete or damaged copy) are replaced.
+        """
+        from ._files import locked, write_csv_atomic
+
+        with locked(self.path):
+            disk = self.read()
+            disk = disk.loc[~_matches(disk, key)]
+            merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
+            merged["head"] = merged["head"].astype("Int64")
+            write_csv_atomic(merged, self.path, "survey file")
+            self._frame, self._stamp = merged, self._current_stamp()
+        return merged
 
 
 def _expected_rows(model: QKModel, per: Per) -> pd.DataFrame:

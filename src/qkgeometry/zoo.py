@@ -114,7 +114,7 @@ def _assemble(m: OfflineModel) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:
-        raise FileExistsError(
+        raise ValueError(
             f"cannot create the qkgeometry cache folder {str(target.parent)!r}: it or a folder above it is a file. "
             "Point QKGEOMETRY_CACHE at a folder (or unset it to use ~/.cache/qkgeometry).") from e
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
