@@ -140,8 +140,11 @@ def test_cli_survey_killed_mid_run_resumes_without_recomputing(tiny_models, tmp_
 
 
 def test_cache_key_includes_revision(tiny_models, tmp_path):
-    """Changing the weights on disk changes the revision fingerprint, so the model is recomputed."""
+    """The revision is a content key: new weights of the same size with the old mtime are recomputed, while a
+    touch that changes nothing is not."""
     import shutil
+
+    from safetensors.torch import load_file, save_file
 
     folder = tmp_path / "m"
     shutil.copytree(tiny_models[0], folder)
@@ -149,6 +152,13 @@ def test_cache_key_includes_revision(tiny_models, tmp_path):
     assert qg.survey([str(folder)], cache=cache, progress=False).attrs["computed"] == ["m"]
     weights = next(folder.glob("*.safetensors"))
     os.utime(weights, (time.time() + 10, time.time() + 10))
+    assert qg.survey([str(folder)], cache=cache, progress=False).attrs["computed"] == []
+    st = weights.stat()
+    tensors = load_file(weights)
+    tensors = {k: (v * 1.5 if "query" in k else v) for k, v in tensors.items()}
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: as `cp -p` would leave it
+    assert weights.stat().st_size == st.st_size
     assert qg.survey([str(folder)], cache=cache, progress=False).attrs["computed"] == ["m"]
     assert pd.read_csv(cache)["revision"].nunique() == 2
     assert set(CACHE_KEY) <= set(SURVEY_COLUMNS)

@@ -40,21 +40,46 @@ class TensorInfo:
 
 
 class GGUFIndex:
-    """Metadata (``fields``: key -> scalar, string, or list for short arrays) and tensor infos of a GGUF file."""
+    """Metadata (``fields``: key -> scalar, string, or list for short arrays) and tensor infos of a GGUF file.
+
+    This is the package's one GGUF reader: ``GGUFIndex(path).tensor(name)`` returns one dequantised tensor.
+    Only regular files are opened (a FIFO would block forever); numeric metadata arrays longer than
+    :data:`MAX_ARRAY` are skipped without building them (``fields[key]`` is None).
+    """
+
+    #: numeric metadata arrays up to this length are kept in ``fields`` (as lists); longer ones are skipped
+    MAX_ARRAY = 64
 
     def __init__(self, path: str | Path):
+        import os
+        import stat
+
         self.path = Path(path)
+        mode = os.stat(self.path).st_mode  # OSError (missing, loop, EACCES...) goes to the caller
+        if not stat.S_ISREG(mode):
+            raise GGUFFormatError("it is not a regular file (a FIFO, device or folder); pass a real .gguf file")
+        if os.stat(self.path).st_size < 24:
+            raise GGUFFormatError("the file is shorter than a GGUF header (24 bytes): it is empty or truncated")
         self._data = np.memmap(self.path, mode="r")
         self._buf = memoryview(self._data)
         try:
             self.fields, self.tensors = self._parse()
-        except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
+        except (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, OverflowError) as e:
             if isinstance(e, GGUFFormatError):
                 raise
             raise GGUFFormatError(f"the GGUF header is truncated or malformed ({type(e).__name__}: {e})") from e
 
+    @property
+    def names(self) -> list[str]:
+        """Tensor names, in file order."""
+        return list(self.tensors)
+
     def tensor(self, name: str) -> np.ndarray:
-        """Dequantised float32 tensor, shape in numpy order (e.g. (out_features, in_features) for a Linear)."""
+        """Dequantised float32 tensor ``name``, shape in numpy order (e.g. (out_features, in_features) for a
+        Linear). Any quantisation type that ``gguf.quants.dequantize`` knows is supported."""
+        if name not in self.tensors:
+            raise KeyError(f"no tensor {name!r} in GGUF file {str(self.path)!r} (it has {len(self.tensors)} "
+                           f"tensors, e.g. {', '.join(list(self.tensors)[:3])})")
         info = self.tensors[name]
         if info.offset + info.nbytes > len(self._data):
             raise GGUFFormatError(f"tensor {name!r} ends at byte {info.offset + info.nbytes:,} but the file has only "
@@ -87,7 +112,9 @@ class GGUFIndex:
             qtype = GGMLQuantizationType(self._unpack("<I"))
             offset = self._unpack("<Q")
             infos.append((name, tuple(reversed(ne)), qtype, offset))
-        alignment = int(fields.get("general.alignment", 32))
+        alignment = fields.get("general.alignment", 32)
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+            raise GGUFFormatError(f"general.alignment must be a positive integer; got {alignment!r}")
         data_start = -(-self._pos // alignment) * alignment
         tensors = {}
         for name, shape, qtype, offset in infos:
@@ -118,11 +145,14 @@ class GGUFIndex:
             return self._string()
         if vtype == GGUFValueType.ARRAY:
             etype, count = GGUFValueType(self._unpack("<I")), self._unpack("<Q")
-            if etype in _SCALARS:  # numeric arrays: one struct call
-                fmt = f"<{count}{_SCALARS[etype]}"
-                values = struct.unpack_from(fmt, self._buf, self._pos)
-                self._pos += struct.calcsize(fmt)
-                return list(values) if count <= 64 else None
+            if etype in _SCALARS:  # numeric arrays: short ones in one struct call, long ones skipped unread
+                nbytes = count * struct.calcsize(_SCALARS[etype])
+                if self._pos + nbytes > len(self._buf):
+                    raise GGUFFormatError("the GGUF header is truncated (an array runs past the end of the file)")
+                values = (list(struct.unpack_from(f"<{count}{_SCALARS[etype]}", self._buf, self._pos))
+                          if count <= self.MAX_ARRAY else None)
+                self._pos += nbytes
+                return values
             if etype == GGUFValueType.STRING:  # e.g. a tokenizer's 49k tokens: skip by length, decode nothing
                 for _ in range(count):
                     self._pos += 8 + struct.unpack_from("<Q", self._buf, self._pos)[0]

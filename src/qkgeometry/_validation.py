@@ -29,6 +29,9 @@ def to_float64(x: ArrayLike, name: str) -> np.ndarray:
                 f"`{name}` has {kind} dtype {x.dtype}; the scores need a real floating-point matrix. "
                 f"Convert it first, e.g. `{name}.double()`."
             )
+        if x.device.type == "meta":
+            raise ValueError(f"`{name}` is a meta-device tensor (a shape without values, e.g. from "
+                             "init_empty_weights or device_map); load the real weights first.")
         arr = x.detach().to(device="cpu", dtype=torch.float64).numpy()
     else:
         arr = np.asarray(x)
@@ -50,6 +53,42 @@ def to_float64(x: ArrayLike, name: str) -> np.ndarray:
             "(a diverged run or a failed dequantisation) or drop the affected heads."
         )
     return arr
+
+
+#: Entries whose largest magnitude lies outside [2**-64, 2**64] are rescaled before the scores square them.
+_SAFE_EXPONENT = 64
+
+
+def rescale_extremes(arr: np.ndarray, axes: tuple[int, int] = (-2, -1)) -> np.ndarray:
+    """``arr`` with each matrix (over ``axes``) multiplied by a power of two when its entries are huge or tiny.
+
+    Both scores are invariant to multiplying M by a positive number (and a factored ``M = A Bᵀ`` to scaling A and
+    B separately), but their formulas square entries, and the factored ones multiply four of them: entries near
+    1e155 overflow to inf (the score becomes NaN) and entries near 1e-160 underflow to 0 (the matrix looks
+    all-zero). Matrices whose largest magnitude is outside [2⁻⁶⁴, 2⁶⁴] are scaled so that it is about 1; a power
+    of two is exact in floating point, and matrices already in range are returned untouched (same object).
+    """
+    if arr.size == 0:
+        return arr
+    peak = np.maximum(arr.max(axis=axes, keepdims=True), -arr.min(axis=axes, keepdims=True))
+    exponent = np.frexp(peak)[1]  # peak = m · 2**exponent with 0.5 <= m < 1 (exponent 0 for an all-zero matrix)
+    if np.all(np.abs(exponent) <= _SAFE_EXPONENT):
+        return arr
+    shift = np.where(peak > 0, -exponent, 0)
+    return np.ldexp(arr, shift)
+
+
+def check_num_std(num_std: Any) -> float:
+    """``num_std`` as a float: any real number (Python or numpy scalar), finite and >= 0; bools are refused."""
+    import numbers
+
+    if isinstance(num_std, (bool, np.bool_)) or not isinstance(num_std, numbers.Real) \
+            or not np.isfinite(float(num_std)) or num_std < 0:
+        raise ValueError(
+            f"`num_std` must be a finite number >= 0 (the outlier threshold is mean + num_std * std); "
+            f"got {num_std!r}. The paper uses num_std=2."
+        )
+    return float(num_std)
 
 
 def check_square(M: np.ndarray, name: str) -> None:

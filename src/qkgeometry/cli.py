@@ -31,16 +31,18 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    from ._files import check_writable_file, write_csv_atomic
     from .survey import score_model, summarize
 
+    if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
+        check_writable_file(args.out, "--out")
     frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty())
     summary = summarize(frame)
     print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}, "
           f"{len(frame)} rows; scores are median [q25, q75]")
     print(format_summary(summary))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.out, index=False)
+        write_csv_atomic(frame, args.out, "--out")  # all or nothing: the previous file survives a failed write
         print(f"wrote {len(frame)} rows to {args.out}")
     return 0
 
@@ -97,12 +99,16 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_survey(args: argparse.Namespace) -> int:
+    from ._files import check_writable_file
     from .survey import summarize, survey
     from .zoo import preset
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
+    check_writable_file(args.out, "--out")  # before computing anything
+    if args.out.suffix != ".csv":
+        raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")
     frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty())
     computed = frame.attrs["computed"]
     cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]
@@ -131,24 +137,31 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    if not args.results.is_file():
+    from ._files import check_writable_dir
+    from .survey import read_cache
+
+    if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
                                 "`qkgeometry survey --preset offline --out results.csv`.")
+    frame = read_cache(args.results)  # names the file on any decode or format problem; drops damaged rows
+    if not len(frame):
+        raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
+                         "model name or a finite score); rerun `qkgeometry survey` to fill it.")
+    check_writable_dir(args.out_dir, "--out-dir")
     import matplotlib
 
     matplotlib.use("Agg")
     from .plotting import plt, survey_figures, use_style
-    from .survey import read_cache
 
     use_style()
-    frame = read_cache(args.results)
-    if not len(frame):
-        raise ValueError(f"{str(args.results)!r} has no rows to plot.")
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     for stem, fig in survey_figures(frame).items():
         path = args.out_dir / f"{stem}.png"
-        fig.savefig(path, bbox_inches="tight")
-        plt.close(fig)
+        try:
+            fig.savefig(path, bbox_inches="tight")
+        except OSError as e:
+            raise OSError(e.errno, f"could not write figure: {e.strerror}", str(path)) from e
+        finally:
+            plt.close(fig)
         print(f"wrote {path}")
     return 0
 
@@ -170,15 +183,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``qkgeometry`` console script. Errors print one clear line and exit with status 2."""
+    """Entry point of the ``qkgeometry`` console script.
+
+    Errors print one clear line (no traceback) and exit with status 2; Ctrl-C exits with status 130 after saying
+    what was saved. Set ``QKGEOMETRY_DEBUG=1`` to see the full traceback of an unexpected error.
+    """
+    import os
+
     args = build_parser().parse_args(argv)
     from .loading import SourceError
 
+    prefix = f"qkgeometry {args.command}:"
+    import warnings
+
     try:
-        return int(args.func(args) or 0)
-    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError) as e:
-        print(f"qkgeometry {args.command}: error: {e}", file=sys.stderr)
+        with warnings.catch_warnings():
+            # warnings as one line each, without the source line; skipped models are listed in the summary
+            warnings.filterwarnings("ignore", message="survey: skipped")
+            warnings.showwarning = lambda message, *_, **__: print(f"{prefix} warning: {message}", file=sys.stderr)
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as e:
+        saved, cache = getattr(e, "saved", None), getattr(e, "cache", None)
+        if cache is not None:
+            done = f"the {len(saved)} model(s) finished in this run ({', '.join(saved)})" if saved else \
+                "no model finished in this run"
+            print(f"{prefix} interrupted: {cache} keeps the earlier rows and {done}; the model in progress was not "
+                  "saved. Rerun the same command to resume.", file=sys.stderr)
+        else:
+            print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
+        return 130
+    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError, KeyError) as e:
+        print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # EIO, EACCES, ENOSPC... on a path the checks above could not foresee
+        if e.errno is None:  # raised with a message of its own
+            print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
+            return 2
+        where = f" {str(e.filename)!r}" if e.filename else ""
+        print(f"{prefix} error: cannot access{where}: {e.strerror or e}; check the path, its permissions and "
+              "the disk.", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if os.environ.get("QKGEOMETRY_DEBUG"):
+            raise
+        print(f"{prefix} error: unexpected {type(e).__name__}: {_one_line(e)} (set QKGEOMETRY_DEBUG=1 to see "
+              "the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
+    return text or type(e).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

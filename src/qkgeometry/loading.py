@@ -1,8 +1,9 @@
 """Load the Q/K weights of a model, one layer at a time, from any source.
 
 ``load_qk(source)`` returns a :class:`QKModel`. Iterating it yields one :class:`QKLayer` per attention block,
-reading only that block's Q and K tensors (safetensors through ``safe_open`` memory maps, GGUF through
-``GGUFReader`` + ``gguf.quants.dequantize``). The whole model is never built, and nothing is ever unpickled.
+reading only that block's Q and K tensors (safetensors through ``safe_open`` with plain reads, GGUF through
+:class:`qkgeometry._gguf.GGUFIndex` + ``gguf.quants.dequantize``). The whole model is never built, and nothing is
+ever unpickled.
 
 Sources:
 
@@ -25,8 +26,9 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from .architectures import (
@@ -95,6 +97,7 @@ class QKLayer:
         """
         if head is not None:
             self._check_head(head)
+            head = int(head)
             return self.wq[head], self.wk_kv[self.kv_head(head)]
         n_kv, d, hd = self.wk_kv.shape
         q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(dim=1)
@@ -106,8 +109,11 @@ class QKLayer:
         return a @ b.T
 
     def _check_head(self, head: int) -> None:
-        if not isinstance(head, int) or not 0 <= head < self.n_heads:
-            raise IndexError(f"`head` must be an int in [0, {self.n_heads}); got {head!r}.")
+        # bool is an int subclass: head=True would silently mean head 1, so refuse it by name
+        if isinstance(head, (bool, np.bool_)) or not isinstance(head, (int, np.integer)) \
+                or not 0 <= head < self.n_heads:
+            raise IndexError(f"`head` must be an int in [0, {self.n_heads}) (or None for the whole layer); "
+                             f"got {head!r}.")
 
 
 # ------------------------------------------------------------------------------------------------ models
@@ -167,7 +173,7 @@ class QKModel:
     def layer(self, index: int, component: str | None = None) -> QKLayer:
         """One layer, by index (and component for encoder-decoder models)."""
         plan = self._plan_for(component)
-        if not isinstance(index, int) or not 0 <= index < plan.dims.n_layers:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < plan.dims.n_layers:
             raise IndexError(f"`index` must be an int in [0, {plan.dims.n_layers}) for component "
                              f"{plan.block.component!r}; got {index!r}.")
         return self._read(plan, index)
@@ -260,8 +266,12 @@ def _load(source: Any, revision: str | None, name: str | None, qk_norm: QKNorm) 
         from .zoo import offline_path
 
         return _from_path(offline_path(source.split(":", 1)[1]), name or source, qk_norm)
-    path = Path(source).expanduser()
-    if path.exists():
+    try:
+        path = Path(source).expanduser()
+    except RuntimeError as e:  # "~nosuchuser/...": Python cannot expand an unknown user's home
+        raise SourceError(f"`source` {source!r} starts with '~user' but that user does not exist ({e}); "
+                          "pass the full path instead.") from e
+    if _exists(path, "`source`"):
         return _from_path(path, name, qk_norm)
     if _looks_like_path(source):
         raise SourceError(f"`source` {source!r} does not exist. Pass an existing model folder (config.json + "
@@ -269,9 +279,72 @@ def _load(source: Any, revision: str | None, name: str | None, qk_norm: QKNorm) 
     return _from_hub(source, revision, name, qk_norm)
 
 
+# ------------------------------------------------------------------------------------------------ files
+def _os_error(path: Path | str, e: OSError, what: str = "file") -> SourceError:
+    """One clear :class:`SourceError` for an ``OSError`` met while touching ``path``: what happened and the fix."""
+    import errno
+
+    hints = {
+        errno.EACCES: "permission denied; make it readable (chmod) or run as a user who can read it",
+        errno.EPERM: "operation not permitted; make it readable (chmod) or run as a user who can read it",
+        errno.ELOOP: "it is a loop of symbolic links; point the link at the real file or folder",
+        errno.ENAMETOOLONG: "the name is too long for the file system; use a shorter path",
+        errno.EIO: "the operating system reported an I/O error (a failing disk or a broken network mount); "
+                   "copy the file to a healthy disk and retry",
+        errno.ENOTDIR: "a part of the path is a file, not a folder; check the path",
+        errno.ENOENT: "it does not exist; check the path",
+    }
+    hint = hints.get(e.errno, f"{e.strerror or type(e).__name__}; check the path and the disk")
+    return SourceError(f"cannot read {what} {str(path)!r}: {hint}.")
+
+
+def _exists(path: Path, what: str) -> bool:
+    """``path.exists()`` that reports broken links, loops, long names and I/O errors instead of hiding them."""
+    try:
+        os.stat(path)
+        return True
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError(f"{what} {str(path)!r} is a symbolic link to {os.readlink(path)!r}, which does not "
+                              "exist; fix or remove the link.") from None
+        return False
+    except OSError as e:
+        raise _os_error(path, e, what) from e
+
+
+def check_regular_file(path: Path | str, what: str = "file") -> os.stat_result:
+    """Refuse ``path`` unless it is a regular file (following links), *before* opening it.
+
+    Opening a FIFO blocks until someone writes to it, so a FIFO named ``model.safetensors`` would hang the run;
+    devices and sockets are no better. Returns the ``os.stat`` result.
+    """
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise _os_error(path, e, what) from e
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise SourceError(f"{what} {str(path)!r} is {kind}, not a regular file; pass a real file (reading a "
+                          "pipe or device could block forever).")
+    return st
+
+
+def _read_bytes(path: Path, what: str = "file") -> bytes:
+    check_regular_file(path, what)
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise _os_error(path, e, what) from e
+
+
 def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKModel:
     if path.is_dir():
         return _from_folder(path, name or path.name, qk_norm)
+    check_regular_file(path, "`source`")
     if path.suffix == ".gguf":
         return _from_gguf(path, name or path.stem, qk_norm)
     raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
@@ -280,10 +353,13 @@ def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKMo
 
 def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     config_path = folder / "config.json"
-    if not config_path.is_file():
+    if not _exists(config_path, "config file"):
         raise SourceError(f"`source` folder {str(folder)!r} has no config.json; a Hugging Face model folder needs one "
                           "next to its *.safetensors files.")
-    files = sorted(folder.glob("*.safetensors"))
+    try:
+        files = sorted(folder.glob("*.safetensors"))
+    except OSError as e:
+        raise _os_error(folder, e, "folder") from e
     if not files:
         bins = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt*"))
         hint = (f" It has {', '.join(bins)}: qkgeometry never unpickles weight files (they can run code). Convert "
@@ -292,18 +368,93 @@ def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel
         raise SourceError(f"`source` folder {str(folder)!r} has no *.safetensors files.{hint}")
     config = _read_config(config_path)
     arch = get_architecture(config.model_type)
-    index, handles = _SafetensorsIndex.open(files)
-    plans = _resolve_plans(arch, config, index.names, index.get, qk_norm)
-    return QKModel(name, arch, plans, str(folder), _fingerprint(files), on_close=handles.clear)
+    files, weight_map, index_file = _weight_files(folder, files)
+    index, handles = _SafetensorsIndex.open(files, weight_map, index_file)
+    _check_quantization(config_path, config, index)
+    try:
+        plans = _resolve_plans(arch, config, index.names, index.get, qk_norm)
+    except SourceError as e:  # "the llama config: ..." -> name the file
+        if not str(e).startswith(f"the {arch.model_type} config"):
+            raise
+        raise SourceError(f"{str(config_path)!r}: {e}") from e
+    meta = [config_path] + ([index_file] if index_file is not None else [])
+    return QKModel(name, arch, plans, str(folder), _fingerprint(files, meta), on_close=handles.clear)
+
+
+def _weight_files(folder: Path, files: list[Path]) -> tuple[list[Path], dict[str, str] | None, Path | None]:
+    """The safetensors files to read: those named by ``*.safetensors.index.json`` when there is one (others in the
+    folder are ignored with a warning), else every ``*.safetensors`` in the folder."""
+    import warnings
+
+    indexes = sorted(folder.glob("*.safetensors.index.json"))
+    if not indexes:
+        return files, None, None
+    if len(indexes) > 1:
+        raise SourceError(f"`source` folder {str(folder)!r} has several shard indexes "
+                          f"({', '.join(p.name for p in indexes)}); keep only the one that belongs to the model.")
+    index_file = indexes[0]
+    try:
+        data = json.loads(_read_bytes(index_file, "shard index"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise SourceError(f"shard index {str(index_file)!r} is not valid JSON ({type(e).__name__}); the file may be "
+                          "truncated: download it again.") from e
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise SourceError(f"shard index {str(index_file)!r} has no valid 'weight_map' (tensor name -> file name); "
+                          "download it again or delete it if the folder holds a single *.safetensors file.")
+    listed = sorted(set(weight_map.values()))
+    missing = [f for f in listed if not (folder / f).is_file()]
+    if missing:
+        raise SourceError(f"shard index {str(index_file)!r} lists {', '.join(missing)}, which "
+                          f"{'is' if len(missing) == 1 else 'are'} not in the folder (an incomplete download?); "
+                          "download the missing shards.")
+    extra = [f.name for f in files if f.name not in listed]
+    if extra:
+        warnings.warn(f"{str(folder)!r}: ignoring {', '.join(extra)}, not listed in {index_file.name} (stale or "
+                      "foreign checkpoint files); delete them to silence this warning.", stacklevel=4)
+    return [folder / f for f in listed], weight_map, index_file
+
+
+#: config.json fields that hold a positive integer size (when present and not null), at top level or in a nested
+#: ``*_config`` dict (``text_config`` of multimodal checkpoints).
+_INT_FIELDS = frozenset({
+    "hidden_size", "n_embd", "d_model", "dim", "num_attention_heads", "n_head", "n_heads", "num_heads",
+    "num_key_value_heads", "num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers",
+    "head_dim", "d_kv", "attention_head_size", "num_hidden_groups", "encoder_layers", "decoder_layers",
+    "encoder_attention_heads", "decoder_attention_heads", "inner_group_num",
+})
+
+
+def _check_config_fields(data: dict[str, Any], config_path: Path, where: str = "") -> None:
+    """Every size field must be a positive int: ``"4"``, ``true``, ``4.5``, ``NaN``, ``1e400``, 0 and negatives
+    are refused by name (``int()`` would silently turn several of them into wrong sizes)."""
+    for key, value in data.items():
+        if key in _INT_FIELDS and value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise SourceError(f"{str(config_path)!r}: field `{where}{key}` must be a positive integer; got "
+                                  f"{json.dumps(value)} ({type(value).__name__}). Fix that value in config.json.")
+        elif key.endswith("_config") and isinstance(value, dict):
+            _check_config_fields(value, config_path, f"{where}{key}.")
 
 
 def _read_config(config_path: Path) -> _ConfigView:
     try:
-        raw = json.loads(config_path.read_text())
-    except json.JSONDecodeError as e:
+        raw = json.loads(_read_bytes(config_path, "config file"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SourceError(f"{str(config_path)!r} is not valid JSON ({e}); the file may be truncated.") from e
+    except RecursionError as e:
+        raise SourceError(f"{str(config_path)!r} is nested too deeply to be a model config; replace it with the "
+                          "model's real config.json.") from e
+    if not isinstance(raw, dict):
+        raise SourceError(f"{str(config_path)!r} holds a JSON {type(raw).__name__}, not an object "
+                          "({\"model_type\": ...}); replace it with the model's real config.json.")
     if "model_type" not in raw:
         raise SourceError(f"{str(config_path)!r} has no 'model_type'; cannot tell the architecture.")
+    if not isinstance(raw["model_type"], str):
+        raise SourceError(f"{str(config_path)!r}: field `model_type` must be a string such as \"llama\"; got "
+                          f"{json.dumps(raw['model_type'])}. Fix that value in config.json.")
+    _check_config_fields(raw, config_path)
     get_architecture(raw["model_type"])  # the 'supported: ...' message if unknown, before any heavy import
     return _ConfigView(raw, lambda: _transformers_config(config_path))
 
@@ -311,8 +462,12 @@ def _read_config(config_path: Path) -> _ConfigView:
 def _transformers_config(config_path: Path) -> Any:
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(str(config_path.parent), local_files_only=True)
-
+    try:
+        return AutoConfig.from_pretrained(str(config_path.parent), local_files_only=True)
+    except Exception as e:  # transformers validates fields strictly (StrictDataclassFieldValidationError, ...)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"{str(config_path)!r}: transformers could not read this config ({type(e).__name__}: "
+                          f"{first}); fix the named field in config.json.") from e
 
 class _ConfigView:
     """Attribute access to a config.json, falling back to the transformers config class only when needed.
@@ -324,7 +479,7 @@ class _ConfigView:
     """
 
     # Common attribute_map aliases, so that frequent lookups stay on the fast path.
-    _ALIASES = {"hidden_size": ("n_embd", "d_model", "dim"), "num_attention_heads": ("n_head", "num_heads"),
+    _ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {"hidden_size": ("n_embd", "d_model", "dim"), "num_attention_heads": ("n_head", "num_heads"),
                 "num_hidden_layers": ("n_layer", "num_layers")}
 
     def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
@@ -346,79 +501,146 @@ class _ConfigView:
 
 
 class _SafetensorsIndex:
-    """Tensor name -> file map over one or more safetensors shards, read lazily through ``safe_open``."""
+    """Tensor name -> file map over one or more safetensors shards, read lazily through ``safe_open``.
 
-    def __init__(self, handles: dict[str, Any]):
+    Files are opened with ``backend="pread"`` when the installed safetensors offers it: each tensor is read with a
+    plain file read into a fresh buffer instead of through a memory map, whose file-backed pages would stay
+    resident until the handle closes (streaming a 7B checkpoint would otherwise grow the RSS by every Q/K tensor
+    read so far; ``benchmarks/bench_survey_memory.py`` measures it).
+
+    Weights are returned as floating-point tensors. Supported storage: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, and
+    bitsandbytes LLM.int8 (an I8 weight with its per-row ``.SCB`` scale, dequantised as ``W = I8 · SCB / 127``).
+    Everything else (other integer codes, 4-bit packs, GPTQ/AWQ ``qweight``, scaled FP8 blocks) is refused with a
+    message: scoring raw codes would give meaningless numbers.
+    """
+
+    _FLOATS = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
+    #: tensors that say "the weight next to me is not the real weight, it needs this scale"
+    _SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
+
+    def __init__(self, handles: dict[str, Any], names: dict[str, str]):
         self._handles = handles
-        self._headers: dict[str, tuple[int, dict]] = {}
-        self.names: dict[str, str] = {}
-        for file, handle in handles.items():
-            for key in handle.keys():
-                self.names[key] = file
+        self.names = names
 
     @classmethod
-    def open(cls, files: list[Path]) -> tuple[_SafetensorsIndex, dict]:
-        from safetensors import safe_open
-
-        handles = {}
+    def open(cls, files: list[Path], weight_map: dict[str, str] | None = None,
+             index_file: Path | None = None) -> tuple[_SafetensorsIndex, dict]:
+        handles: dict[str, Any] = {}
+        names: dict[str, str] = {}
         for f in files:
-            try:
-                handles[str(f)] = safe_open(str(f), framework="pt")
-            except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
-                raise SourceError(f"could not read safetensors file {str(f)!r}: {e}. The file is probably truncated "
-                                  "or corrupt (an interrupted download?); download it again.") from e
-        return cls(handles), handles
+            check_regular_file(f, "safetensors file")
+            handle = handles[str(f)] = _safe_open(f)
+            for key in handle.keys():
+                if weight_map is not None:
+                    if weight_map.get(key) == f.name:
+                        names[key] = str(f)
+                    continue
+                if key in names:
+                    raise SourceError(
+                        f"tensor {key!r} is in both {Path(names[key]).name!r} and {f.name!r} in "
+                        f"{str(f.parent)!r}: the folder mixes two checkpoints (a stale file or a copy?). Remove "
+                        "the file that does not belong, or add the model's model.safetensors.index.json.")
+                names[key] = str(f)
+        if weight_map is not None:
+            absent = sorted(set(weight_map) - set(names))
+            if absent:
+                raise SourceError(f"{str(index_file)!r} lists {len(absent)} tensor(s) that are not in their shard "
+                                  f"(first: {absent[0]!r} in {weight_map[absent[0]]!r}); a shard is truncated or "
+                                  "from another download: download it again.")
+        return cls(handles, names), handles
+
+    def dtype(self, name: str) -> str:
+        """The safetensors dtype tag of ``name`` (``"BF16"``, ``"I8"`` ...), read from the header only."""
+        return self._handles[self.names[name]].get_slice(name).get_dtype()
 
     def get(self, name: str) -> torch.Tensor:
         file = self.names[name]
+        dtype = self.dtype(name)
+        scale = next((name.removesuffix(".weight") + s for s in self._SCALE_SUFFIXES
+                      if name.removesuffix(".weight") + s in self.names), None)
+        if dtype == "I8" and scale is not None and scale.endswith("SCB"):
+            weight, scb = self._read(file, name), self._read(self.names[scale], scale)
+            if scb.ndim != 1 or scb.shape[0] != weight.shape[0]:
+                raise SourceError(f"tensor {scale!r} in {file!r} has shape {tuple(scb.shape)}, expected "
+                                  f"({weight.shape[0]},) for the LLM.int8 weight {name!r}; the file is corrupt.")
+            return weight.to(torch.float64) * (scb.to(torch.float64)[:, None] / 127.0)
+        if dtype not in self._FLOATS or scale is not None:
+            what = (f"stored with a separate scale {scale!r}" if scale is not None
+                    else f"stored as {dtype} codes")
+            raise SourceError(
+                f"tensor {name!r} in {file!r} is {what}: a quantised or integer weight that this reader cannot "
+                "turn into real values. Supported: F64/F32/F16/BF16/F8 weights and bitsandbytes LLM.int8 (I8 + "
+                ".SCB). Score the unquantised checkpoint, or a GGUF export (its quantisations are supported).")
+        return self._read(file, name)
+
+    def _read(self, file: str, name: str) -> torch.Tensor:
         try:
-            return self._pread(file, name)
+            return self._handles[file].get_tensor(name)
         except Exception as e:
             raise SourceError(f"could not read tensor {name!r} from {file!r}: {e}. The file may be truncated or "
                               "corrupt; download it again.") from e
 
-    # safetensors dtype tag -> torch dtype, for the plain read below
-    _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 
-    def _pread(self, file: str, name: str) -> torch.Tensor:
-        """Read one tensor with an ordinary file read into a fresh buffer, not through ``safe_open``'s memory map.
+def _safe_open(file: Path) -> Any:
+    from safetensors import safe_open
 
-        Tensors read through the map stay resident as file-backed pages of this process until the handle closes,
-        so streaming a 7B checkpoint would grow the RSS by the size of every Q/K tensor read so far
-        (``benchmarks/bench_survey_memory.py`` measured 2.1 GB). A plain read keeps the RSS at one layer.
-        """
-        if file not in self._headers:
-            import struct
+    try:
+        try:
+            return safe_open(str(file), framework="pt", backend="pread")
+        except TypeError:  # safetensors < 0.7 has no backend argument: fall back to its memory map
+            return safe_open(str(file), framework="pt")
+    except OSError as e:
+        raise _os_error(file, e, "safetensors file") from e
+    except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
+        msg = str(e)
+        if "Permission denied" in msg or "os error 13" in msg:
+            raise SourceError(f"cannot read safetensors file {str(file)!r}: permission denied; make it readable "
+                              "(chmod) or run as a user who can read it.") from e
+        if "os error" in msg:
+            raise SourceError(f"cannot read safetensors file {str(file)!r}: {msg}; check the disk and retry.") from e
+        raise SourceError(f"could not read safetensors file {str(file)!r}: {e}. The file is probably truncated "
+                          "or corrupt (an interrupted download?); download it again.") from e
 
-            with open(file, "rb") as f:
-                (size,) = struct.unpack("<Q", f.read(8))
-                self._headers[file] = (8 + size, json.loads(f.read(size)))
-        base, header = self._headers[file]
-        info = header[name]
-        dtype = self._DTYPES.get(info["dtype"])
-        if dtype is None:  # rare dtypes: let safetensors decode them
-            return self._handles[file].get_tensor(name)
-        start, end = info["data_offsets"]
-        buf = bytearray(end - start)
-        with open(file, "rb", buffering=0) as f:
-            f.seek(base + start)
-            got = f.readinto(buf)
-        if got != len(buf):
-            raise ValueError(f"expected {len(buf)} bytes at offset {base + start}, the file holds {got}")
-        return torch.frombuffer(buf, dtype=dtype).reshape(info["shape"])
 
+def _check_quantization(config_path: Path, config: Any, index: _SafetensorsIndex) -> None:
+    """Refuse a ``quantization_config`` whose weights this reader would misread (everything but LLM.int8)."""
+    qc = config._data.get("quantization_config") if isinstance(config, _ConfigView) else None
+    if qc is None:
+        return
+    qc = qc if isinstance(qc, dict) else {}
+    method, four_bit = qc.get("quant_method"), bool(qc.get("load_in_4bit"))
+    if not (method == "bitsandbytes" and qc.get("load_in_8bit") and not four_bit):
+        raise SourceError(f"{str(config_path)!r}: field `quantization_config.quant_method` is {method!r}"
+                          f"{' (4-bit)' if four_bit else ''}; "
+                          "only bitsandbytes LLM.int8 (load_in_8bit) checkpoints can be dequantised here. Score the "
+                          "unquantised checkpoint, or a GGUF export.")
 
 def _resolve_plans(arch: Architecture, config: Any, names: dict[str, Any] | set[str], get: TensorGetter,
                    qk_norm: QKNorm = "folded") -> list[_BlockPlan]:
     """One :class:`_BlockPlan` per attention block kind of ``arch``, resolved against the tensor ``names``."""
     plans = []
     for block in arch.blocks:
-        dims = block.dims(config)
+        dims = _block_dims(block, config, arch.model_type)
         block = _with_present_names(block, names)
         prefix = _resolve_prefix(block, names, arch.model_type)
+        _warn_extra_layers(dims.n_layers, prefix + block.q.format(i=dims.n_layers), names,
+                           f"this {arch.model_type} checkpoint")
         getter = _prefixed_getter(prefix, names, get)
         plans.append(_BlockPlan(block, dims, getter, _splitter(block, dims, getter, qk_norm)))
     return plans
+
+
+def _block_dims(block: AttentionBlock, config: Any, model_type: str) -> Dims:
+    """``block.dims(config)``, with unusable sizes reported as one :class:`SourceError` naming the config."""
+    try:
+        dims = block.dims(config)
+    except SourceError:
+        raise
+    except (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as e:
+        raise SourceError(f"the {model_type} config does not give usable sizes for the {block.component} attention "
+                          f"({type(e).__name__}: {e}); fix config.json.") from e
+    _check_dims(dims, f"the {model_type} config")
+    return dims
 
 
 def _with_present_names(block: AttentionBlock, names) -> AttentionBlock:
@@ -476,40 +698,121 @@ def _prefixed_getter(prefix: str, names, get: TensorGetter) -> TensorGetter:
     return getter
 
 
-def _fingerprint(files: list[Path]) -> str:
-    """Cheap content key for caching: file names, sizes and modification times."""
+#: Weight files up to this total size are hashed in full for the cache key; larger models are sampled.
+FULL_HASH_LIMIT = 256 * 2**20
+_SAMPLES, _SAMPLE_BYTES, _HEAD_BYTES = 64, 64 * 2**10, 16 * 2**20
+
+
+def _fingerprint(files: list[Path], meta: list[Path] = ()) -> str:
+    """Content key of a model on disk, used as the survey cache's ``revision``.
+
+    * ``meta`` files (config.json, the shard index) are hashed in full: changing ``num_attention_heads`` changes
+      the key.
+    * Weight files totalling at most :data:`FULL_HASH_LIMIT` (256 MiB) are hashed in full (BLAKE2b), so any change
+      of content changes the key, whatever the sizes and modification times say.
+    * Larger weight files are keyed by name, size, modification time in nanoseconds, their first 16 MiB (the
+      whole safetensors header, GGUF metadata) and 64 samples of 64 KiB spread evenly through the file plus its
+      last 64 KiB: a re-trained or re-quantised checkpoint differs in every sample, while an edit of a few
+      weights that keeps the size and the nanosecond mtime (a deliberate ``cp -p`` of a hand-patched file) can
+      go unnoticed. Hashing 14 GB on every survey would cost more than scoring it.
+    """
     import hashlib
 
-    h = hashlib.sha1()
-    for f in files:
-        st = f.stat()
-        h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
-    return h.hexdigest()[:16]
+    h = hashlib.blake2b(digest_size=12)
+    for f in meta:
+        h.update(f.name.encode() + b"\0" + _read_bytes(f, "file") + b"\0")
+    sizes = [check_regular_file(f, "weight file").st_size for f in files]
+    full = sum(sizes) <= FULL_HASH_LIMIT
+    for f, size in zip(files, sizes):
+        h.update(f"{f.name}\0{size}\0".encode())
+        try:
+            with open(f, "rb") as fh:
+                if full:
+                    while block := fh.read(1 << 22):
+                        h.update(block)
+                    continue
+                h.update(str(os.stat(f).st_mtime_ns).encode())
+                head = _HEAD_BYTES
+                if f.suffix == ".safetensors":  # the whole JSON header, however long
+                    import struct
+
+                    head = max(head, 8 + struct.unpack("<Q", fh.read(8).ljust(8, b"\0"))[0])
+                    fh.seek(0)
+                h.update(fh.read(head))
+                for k in range(_SAMPLES + 1):
+                    fh.seek(min(size - _SAMPLE_BYTES, k * size // _SAMPLES) if size > _SAMPLE_BYTES else 0)
+                    h.update(fh.read(_SAMPLE_BYTES))
+        except OSError as e:
+            raise _os_error(f, e, "weight file") from e
+    return h.hexdigest()
+
+
+def _check_dims(dims: Dims, where: str) -> None:
+    """Sizes must be positive ints and the KV heads must divide the query heads (``where`` names the source)."""
+    for field in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim"):
+        value = getattr(dims, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SourceError(f"{where}: {field} must be a positive integer; got {value!r}. Fix the model's "
+                              "config (or metadata).")
+    if dims.n_heads % dims.n_kv_heads:
+        raise SourceError(f"{where}: {dims.n_heads} attention heads cannot be grouped over {dims.n_kv_heads} "
+                          "key/value heads (the KV heads must divide the heads); fix num_key_value_heads.")
+
+
+def _warn_extra_layers(n_layers: int, next_layer_name: str, names, where: str) -> None:
+    """Warn when the checkpoint holds a layer past the configured ``n_layers`` (those layers would be skipped)."""
+    import warnings
+
+    if any(n == next_layer_name or n.endswith("." + next_layer_name) for n in names):
+        warnings.warn(f"{where}: the config says {n_layers} layers but the checkpoint has more (it holds "
+                      f"{next_layer_name!r}); only the first {n_layers} are scored. Fix num_hidden_layers if that "
+                      "is not what you want.", stacklevel=5)
 
 
 # ------------------------------------------------------------------------------------------------ GGUF
 def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
-    from ._gguf import GGUFIndex
+    from ._gguf import GGUFFormatError, GGUFIndex
 
     try:
         index = GGUFIndex(path)
-    except Exception as e:
-        raise SourceError(f"could not read GGUF file {str(path)!r}: {type(e).__name__}: {e}. The file is probably "
+    except OSError as e:
+        raise _os_error(path, e, "GGUF file") from e
+    except Exception as e:  # GGUFFormatError and whatever numpy's memmap raises on odd files
+        detail = str(e) if isinstance(e, GGUFFormatError) else f"{type(e).__name__}: {e}"
+        raise SourceError(f"could not read GGUF file {str(path)!r}: {detail}. The file is probably "
                           "truncated or corrupt (an interrupted download?); download it again.") from e
 
-    def field(key: str, default: Any = None) -> Any:
-        value = index.fields.get(key)
-        return default if value is None else value
-
-    gguf_arch = field("general.architecture")
-    if gguf_arch is None:
-        raise SourceError(f"GGUF file {str(path)!r} has no general.architecture field.")
+    gguf_arch = index.fields.get("general.architecture")
+    if not isinstance(gguf_arch, str):
+        raise SourceError(f"GGUF file {str(path)!r} has no general.architecture field (or it is not a string); "
+                          "re-export it with llama.cpp's converter.")
     arch = architecture_for_gguf(gguf_arch)
-    d_model, n_heads = int(field(f"{gguf_arch}.embedding_length")), int(field(f"{gguf_arch}.attention.head_count"))
-    n_kv = int(field(f"{gguf_arch}.attention.head_count_kv", n_heads))
-    dims = Dims(int(field(f"{gguf_arch}.block_count")), d_model, n_heads, n_kv,
-                int(field(f"{gguf_arch}.attention.key_length", d_model // n_heads)))
+
+    def size(key: str, default: Any = None) -> int:
+        """A positive integer metadata field; a uniform per-layer array counts as one value."""
+        full = f"{gguf_arch}.{key}"
+        value = index.fields.get(full)
+        if value is None:
+            if default is None:
+                raise SourceError(f"GGUF file {str(path)!r} has no metadata field `{full}`; the file is incomplete "
+                                  "or not a plain transformer: re-export it with llama.cpp's converter.")
+            return default
+        if isinstance(value, list) and value and all(v == value[0] for v in value):
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SourceError(f"GGUF file {str(path)!r}: metadata field `{full}` must be a positive integer; got "
+                              f"{value!r}. The file is corrupt or uses per-layer sizes this reader does not "
+                              "support.")
+        return value
+
+    d_model, n_heads = size("embedding_length"), size("attention.head_count")
+    n_kv = size("attention.head_count_kv", n_heads)
+    head_dim = size("attention.key_length", d_model // n_heads if d_model >= n_heads else 0)
+    dims = Dims(size("block_count"), d_model, n_heads, n_kv, head_dim)
+    where = f"GGUF file {str(path)!r}"
+    _check_dims(dims, where)
     spec = arch.gguf
+    _warn_extra_layers(dims.n_layers, spec.q.format(i=dims.n_layers), index.tensors, where)
 
     def get(name: str) -> torch.Tensor:
         if name not in index.tensors:
@@ -521,10 +824,16 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
                               f"{e}. The file may be truncated or corrupt; download it again.") from e
 
     def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k = get(spec.q.format(i=i)), get(spec.k.format(i=i))
+        names = spec.q.format(i=i), spec.k.format(i=i)
+        for n in names:
+            info = index.tensors.get(n)
+            if info is not None and len(info.shape) != 2:
+                raise SourceError(f"tensor {n!r} in GGUF file {str(path)!r} has shape {info.shape}; a query/key "
+                                  "projection must be 2-D (out_features, in_features). The file is corrupt.")
+        q, k = get(names[0]), get(names[1])
         if spec.rope_permuted:
             q, k = unpermute_gguf_rope(q, dims.n_heads), unpermute_gguf_rope(k, dims.n_kv_heads)
-        wq, wk = split_linear(q, k, dims, (spec.q.format(i=i), spec.k.format(i=i)))
+        wq, wk = split_linear(q, k, dims, names)
         if spec.q_norm is not None and qk_norm == "folded":
             # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
             wq, wk = fold_qk_norm(wq, wk, get(spec.q_norm.format(i=i)).double(), get(spec.k_norm.format(i=i)).double())
@@ -545,10 +854,14 @@ def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QK
     config = model.config
     arch = get_architecture(config.model_type)
     state = dict(model.state_dict())
+    meta = [k for k, v in state.items() if getattr(v, "is_meta", False)]
+    if meta:
+        raise SourceError(f"`source` model has {len(meta)} tensor(s) on the meta device (first: {meta[0]!r}): it "
+                          "was created without weights (init_empty_weights, device_map or from_config on 'meta'). "
+                          "Load real weights first, e.g. with from_pretrained(...) on the CPU.")
     plans = _resolve_plans(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return QKModel(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
                    f"<in-memory {type(model).__name__}>", None)
-
 
 # ------------------------------------------------------------------------------------------------ Hub
 def _looks_like_path(source: str) -> bool:

@@ -19,13 +19,20 @@ A single matrix gives a Python float; a batch gives a float64 numpy array of the
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from ._validation import ArrayLike, check_factors, check_nonzero, check_square, to_float64
+from ._validation import (
+    ArrayLike,
+    check_factors,
+    check_nonzero,
+    check_num_std,
+    check_square,
+    rescale_extremes,
+    to_float64,
+)
 
 __all__ = [
     "Scores",
@@ -135,22 +142,20 @@ def _directionality_from_factors(a, b, gram_a, gram_b, num_std: float) -> np.nda
 def _square(M: ArrayLike) -> np.ndarray:
     arr = to_float64(M, "M")
     check_square(arr, "M")
-    return arr
+    # Scale invariance: huge (~1e155) or tiny entries would overflow/underflow when squared; rescale them exactly.
+    return rescale_extremes(arr)
 
 
 def _factors(A: ArrayLike, B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     a, b = to_float64(A, "A"), to_float64(B, "B")
     check_factors(a, b)
-    return a, b
+    # Scale invariance: A and B are rescaled separately (M = A Bᵀ only changes by a positive factor), so that the
+    # fourth powers in tr((AᵀA)(BᵀB)) stay finite for huge entries and nonzero for tiny ones.
+    return rescale_extremes(a), rescale_extremes(b)
 
 
 def _check_num_std(num_std: float) -> None:
-    if isinstance(num_std, bool) or not isinstance(num_std, (int, float)) or not math.isfinite(num_std) \
-            or num_std < 0:
-        raise ValueError(
-            f"`num_std` must be a finite number >= 0 (the outlier threshold is mean + num_std * std); "
-            f"got {num_std!r}. The paper uses num_std=2."
-        )
+    check_num_std(num_std)  # any real scalar (numpy's included), finite and >= 0
 
 
 def _out(v: np.ndarray) -> np.ndarray | float:

@@ -18,7 +18,8 @@ import torch
 from .loading import QKLayer, QKModel, load_qk
 from .scores import scores_factored
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "score_layer", "score_model", "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "read_cache", "score_layer", "score_model",
+           "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -26,40 +27,48 @@ COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directi
 Per = Literal["layer", "head"]
 
 
-def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0) -> list[dict[str, Any]]:
-    """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``."""
+def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0,
+                heads_per_chunk: int = 8) -> list[dict[str, Any]]:
+    """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``.
+
+    Per layer, the factored formulas run on ``layer.factors(None)`` (grouped form, rank ≤ n_kv_heads·head_dim).
+    Per head, the heads are scored ``heads_per_chunk`` at a time and the KV heads are indexed per chunk instead of
+    expanded for the whole layer, so the float64 temporaries stay at a few (heads_per_chunk, d_model, head_dim)
+    arrays. This is the only scoring path: :func:`score_model` and :func:`survey` both use it.
+    """
     if per == "layer":
         s = scores_factored(*layer.factors(None), num_std=num_std)
         return [{"layer": layer.index, "head": pd.NA, "symmetry": s.symmetry, "directionality": s.directionality}]
-    s = scores_factored(layer.wq, layer.wk, num_std=num_std)  # batched over heads: (n_heads, d, head_dim)
-    return [{"layer": layer.index, "head": h, "symmetry": float(s.symmetry[h]),
-             "directionality": float(s.directionality[h])} for h in range(layer.n_heads)]
+    out = []
+    for start in range(0, layer.n_heads, heads_per_chunk):
+        stop = min(start + heads_per_chunk, layer.n_heads)
+        heads = torch.arange(start, stop)
+        s = scores_factored(layer.wq[start:stop], layer.wk_kv[heads // layer.group_size], num_std=num_std)
+        sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
+        out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
+                for n, h in enumerate(heads)]
+    return out
 
 
 def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False) -> pd.DataFrame:
     """Score every attention block of ``source`` (anything :func:`qkgeometry.load_qk` accepts, or a QKModel).
 
-    Returns the tidy frame described in the module docstring. Chapter 2 ("Per head or per layer?") and
-    chapter 4 use it.
+    Returns the tidy frame described in the module docstring, reading one layer at a time. Chapter 2 ("Per head
+    or per layer?") and chapter 4 use it.
     """
+    _check_args(per, num_std)
+    if isinstance(source, QKModel):
+        return _score_streaming(source, per, float(num_std), progress, source.name, leave=True)
+    with load_qk(source) as model:
+        return _score_streaming(model, per, float(num_std), progress, model.name, leave=True)
+
+
+def _check_args(per: Any, num_std: Any) -> None:
+    from ._validation import check_num_std
+
     if per not in ("layer", "head"):
         raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
-    model = source if isinstance(source, QKModel) else load_qk(source)
-    rows = []
-    layers: Iterable[QKLayer] = model
-    if progress:
-        from tqdm.auto import tqdm
-
-        layers = tqdm(model, total=len(model), desc=model.name, unit="layer")
-    for layer in layers:
-        dims = model.dims(layer.component)
-        for row in score_layer(layer, per, num_std):
-            rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
-                         "d_model": dims.d_model, "head_dim": dims.head_dim, "n_heads": dims.n_heads,
-                         "n_kv_heads": dims.n_kv_heads})
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame["head"] = frame["head"].astype("Int64")
-    return frame
+    check_num_std(num_std)
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
@@ -106,31 +115,79 @@ def _open(source: Any, qk_norm: str) -> QKModel:
     return load_qk(source, qk_norm=qk_norm)
 
 
-def _read_cache(cache: Path | None) -> pd.DataFrame:
-    if cache is None or not cache.is_file():
-        return pd.DataFrame(columns=SURVEY_COLUMNS)
-    frame = pd.read_csv(cache, dtype={"revision": str, "qk_norm": str, "source": str})
+def read_cache(path: str | Path | None) -> pd.DataFrame:
+    """Read a survey CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a tidy frame.
+
+    Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
+    frame. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
+    are rows whose scores or key fields are missing or not finite; :func:`survey` then sees those models as
+    incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
+    a pipe) raises ``ValueError`` naming the file.
+    """
+    import io
+    import warnings
+
+    from ._files import resolve_output
+
+    if path is None:
+        return _empty()
+    path = Path(path)
+    try:
+        if not resolve_output(path).exists():
+            return _empty()
+        if not resolve_output(path).is_file():
+            raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
+                             "file.")
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
+    if not data.strip():
+        return _empty()
+    try:
+        text = data.decode("utf-8")
+        if not text.endswith("\n"):
+            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
+                          stacklevel=2)
+            text = text[: text.rfind("\n") + 1]
+        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
+                                                      "model": str}, keep_default_na=True)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
+                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({str(e).splitlines()[0]}); pass "
+                         "another path or delete the file.") from e
     missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
     if missing:
-        raise ValueError(f"`cache` file {str(cache)!r} is not a qkgeometry survey cache (missing columns {missing}); "
+        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
                          "pass a new path or delete the file.")
+    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
+    for col in numeric + ["head"]:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    values = frame[numeric].to_numpy(dtype=float)
+    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
+    good &= frame["per"].ne("head") | frame["head"].notna()
+    frame = frame.loc[good].reset_index(drop=True)
     frame["head"] = frame["head"].astype("Int64")
+    frame["layer"] = frame["layer"].astype(int)
     frame["qk_norm"] = frame["qk_norm"].fillna("")
+    frame["revision"] = frame["revision"].fillna("")
     return frame[SURVEY_COLUMNS]
 
 
-def _write_atomic(frame: pd.DataFrame, cache: Path) -> None:
-    """Write ``frame`` to ``cache`` through a temporary file and ``os.replace``: a killed run leaves either the old
-    file or the new one, never half of one."""
-    import os
+def _empty() -> pd.DataFrame:
+    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
+    frame["head"] = frame["head"].astype("Int64")
+    return frame
 
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, cache)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+class SurveyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`survey`: ``saved`` lists the models written to the cache by this call (the model in
+    progress is not saved); ``cache`` is the file."""
+
+    def __init__(self, saved: list[str], cache: Path | None):
+        super().__init__(f"interrupted after saving {len(saved)} model(s)")
+        self.saved, self.cache = saved, cache
 
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
@@ -144,14 +201,25 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     Streaming: each model is opened lazily and scored layer by layer with the factored formulas (memory ~ one
     layer's Q/K weights; see ``benchmarks/bench_survey_memory.py``).
 
-    Cache (``cache=path.csv``): after each model finishes, its rows are added to the CSV through a temporary file and
-    an atomic rename, so killing the run loses at most the model in progress. A model is reused, not recomputed, when
-    a cached model has the same ``source``, ``revision`` (content fingerprint of local files, Hub commit),
-    ``qkgeometry_version``, ``per``, ``num_std`` and ``qk_norm`` (:data:`CACHE_KEY`). Rows of other keys stay in the
-    file untouched.
+    Cache (``cache=path.csv``), built so that nothing is lost, stale or silently wrong:
 
-    Failures: a model that cannot be opened or read is reported (a warning and a line on the progress bar) and
-    skipped; the run goes on. Failures are not cached, so the next run retries them.
+    * **Atomic and concurrent.** After each model finishes, its rows are merged into the CSV under an exclusive
+      lock (``<cache>.lock``, ``fcntl.flock``): the file is re-read, the model's old rows replaced, and the result
+      written through a temporary file and an atomic rename. Killing the run loses at most the model in progress;
+      two surveys writing one cache both land. A symlinked cache is written through (the link is kept).
+    * **Keyed on content.** A model is reused only when a cached model has the same ``source``, ``revision``,
+      ``qkgeometry_version``, ``per``, ``num_std`` and ``qk_norm`` (:data:`CACHE_KEY`). For local files the
+      revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
+      see ``qkgeometry.loading._fingerprint``); for Hub models it is the commit.
+    * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
+      ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
+      recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
+    * The output file is checked for writability before any model is computed.
+
+    Failures: a model that cannot be opened or read, has no attention layers, or gives a non-finite score is
+    reported (a warning and a line on the progress bar) and skipped; the run goes on. Failures are not cached, so
+    the next run retries them. Ctrl-C raises :class:`SurveyInterrupted` (a ``KeyboardInterrupt``) that lists what
+    was saved.
 
     Returns the tidy frame of every requested model that succeeded, with the columns of :data:`SURVEY_COLUMNS`
     (:data:`COLUMNS` first), in the order of ``sources``, plus two tables in ``frame.attrs``:
@@ -163,77 +231,166 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     from tqdm.auto import tqdm
 
+    from ._files import check_writable_file
     from .zoo import PresetEntry
 
-    if per not in ("layer", "head"):
-        raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
+    _check_args(per, num_std)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
                         "qkgeometry.zoo.preset(...); got a single " + type(sources).__name__ + ".")
     cache_path = None if cache is None else Path(cache)
     if cache_path is not None and cache_path.suffix != ".csv":
         raise ValueError(f"`cache` must be a .csv path; got {str(cache_path)!r}.")
+    if cache_path is not None:
+        check_writable_file(cache_path, "`cache`")
+    num_std = float(num_std)
     version = _package_version()
-    stored = _read_cache(cache_path)
+    cache_file = None if cache_path is None else _CacheFile(cache_path)
+    stored = _empty() if cache_file is None else cache_file.read()
     entries = list(sources)
     parts: list[pd.DataFrame] = []
     failures: list[dict[str, str]] = []
     computed: list[str] = []
     bar = tqdm(entries, desc="models", unit="model", disable=not progress)
-    for entry in bar:
-        meta = entry if isinstance(entry, PresetEntry) else None
-        source = meta.source if meta else entry
-        label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
-        bar.set_postfix_str(label)
-        try:
-            model = _open(source, qk_norm)
-            key = {"source": model.source if isinstance(source, QKModel) else str(source),
-                   "revision": str(model.revision), "qkgeometry_version": version, "per": per,
-                   "num_std": float(num_std), "qk_norm": model.qk_norm or ""}
-            hit = stored.loc[_matches(stored, key)]
-            if len(hit):
-                parts.append(hit.reset_index(drop=True))
-                model.close()
+    try:
+        for entry in bar:
+            meta = entry if isinstance(entry, PresetEntry) else None
+            source = meta.source if meta else entry
+            label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
+            bar.set_postfix_str(label)
+            try:
+                model = _open(source, qk_norm)
+                with model:
+                    key = {"source": model.source if isinstance(source, QKModel) else str(source),
+                           "revision": str(model.revision), "qkgeometry_version": version, "per": per,
+                           "num_std": num_std, "qk_norm": model.qk_norm or ""}
+                    hit = _complete_rows(stored, key, model, per)
+                    if hit is None and cache_file is not None:  # another run may have written it meanwhile
+                        stored = cache_file.read()
+                        hit = _complete_rows(stored, key, model, per)
+                    if hit is not None:
+                        parts.append(hit)
+                        continue
+                    rows = _score_streaming(model, per, num_std, progress, label)
+                    _check_result(rows, model, per)
+                frame = rows.assign(model=meta.name if meta else model.name,
+                                    init=meta.init if meta else ("random" if str(source).startswith("random:")
+                                                                 else "pretrained"),
+                                    modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
+            except Exception as e:  # one bad model must not end a long survey: report, skip, go on
+                from ._files import OutputError
+
+                if isinstance(e, OutputError):  # the output itself broke: nothing later can be saved either
+                    raise
+                failures.append({"source": str(source), "name": label, "error": type(e).__name__,
+                                 "message": str(e).splitlines()[0] if str(e) else ""})
+                warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {e}", stacklevel=2)
+                bar.write(f"failed: {label}: {type(e).__name__}: {e}")
                 continue
-            with model:
-                rows = _score_streaming(model, per, num_std, progress, label)
-            frame = rows.assign(model=meta.name if meta else model.name,
-                                init=meta.init if meta else ("random" if str(source).startswith("random:")
-                                                             else "pretrained"),
-                                modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
-        except Exception as e:  # one bad model must not end a long survey: report, skip, go on
-            failures.append({"source": str(source), "name": label, "error": type(e).__name__,
-                             "message": str(e).splitlines()[0] if str(e) else ""})
-            warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {e}", stacklevel=2)
-            bar.write(f"failed: {label}: {type(e).__name__}: {e}")
-            continue
-        parts.append(frame)
-        computed.append(str(frame["model"].iloc[0]))
-        if cache_path is not None:
-            stored = pd.concat([stored, frame], ignore_index=True) if len(stored) else frame
-            _write_atomic(stored, cache_path)
-    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SURVEY_COLUMNS)
+            if cache_file is not None:
+                stored = cache_file.store(frame, key)
+            parts.append(frame)
+            computed.append(str(frame["model"].iloc[0]))
+    except KeyboardInterrupt as e:
+        raise SurveyInterrupted(computed, cache_path) from e
+    finally:
+        bar.close()
+    out = pd.concat(parts, ignore_index=True) if parts else _empty()
     out["head"] = out["head"].astype("Int64")
     out.attrs["failures"] = pd.DataFrame(failures, columns=["source", "name", "error", "message"])
     out.attrs["computed"] = computed
     return out
 
 
-def _score_layer_lean(layer: QKLayer, per: Per, num_std: float, heads_per_chunk: int = 8) -> list[dict[str, Any]]:
-    """:func:`score_layer` with bounded memory: per head, the heads are scored ``heads_per_chunk`` at a time and the
-    KV heads are indexed per chunk instead of expanded for the whole layer, so the float64 temporaries of the
-    factored formulas stay at a few (heads_per_chunk, d_model, head_dim) arrays. Same numbers as score_layer."""
-    if per == "layer":
-        return score_layer(layer, per, num_std)
-    out = []
-    for start in range(0, layer.n_heads, heads_per_chunk):
-        stop = min(start + heads_per_chunk, layer.n_heads)
-        heads = torch.arange(start, stop)
-        s = scores_factored(layer.wq[start:stop], layer.wk_kv[heads // layer.group_size], num_std=num_std)
-        sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
-        out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
-                for n, h in enumerate(heads)]
-    return out
+class _CacheFile:
+    """The survey CSV on disk, re-read only when it changed (inode, size or mtime differ from the last read or
+    write), so checking for other processes' rows before each model costs a ``stat``, not a parse."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._frame = _empty()
+
+    def _current_stamp(self) -> tuple[int, int, int] | None:
+        import os
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ValueError(f"cannot read survey file {str(self.path)!r}: {e.strerror or e}.") from e
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def read(self) -> pd.DataFrame:
+        stamp = self._current_stamp()
+        if stamp is None:
+            self._stamp, self._frame = None, _empty()
+        elif stamp != self._stamp:
+            self._frame, self._stamp = read_cache(self.path), stamp
+        return self._frame
+
+    def store(self, frame: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+        """Merge one model's rows into the file under the lock; return what the file now holds.
+
+        The file is re-read under the lock (when it changed), so rows written meanwhile by another process are
+        kept; this model's previous rows (same key: an incomplete or damaged copy) are replaced.
+        """
+        from ._files import locked, write_csv_atomic
+
+        with locked(self.path):
+            disk = self.read()
+            disk = disk.loc[~_matches(disk, key)]
+            merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
+            merged["head"] = merged["head"].astype("Int64")
+            write_csv_atomic(merged, self.path, "survey file")
+            self._frame, self._stamp = merged, self._current_stamp()
+        return merged
+
+
+def _expected_rows(model: QKModel, per: Per) -> pd.DataFrame:
+    """The (component, layer, head) rows and sizes a complete result of ``model`` has."""
+    rows = []
+    for component in model.components:
+        dims = model.dims(component)
+        for layer in range(dims.n_layers):
+            for head in (range(dims.n_heads) if per == "head" else [None]):
+                rows.append((component, layer, -1 if head is None else head, dims.d_model, dims.head_dim,
+                             dims.n_heads, dims.n_kv_heads))
+    return pd.DataFrame(rows, columns=["component", "layer", "head", "d_model", "head_dim", "n_heads",
+                                       "n_kv_heads"])
+
+
+def _signature(frame: pd.DataFrame) -> list[tuple]:
+    cols = ["component", "layer", "head", "d_model", "head_dim", "n_heads", "n_kv_heads"]
+    f = frame[cols].copy()
+    f["head"] = f["head"].astype("Int64").fillna(-1)
+    return sorted(tuple(str(v) if c == "component" else int(v) for c, v in zip(cols, row))
+                  for row in f.itertuples(index=False))
+
+
+def _complete_rows(stored: pd.DataFrame, key: dict[str, Any], model: QKModel, per: Per) -> pd.DataFrame | None:
+    """The cached rows of ``key`` if they are exactly the rows a complete result of ``model`` has, else None."""
+    hit = stored.loc[_matches(stored, key)]
+    if not len(hit) or hit["model"].nunique() != 1:
+        return None
+    if _signature(hit) != _signature(_expected_rows(model, per)):
+        return None
+    return hit.reset_index(drop=True)
+
+
+def _check_result(rows: pd.DataFrame, model: QKModel, per: Per) -> None:
+    """A computed result must have every expected row and finite scores: never store a NaN as a result."""
+    from .loading import SourceError
+
+    if not len(rows):
+        raise SourceError(f"{model.name!r} has no attention layers to score (0 layers in its config or "
+                          "metadata); nothing to survey.")
+    bad = rows[~np.isfinite(rows[["symmetry", "directionality"]].to_numpy(dtype=float)).all(axis=1)]
+    if len(bad):
+        first = bad.iloc[0]
+        raise SourceError(f"{model.name!r} gave a non-finite score in {first['component']} layer "
+                          f"{first['layer']}; its weights hold NaN/Inf or overflow. Not stored.")
 
 
 def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
@@ -247,14 +404,15 @@ def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
     return mask
 
 
-def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, label: str) -> pd.DataFrame:
+def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, label: str,
+                     leave: bool = False) -> pd.DataFrame:
     """Rows of :data:`COLUMNS` for one model, reading one layer at a time (a tqdm bar over layers)."""
     from tqdm.auto import tqdm
 
     rows = []
-    for layer in tqdm(model, total=len(model), desc=label, unit="layer", leave=False, disable=not progress):
+    for layer in tqdm(model, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):
         dims = model.dims(layer.component)
-        for row in _score_layer_lean(layer, per, num_std):
+        for row in score_layer(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
                          "d_model": dims.d_model, "head_dim": dims.head_dim, "n_heads": dims.n_heads,
                          "n_kv_heads": dims.n_kv_heads})
@@ -262,6 +420,3 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["head"] = frame["head"].astype("Int64")
     return frame
-
-
-read_cache = _read_cache  # the public name of the cache reader (`qkgeometry plot` uses it)

