@@ -45,9 +45,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..gradients import causal_mask, bidirectional_mask, pair_energy_shares, rank1_gradient, softmax_backward
+from ..gradients import bidirectional_mask, causal_mask, pair_energy_shares, rank1_gradient, softmax_backward
 from ..scores import directionality_score, symmetry_score
-from .data import MASK_ID, SPECIAL_TOKENS, TokenData, _generator, mlm_mask, train_block
+from .data import SPECIAL_TOKENS, TokenData, _generator, mlm_mask, train_block
 
 if TYPE_CHECKING:
     import pandas
@@ -437,7 +437,7 @@ def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objecti
         "experiment": "chapter 3, a fair test: causal LM vs masked LM vs replaced-token detection",
         "config": cfg.to_dict(), "seeds": seeds, "objectives": list(objectives), "vocab_size": vocab_size,
         "gradient_batches": gradient_batches,
-        "data": {"corpus": data.corpus, "fingerprint": data.fingerprint, "train_tokens": int(len(data.train))},
+        "data": {"corpus": data.corpus, "fingerprint": data.fingerprint, "train_tokens": len(data.train)},
         "commit": _git("rev-parse", "HEAD"), "src_dirty": bool(dirty) if dirty is not None else None,
         "versions": {"python": platform.python_version(), "qkgeometry": __version__, "torch": torch.__version__,
                      "numpy": np.__version__},
@@ -462,7 +462,6 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
     Each run's rows are appended as soon as it finishes, and ``provenance.json`` records ``runs_done`` and the wall
     time, so a partial folder is readable (and labelled as partial) while the rest is still training.
     """
-    import pandas as pd
 
     from .data import prepare_data
 
