@@ -1,6 +1,7 @@
 """The gradient of a loss with respect to W_qk as a sum of rank-1 outer products, and how a mask splits it.
 
-Explained in chapter 3 ("Why causal training makes W_qk directional"). Conventions are those of DESIGN.md §1.
+Explained in chapter 3 ("Where directional structure could come from: the gradient, and a fair test"). Conventions
+are those of the book's Notation page.
 
 For one attention head with input dimension ``d`` and head dimension ``d_h``, tokens ``x_1..x_n`` (rows of ``X``,
 shape (n, d)), bilinear form ``W = W_Q W_Kᵀ`` (d × d) and a mask of allowed (query i, key j) pairs, the logits are
@@ -59,6 +60,7 @@ __all__ = [  # masks, the exact gradient, its split by the mask and by the gradi
     "bidirectional_mask",
     "causal_mask",
     "effective_pair_classes",
+    "expected_side_weights",
     "factor_gradients",
     "logit_gradient",
     "one_step_gradient",
@@ -70,6 +72,7 @@ __all__ = [  # masks, the exact gradient, its split by the mask and by the gradi
     "sliding_window_mask",
     "softmax_backward",
     "split_gradient",
+    "token_side_weights",
 ]
 
 #: An entry g_ij counts as non-zero when |g_ij| > DEFAULT_RTOL · max_kl |g_kl| (of its own (n, n) matrix).
@@ -379,6 +382,36 @@ def one_step_gradient(x: Tensor, w_qk: Tensor, head_dim: int, objective: str, ta
 
     _, g = logit_gradient(x, w_qk, mask, head_dim, loss_of_probs)
     return split_gradient(x, g, mask, head_dim), g
+
+
+def token_side_weights(g: Tensor) -> tuple[Tensor, Tensor]:
+    """``(key_weights, query_weights)`` of the logit gradients ``g`` (..., n, n), each (..., n). Chapter 3.
+
+    ``key_weights[j] = Σ_i g_ij²``: how much gradient token j receives in the key slot (column j of G);
+    ``query_weights[i] = Σ_j g_ij²``: in the query slot (row i). Both sum to Σ_ij g_ij². In
+    ``Σ g_ij x_i x_jᵀ`` a token with a large key weight shapes the columns (key side) of the gradient.
+    """
+    if not isinstance(g, Tensor) or g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+        raise ValueError(f"`g` must be a torch tensor of shape (..., n, n); got {tuple(getattr(g, 'shape', ()))}.")
+    e = g.double() ** 2
+    return e.sum(dim=-2), e.sum(dim=-1)
+
+
+def expected_side_weights(n: int, causal: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Expected key and query weights (:func:`token_side_weights`) under the chapter's assumptions. Chapter 3.
+
+    Assumptions: (E1) every query attends uniformly to its allowed keys, P_ij = 1/k_i with k_i = i (causal, 1-based)
+    or n (bidirectional); (E2) the upstream gradients ∂L/∂P_ij are independent with mean 0 and variance 1. Then
+    E g_ij² = (k_i − 1)/k_i³ on allowed pairs, and the weights are its column and row sums. Returns two arrays
+    (n,) in units of the variance in (E2).
+    """
+    _check_length(n)
+    i = np.arange(1, n + 1, dtype=float)
+    k = i if causal else np.full(n, float(n))
+    e_row = (k - 1) / k**3  # E g_ij² for each allowed key of query i
+    allowed = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
+    e = allowed * e_row[:, None]
+    return e.sum(axis=0), e.sum(axis=1)
 
 
 def orthogonal_token_symmetry(g: Tensor, sq_norms: Tensor) -> Tensor:

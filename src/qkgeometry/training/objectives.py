@@ -60,12 +60,17 @@ __all__ = [
     "ObjectiveTransformer",
     "attention_gradients",
     "compare_objectives",
+    "gradient_medians",
     "gradient_rows",
     "make_objective_batch",
+    "median_null_band",
     "objective_loss",
+    "read_recorded",
     "record_runs",
+    "run_medians",
     "score_rows",
     "train_with_objective",
+    "unigram_probs",
 ]
 
 #: The objectives compared in chapter 3; the first is causal, the other two bidirectional.
@@ -424,6 +429,56 @@ def compare_objectives(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[in
                 print(f"seed {seed} {objective:>6}: {time.time() - t0:.0f} s, final loss {s['loss'].iloc[-1]:.3f}",
                       flush=True)
     return pd.concat(scores, ignore_index=True), pd.concat(grads, ignore_index=True)
+
+
+# ============================================================================================== summaries
+def _layer_filter(frame: pandas.DataFrame, layers: str | int) -> pandas.DataFrame:
+    if layers == "all":
+        return frame
+    if layers in ("first", "last"):
+        return frame[frame["layer"] == (frame["layer"].min() if layers == "first" else frame["layer"].max())]
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        return frame[frame["layer"] == layers]
+    raise ValueError(f"`layers` must be 'all', 'first', 'last' or a layer index; got {layers!r}.")
+
+
+def run_medians(scores: pandas.DataFrame, layers: str | int = "all") -> pandas.DataFrame:
+    """One row per (objective, seed, step): the median over heads (and over ``layers``) of the per-head scores of
+    W_qk, and the training loss. ``scores``: the first frame of :func:`compare_objectives` /
+    :func:`read_recorded`. The unit of every later interval is the seed. Chapter 3."""
+    heads = _layer_filter(scores[scores["head"] >= 0], layers)
+    return (heads.groupby(["objective", "seed", "step"], sort=False)
+            .agg(symmetry=("symmetry", "median"), directionality=("directionality", "median"), loss=("loss", "first"))
+            .reset_index())
+
+
+def gradient_medians(grads: pandas.DataFrame, layers: str | int = "all") -> pandas.DataFrame:
+    """One row per (objective, seed, step): medians over heads (and ``layers``) of the one-step gradient's scores
+    and pair shares (second frame of :func:`compare_objectives`). Chapter 3."""
+    cols = ["symmetry", "directionality", "mask_paired", "effective_paired", "active_rows"]
+    return (_layer_filter(grads, layers).groupby(["objective", "seed", "step"], sort=False)[cols].median()
+            .reset_index())
+
+
+def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level: float = 0.95,
+                     seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Central ``level`` range of the median of ``n_matrices`` independent Gaussian ``A Bᵀ`` (A, B of shape (d, r)),
+    for both scores: the null band of a median over layers and heads at the same d. Chapter 3.
+
+    Simulated with :func:`qkgeometry.baselines.random_factor_scores` (``n_draws`` medians). Returns
+    ``{"symmetry": (low, high), "directionality": (low, high)}``.
+    """
+    from ..baselines import random_factor_scores
+
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must lie strictly between 0 and 1; got {level!r}.")
+    sims = random_factor_scores(d, r, n_matrices * n_draws, seed=seed)
+    out = {}
+    for score in ("symmetry", "directionality"):
+        medians = np.median(sims[score].to_numpy().reshape(n_draws, n_matrices), axis=1)
+        lo, hi = np.quantile(medians, [(1 - level) / 2, (1 + level) / 2])
+        out[score] = (float(lo), float(hi))
+    return out
 
 
 # ========================================================================================= recorded runs
