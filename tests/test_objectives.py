@@ -3,6 +3,8 @@ by the gradient, equal footing of the three objectives."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -148,3 +150,55 @@ def test_bad_inputs_have_clear_messages():
         _model(_cfg()).hidden(torch.zeros(1, 11, dtype=torch.long), causal=True)
     with pytest.raises(SystemExit):
         ob.main(["--out", "x", "--layers", "0"])
+
+
+def test_summaries_and_null_band():
+    import pandas as pd
+
+    scores = pd.DataFrame([{"objective": o, "seed": s, "step": t, "layer": li, "head": h, "loss": 1.0,
+                            "symmetry": 0.1 * li + 0.01 * h, "directionality": -0.1 * li}
+                           for o in ("causal", "mlm") for s in (0, 1) for t in (0, 5) for li in (0, 1)
+                           for h in (-1, 0, 1, 2)])
+    med = ob.run_medians(scores)
+    assert len(med) == 2 * 2 * 2
+    assert med["symmetry"].iloc[0] == pytest.approx(np.median([0.0, 0.01, 0.02, 0.1, 0.11, 0.12]))
+    last = ob.run_medians(scores, layers="last")
+    assert last["symmetry"].iloc[0] == pytest.approx(0.11) and last["directionality"].iloc[0] == pytest.approx(-0.1)
+    with pytest.raises(ValueError, match="`layers`"):
+        ob.run_medians(scores, layers="middle")
+    band = ob.median_null_band(32, 8, n_matrices=4, n_draws=200)
+    lo, hi = band["directionality"]
+    assert lo < 0 < hi  # the Gaussian law of d is symmetric about 0
+    lo, hi = band["symmetry"]
+    assert lo < 1 / 32 < hi
+    wide = ob.median_null_band(32, 8, n_matrices=1, n_draws=200)["directionality"]
+    assert wide[1] - wide[0] > hi - lo  # a median of one matrix scatters more than a median of four
+
+
+def test_record_runs_writes_readable_logs(tmp_path, monkeypatch):
+    import qkgeometry.training.data as data_module
+
+    monkeypatch.setattr(data_module, "prepare_data", lambda *a, **k: _data())
+    cfg = _cfg(n_layers=2, steps=2, log_every=1)
+    out = ob.record_runs(tmp_path / "runs", cfg, seeds=[0, 1], objectives=("causal", "rtd"), vocab_size=VOCAB,
+                         gradient_batches=1, progress=False)
+    scores, grads, prov = ob.read_recorded(out)
+    assert prov["runs_done"] == prov["runs_total"] == 4 and prov["config"] == cfg.to_dict()
+    assert set(zip(scores["seed"], scores["objective"])) == {(s, o) for s in (0, 1) for o in ("causal", "rtd")}
+    assert scores["step"].max() == cfg.steps and set(grads["step"]) == {0, cfg.steps}
+    with pytest.raises(FileNotFoundError, match="provenance"):
+        ob.read_recorded(tmp_path)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "ch3-objectives"
+
+
+@pytest.mark.skipif(not (RECORDED / "provenance.json").is_file(), reason="no recorded chapter-3 runs")
+def test_recorded_runs_match_their_provenance():
+    scores, grads, prov = ob.read_recorded(RECORDED)
+    cfg = ob.ObjectiveConfig(**prov["config"])  # a valid configuration
+    done = scores.groupby(["seed", "objective"])["step"].max()
+    assert len(done) == prov["runs_done"] <= prov["runs_total"] == len(prov["seeds"]) * len(prov["objectives"])
+    assert (done == cfg.steps).all()
+    assert set(grads["step"]) <= {0, cfg.steps}
+    assert scores["layer"].nunique() == cfg.n_layers and scores["head"].nunique() == cfg.n_heads + 1
