@@ -363,8 +363,8 @@ def train_with_objective(model: ObjectiveTransformer, data: TokenData, objective
 
     ``scores``: one row per (logged step, layer, head) from :func:`score_rows`, plus ``loss`` (the mean training
     loss since the previous log row; NaN at step 0). ``gradients``: :func:`gradient_rows` at step 0 and at the last
-    step, averaged over ``gradient_batches`` batches (drawn with seed ``10_000 + seed``, never trained on), with a
-    ``step`` column. Batch ``k`` of seed ``s`` is the same for every objective.
+    step, averaged over ``gradient_batches`` batches (the batch order of seed ``10_000 + seed``: other windows of
+    the training stream), with a ``step`` column. Batch ``k`` of seed ``s`` is the same for every objective.
     """
     import pandas as pd
 
