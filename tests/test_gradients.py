@@ -189,22 +189,114 @@ def test_bad_inputs_have_clear_messages():
         gr.logit_gradient(x, w, gr.causal_mask(N), DH, lambda p: p)
 
 
-def test_training_experiment_smoke():
-    cfg = gr.TrainConfig(d_model=16, n_heads=2, seq_len=12, batch_size=4, steps=6, log_every=3)
-    stream = np.random.default_rng(0).integers(0, 50, size=500)
-    df = gr.compare_objectives(stream, vocab_size=51, mask_id=50, cfg=cfg, seeds=[0, 1])
-    assert set(df["objective"]) == {"causal", "mlm"} and set(df["seed"]) == {0, 1}
-    assert list(df.query("seed == 0 and objective == 'causal'")["step"]) == [0, 3, 6]
-    first = df[df.step == 0]
-    # same initialisation for both objectives of a seed
-    for _, grp in first.groupby("seed"):
-        assert grp["symmetry"].nunique() == 1
-    last = df[df.step == 6]
-    assert last["delta_symmetry"].between(-1, 1).all() and last["loss"].notna().all()
-    with pytest.raises(ValueError, match="objective"):
-        gr.train_objective(gr.TinyAttentionLM(51, cfg), gr.make_batches(stream, cfg, 2, 0), "lm", 50, cfg)
-    with pytest.raises(ValueError, match="`batches` must have shape"):
-        gr.train_objective(gr.TinyAttentionLM(51, cfg), torch.zeros(2, 3, 4, dtype=torch.long), "mlm", 50, cfg)
+def _one_layer_mlm(masked: list[int], seed: int = 5):
+    """One-step gradient of the one-layer model with a masked-LM loss that reads only the rows in ``masked``."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = 11
+    emb = torch.randn(vocab, D, generator=gen, dtype=torch.float64)
+    ids = torch.randint(0, vocab - 1, (N,), generator=gen)
+    positions = torch.zeros(N, dtype=torch.bool)
+    positions[masked] = True
+    x = emb[ids.masked_fill(positions, vocab - 1)] + 0.1 * torch.randn(N, D, generator=gen, dtype=torch.float64)
+    w = torch.randn(3, D, D, generator=gen, dtype=torch.float64) / D
+    _, g = gr.one_step_gradient(x, w, DH, "mlm", ids, emb, positions)
+    return x, g, positions
+
+
+def test_effective_pairs_are_zero_when_the_loss_reads_one_row():
+    x, g, positions = _one_layer_mlm([3])
+    mask = gr.bidirectional_mask(N)
+    shares = gr.pair_energy_shares(g, mask)
+    # the mask calls nearly everything paired; the gradient pairs nothing: only row 3 of g is non-zero
+    assert np.all(shares.mask_paired > 0.5)
+    assert np.all(shares.effective_paired == 0.0)
+    assert np.allclose(shares.diagonal + shares.effective_paired + shares.one_sided, 1.0)
+    rows = (g.abs() > 0).any(dim=-1)
+    assert torch.equal(rows, positions.expand_as(rows))
+    by_grad = gr.split_gradient(x, g, mask, DH, by="gradient")
+    assert float(by_grad.paired.abs().max()) == 0.0
+    assert float(gr.split_gradient(x, g, mask, DH).paired.abs().max()) > 0  # the mask split disagrees
+    torch.testing.assert_close(by_grad.total, gr.rank1_gradient(x, g, DH))
+
+
+def test_effective_pairs_are_exactly_masked_with_masked_in_one_layer():
+    _, g, positions = _one_layer_mlm([1, 4, 5])
+    eff = gr.effective_pair_classes(g)
+    both = positions[:, None] & positions[None, :] & ~torch.eye(N, dtype=torch.bool)
+    assert torch.equal(eff.paired, both.expand_as(eff.paired))
+    shares = gr.pair_energy_shares(g, gr.bidirectional_mask(N))
+    assert np.all(shares.effective_paired > 0) and np.all(shares.effective_paired < shares.mask_paired)
+
+
+def test_effective_pair_classes_tolerance_and_causal():
+    g = torch.tensor([[1.0, 1e-12], [0.5, 0.0]], dtype=torch.float64)
+    assert not bool(gr.effective_pair_classes(g).paired.any())  # 1e-12 is below the default tolerance
+    assert bool(gr.effective_pair_classes(g, rtol=0.0).paired[0, 1])
+    assert int(gr.effective_pair_classes(torch.zeros(3, 3)).diagonal.sum()) == 0
+    gen = torch.Generator().manual_seed(0)
+    g = torch.randn(4, N, N, generator=gen, dtype=torch.float64) * gr.causal_mask(N)
+    shares = gr.pair_energy_shares(g, gr.causal_mask(N), pool_dims=1)
+    assert shares.mask_paired == 0.0 and shares.effective_paired == 0.0
+    with pytest.raises(ValueError, match="`rtol`"):
+        gr.effective_pair_classes(g, rtol=2.0)
+
+
+def test_common_direction_never_appears_on_the_key_side():
+    """Rows of g sum to 0, so a direction on which every token agrees is annihilated on the key side only."""
+    gen = torch.Generator().manual_seed(6)
+    mu = torch.randn(D, generator=gen, dtype=torch.float64)
+    z = torch.randn(N, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(D, generator=gen, dtype=torch.float64)
+    z = z - torch.outer(z @ v, v) / (v @ v)  # every z_i orthogonal to v ...
+    x = z + mu  # ... so x_i · v = mu · v for every token
+    w = torch.randn(D, D, generator=gen, dtype=torch.float64) / D
+    for mask in _masks(N).values():
+        _, g = gr.logit_gradient(x, w, mask, DH, lambda p: (p @ x).pow(2).sum() + p[..., 0].sum())
+        grad = gr.rank1_gradient(x, g, DH)
+        assert float((grad @ v).norm()) < 1e-12 * float(grad.norm())  # key side: exactly nothing along v
+        assert float((grad.T @ v).norm()) > 1e-3 * float(grad.norm())  # query side: generally something
+
+
+def test_first_token_is_a_pure_key_under_a_causal_mask():
+    x, wq, wk, wv, target = _setup(batch=(2,))
+    _, g = gr.logit_gradient(x, wq @ wk.T, gr.causal_mask(N), DH, _downstream(x, wv, target))
+    keys, queries = gr.token_side_weights(g)
+    assert float(queries[..., 0].abs().max()) == 0.0 and float(keys[..., 0].min()) > 0
+    torch.testing.assert_close(keys.sum(-1), queries.sum(-1))
+
+
+def test_expected_side_weights_match_a_simulation():
+    n, reps = 6, 20000
+    gen = torch.Generator().manual_seed(1)
+    for causal in (True, False):
+        mask = gr.causal_mask(n) if causal else gr.bidirectional_mask(n)
+        probs = mask.double() / mask.double().sum(-1, keepdim=True)  # (E1) uniform attention
+        upstream = torch.randn(reps, n, n, generator=gen, dtype=torch.float64)  # (E2)
+        keys, queries = gr.token_side_weights(gr.softmax_backward(probs.expand(reps, n, n), upstream))
+        want_k, want_q = gr.expected_side_weights(n, causal)
+        np.testing.assert_allclose(keys.mean(0).numpy(), want_k, rtol=0.05, atol=1e-3)
+        np.testing.assert_allclose(queries.mean(0).numpy(), want_q, rtol=0.05, atol=1e-3)
+    k, q = gr.expected_side_weights(64)
+    assert k.max() > q.max() and q[0] == 0 and k.sum() == pytest.approx(q.sum())
+    k, q = gr.expected_side_weights(8, causal=False)
+    np.testing.assert_allclose(k, q)
+
+
+def test_constructed_key_hub_gradient_has_negative_directionality():
+    """A causal gradient whose key side is dominated by one spiky early token scores d < 0 (and d > 0 transposed)."""
+    gen = torch.Generator().manual_seed(8)
+    n, d = 32, 64
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    x[0, :3] += 12.0  # the first token has a few large coordinates
+    g = 0.1 * torch.randn(n, n, generator=gen, dtype=torch.float64)
+    g[:, 0] += 1.0  # every query sends its gradient to key 0: a key-side hub
+    g = g * gr.causal_mask(n)
+    m = gr.rank1_gradient(x, g, 4)
+    assert qg.directionality_score(m) < -0.5
+    assert qg.directionality_score(m.T) > 0.5
+    hub = torch.randn(d, d, generator=gen, dtype=torch.float64)
+    hub[:, :2] *= 8  # two dominant key-side (column) directions
+    assert qg.directionality_score(hub) < 0
 
 
 def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
@@ -236,19 +328,23 @@ def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
 def test_chapter3_figures():
     import pandas as pd
 
-    from qkgeometry import plotting
+    from qkgeometry import plotting, zoo
 
     rng = np.random.default_rng(0)
-    log = pd.DataFrame([{"step": s, "seed": k, "objective": o, "symmetry": rng.uniform(-1, 1),
-                         "directionality": rng.choice([-1.0, 0.0, 1.0]), "delta_symmetry": rng.uniform(-1, 1),
-                         "delta_directionality": 0.0}
-                        for s in (0, 10, 20) for k in range(3) for o in ("causal", "mlm")])
-    fig = plotting.training_trajectories(log, null_bands={"symmetry": (-0.1, 0.1)})
-    assert len(fig.axes) == 4
-    for ax in fig.axes:  # bands are clipped to the scores' range
+    summary = pd.DataFrame([{"step": s, "seed": k, "objective": o, "symmetry": rng.uniform(-1, 1),
+                             "directionality": rng.choice([-1.0, 0.0, 1.0])}
+                            for s in (0, 10, 20) for k in range(3) for o in ("causal", "mlm", "rtd")])
+    fig = plotting.objective_trajectories(summary, null_bands={"symmetry": (-0.1, 0.1)})
+    assert len(fig.axes) == 2
+    for ax in fig.axes:  # bands are clipped to the scores' range, and every panel says what it shows
+        assert ax.get_ylabel() and ax.get_xlabel() == "training step"
         for coll in ax.collections:
             ys = np.concatenate([p.vertices[:, 1] for p in coll.get_paths()])
             assert ys.min() >= -1 - 1e-9 and ys.max() <= 1 + 1e-9
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any("null" in lab for lab in labels) and any("n = 3 seeds" in lab for lab in labels)
+    paper = plotting.paper_training_curves(zoo.paper_per_layer("custom-models"))
+    assert len(paper.axes) == 2 and len(paper.axes[0].lines) == 12 + 1  # 12 runs and the zero line
     one = pd.DataFrame({"setting": ["a"] * 8 + ["b"] * 8, "objective": ["causal", "mlm"] * 8,
                         "symmetry": rng.uniform(-1, 1, 16)})
     assert len(plotting.one_step_distributions(one).axes) == 2

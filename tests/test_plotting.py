@@ -86,10 +86,10 @@ def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
     assert titles == sorted(f"{a}, lr = {lr:g}" for a in ("encoder", "decoder") for lr in (5e-5, 1e-3))
 
 
-def test_training_trajectories_clip_score_bands_to_the_score_range():
+def test_objective_trajectories_clip_score_bands_to_the_score_range():
     frame = pd.DataFrame({"objective": ["mlm"] * 4, "step": [0, 0, 1, 1], "seed": [0, 1, 0, 1],
                           "symmetry": [0.99, -0.99, 0.98, 0.97]})
-    fig = plotting.training_trajectories(frame, metrics=("symmetry",))
+    fig = plotting.objective_trajectories(frame, scores=("symmetry",))
     band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() >= -1 and band.max() <= 1
     assert band.min() == -1  # the unclipped t-interval at step 0 reaches far below −1
@@ -113,7 +113,7 @@ def test_score_plane_draws_each_model_and_the_null_cloud_at_their_scores():
     assert matplotlib.colors.to_hex(dec.get_facecolor()[0]) == plotting.FAMILY_COLORS["decoder"]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[1:] == ["enc (encoder)", "dec (decoder)"]
-    assert ax.get_xlim() == (-1.02, 1.02) and ax.get_ylim() == (-1.02, 1.02)
+    assert ax.get_xlim() == (-1.1, 1.1) and ax.get_ylim() == (-1.1, 1.1)  # margin: points at ±1 stay whole
 
 
 def test_null_spread_draws_the_median_and_quantile_band_per_d_and_rank():

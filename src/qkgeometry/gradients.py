@@ -1,6 +1,7 @@
 """The gradient of a loss with respect to W_qk as a sum of rank-1 outer products, and how a mask splits it.
 
-Explained in chapter 3 ("Why causal training makes W_qk directional"). Conventions are those of the book's Notation page.
+Explained in chapter 3 ("Where directional structure could come from: the gradient, and a fair test"). Conventions
+are those of the book's Notation page.
 
 For one attention head with input dimension ``d`` and head dimension ``d_h``, tokens ``x_1..x_n`` (rows of ``X``,
 shape (n, d)), bilinear form ``W = W_Q W_Kᵀ`` (d × d) and a mask of allowed (query i, key j) pairs, the logits are
@@ -24,18 +25,20 @@ The allowed pairs fall into three disjoint sets, and the sum splits accordingly:
   strictly lower triangle ``j < i``, and there are no paired terms; under a bidirectional mask there are no unpaired
   terms.
 
-Everything here is torch and batched: leading axes ``...`` (e.g. batch, heads) broadcast. The exactness check
-against ``torch.autograd`` is in ``tests/test_gradients.py`` and in the chapter.
+The mask only says which couples *may* form. A couple (i, j)/(j, i) is **effective** when the gradient itself is
+non-zero on both entries: :func:`effective_pair_classes` classifies pairs by the support of g (relative tolerance
+``rtol`` of the largest |g|), and :func:`pair_energy_shares` reports the share of Σ g_ij² on mask-paired and on
+effective pairs side by side. A masked-LM loss in a one-layer model reads only the masked rows, so g vanishes on
+every unmasked query: the mask calls almost everything "paired", the gradient pairs only masked with masked.
 
-The second half of the module is the chapter's small training experiment: a one-layer attention-only language model
-trained from scratch with a causal-LM or a masked-LM objective from the same initialisation and the same data.
+Everything here is torch and batched: leading axes ``...`` (e.g. batch, heads) broadcast. The multi-layer models
+and the three training objectives of the chapter live in :mod:`qkgeometry.training.objectives`.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -43,34 +46,37 @@ import numpy as np
 import torch
 
 from .decomposition import Energies, energies
-from .scores import directionality_score, symmetry_score
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = [  # masks, the exact gradient and its split, the training experiment (all chapter 3)
+__all__ = [  # masks, the exact gradient, its split by the mask and by the gradient (all chapter 3)
+    "DEFAULT_RTOL",
     "GradientSplit",
     "PairClasses",
-    "TinyAttentionLM",
-    "TrainConfig",
+    "PairShares",
     "attention_logits",
     "attention_probs",
     "bidirectional_mask",
     "causal_mask",
-    "compare_objectives",
+    "effective_pair_classes",
+    "expected_side_weights",
     "factor_gradients",
     "logit_gradient",
-    "make_batches",
     "one_step_gradient",
     "orthogonal_token_symmetry",
     "pair_classes",
+    "pair_energy_shares",
     "random_mask",
     "rank1_gradient",
     "sliding_window_mask",
     "softmax_backward",
     "split_gradient",
-    "train_objective",
+    "token_side_weights",
 ]
+
+#: An entry g_ij counts as non-zero when |g_ij| > DEFAULT_RTOL · max_kl |g_kl| (of its own (n, n) matrix).
+DEFAULT_RTOL = 1e-9
 
 Tensor = torch.Tensor
 
@@ -139,6 +145,58 @@ def pair_classes(mask: Tensor) -> PairClasses:
     eye = torch.eye(n, dtype=torch.bool, device=mask.device)
     mt = mask.transpose(-1, -2)
     return PairClasses(mask & eye, mask & mt & ~eye, mask & ~mt)
+
+
+def effective_pair_classes(g: Tensor, rtol: float = DEFAULT_RTOL) -> PairClasses:
+    """Classify pairs by the support of the gradient ``g`` (..., n, n) instead of by a mask. Chapter 3.
+
+    An entry is non-zero when ``|g_ij| > rtol · max_kl |g_kl|`` (per (n, n) matrix). ``diagonal``: non-zero g_ii;
+    ``paired`` (effective pairs): i ≠ j with both g_ij and g_ji non-zero; ``unpaired`` (one-sided): g_ij non-zero,
+    g_ji zero. A matrix that is zero everywhere has no pairs at all.
+    """
+    if not isinstance(g, Tensor) or g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+        raise ValueError(f"`g` must be a torch tensor of shape (..., n, n); got {tuple(getattr(g, 'shape', ()))}.")
+    _check_rtol(rtol)
+    scale = g.abs().amax(dim=(-1, -2), keepdim=True)
+    nonzero = (g.abs() > rtol * scale) & (scale > 0)
+    return pair_classes(nonzero)
+
+
+class PairShares(NamedTuple):
+    """Shares of the gradient's coefficient energy Σ g_ij² (floats or arrays over the leading axes)."""
+
+    diagonal: object  # on i = j
+    mask_paired: object  # on i ≠ j whose mirror the mask allows: "paired" by the mask
+    effective_paired: object  # on i ≠ j with g_ij and g_ji both non-zero: paired by the gradient
+    one_sided: object  # on i ≠ j with g_ij non-zero and g_ji zero
+
+
+def pair_energy_shares(g: Tensor, mask: Tensor, rtol: float = DEFAULT_RTOL, pool_dims: int = 0) -> PairShares:
+    """Split Σ g_ij² by the mask's classes and by the gradient's own support, side by side. Chapter 3.
+
+    ``g``: (..., n, n) logit gradients (zero outside ``mask``); ``mask``: bool (n, n) or (..., n, n). The mask
+    split calls every allowed couple "paired"; the effective split (:func:`effective_pair_classes`, tolerance
+    ``rtol``) only those where the gradient is non-zero both ways. ``pool_dims``: how many axes just before the
+    (n, n) axes to pool (e.g. 1 to pool a batch axis: shares of the summed energies). Returns :class:`PairShares`,
+    each of shape ``g.shape[:-2 - pool_dims]`` (NaN where g is zero everywhere).
+    """
+    if not isinstance(g, Tensor) or g.ndim < 2 + pool_dims:
+        raise ValueError(f"`g` must be a torch tensor of shape (..., n, n) with {pool_dims} pooled axes before "
+                         f"(n, n); got {tuple(getattr(g, 'shape', ()))}.")
+    mask = _check_mask(mask, n=g.shape[-1])
+    eff = effective_pair_classes(g, rtol)
+    by_mask = pair_classes(mask)
+    e = g.double() ** 2
+    dims = tuple(range(-2 - pool_dims, 0))
+    total = e.sum(dim=dims)
+
+    def share(cls: Tensor) -> np.ndarray | float:
+        value = (e * cls.to(e.dtype)).sum(dim=dims) / total
+        value = value.numpy()
+        return float(value) if value.ndim == 0 else value
+
+    return PairShares(share(eff.diagonal), share(by_mask.paired.expand_as(e)), share(eff.paired),
+                      share(eff.unpaired))
 
 
 # ========================================================================================= the gradient
@@ -258,12 +316,17 @@ class GradientSplit:
         return pd.DataFrame(rows)
 
 
-def split_gradient(x: Tensor, g: Tensor, mask: Tensor, head_dim: int) -> GradientSplit:
-    """Split ``Σ g_ij x_i x_jᵀ / sqrt(d_h)`` by :func:`pair_classes` of ``mask``. Chapter 3.
+def split_gradient(x: Tensor, g: Tensor, mask: Tensor, head_dim: int, by: str = "mask",
+                   rtol: float = DEFAULT_RTOL) -> GradientSplit:
+    """Split ``Σ g_ij x_i x_jᵀ / sqrt(d_h)`` into diagonal / paired / unpaired parts. Chapter 3.
 
+    ``by="mask"``: the classes of :func:`pair_classes` of ``mask``; ``by="gradient"``: the classes of
+    :func:`effective_pair_classes` of ``g`` (paired = both g_ij and g_ji non-zero, relative tolerance ``rtol``).
     ``x``: (..., n, d); ``g``: (..., n, n); ``mask``: bool (n, n) or (..., n, n). Entries of g outside the mask
     must be 0 (they are, when g comes from :func:`softmax_backward`); otherwise a ValueError says so.
     """
+    if by not in ("mask", "gradient"):
+        raise ValueError(f"`by` must be 'mask' or 'gradient'; got {by!r}.")
     x = _check_tokens(x)
     n = x.shape[-2]
     mask = _check_mask(mask, n=n)
@@ -273,7 +336,7 @@ def split_gradient(x: Tensor, g: Tensor, mask: Tensor, head_dim: int) -> Gradien
     if float(outside) > 0:
         raise ValueError("`g` is nonzero on pairs that `mask` does not allow (largest |g| there: "
                          f"{float(outside):.3g}). Pass the mask that produced g, or zero g outside it.")
-    cls = pair_classes(mask)
+    cls = pair_classes(mask) if by == "mask" else effective_pair_classes(g, rtol)
     parts = [rank1_gradient(x, g * m.to(g.dtype), head_dim) for m in cls]
     return GradientSplit(parts[0] + parts[1] + parts[2], *parts)
 
@@ -321,6 +384,36 @@ def one_step_gradient(x: Tensor, w_qk: Tensor, head_dim: int, objective: str, ta
     return split_gradient(x, g, mask, head_dim), g
 
 
+def token_side_weights(g: Tensor) -> tuple[Tensor, Tensor]:
+    """``(key_weights, query_weights)`` of the logit gradients ``g`` (..., n, n), each (..., n). Chapter 3.
+
+    ``key_weights[j] = Σ_i g_ij²``: how much gradient token j receives in the key slot (column j of G);
+    ``query_weights[i] = Σ_j g_ij²``: in the query slot (row i). Both sum to Σ_ij g_ij². In
+    ``Σ g_ij x_i x_jᵀ`` a token with a large key weight shapes the columns (key side) of the gradient.
+    """
+    if not isinstance(g, Tensor) or g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+        raise ValueError(f"`g` must be a torch tensor of shape (..., n, n); got {tuple(getattr(g, 'shape', ()))}.")
+    e = g.double() ** 2
+    return e.sum(dim=-2), e.sum(dim=-1)
+
+
+def expected_side_weights(n: int, causal: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Expected key and query weights (:func:`token_side_weights`) under the chapter's assumptions. Chapter 3.
+
+    Assumptions: (E1) every query attends uniformly to its allowed keys, P_ij = 1/k_i with k_i = i (causal, 1-based)
+    or n (bidirectional); (E2) the upstream gradients ∂L/∂P_ij are independent with mean 0 and variance 1. Then
+    E g_ij² = (k_i − 1)/k_i³ on allowed pairs, and the weights are its column and row sums. Returns two arrays
+    (n,) in units of the variance in (E2).
+    """
+    _check_length(n)
+    i = np.arange(1, n + 1, dtype=float)
+    k = i if causal else np.full(n, float(n))
+    e_row = (k - 1) / k**3  # E g_ij² for each allowed key of query i
+    allowed = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
+    e = allowed * e_row[:, None]
+    return e.sum(axis=0), e.sum(axis=1)
+
+
 def orthogonal_token_symmetry(g: Tensor, sq_norms: Tensor) -> Tensor:
     """Symmetry score that ``Σ g_ij x_i x_jᵀ`` has when the tokens are mutually orthogonal. Chapter 3.
 
@@ -338,6 +431,11 @@ def orthogonal_token_symmetry(g: Tensor, sq_norms: Tensor) -> Tensor:
 
 
 # ========================================================================================= validation
+def _check_rtol(rtol: float) -> None:
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
+        raise ValueError(f"`rtol` must be a number in [0, 1) (relative to the largest |g|); got {rtol!r}.")
+
+
 def _check_length(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"`n` (sequence length) must be an int >= 1; got {n!r}.")
@@ -387,157 +485,3 @@ def _check_rows_nonempty(mask: Tensor) -> None:
         where = tuple(int(i) for i in torch.nonzero(empty)[0])
         raise ValueError(f"`mask` allows no key for a query (first at index {where}): the softmax is undefined "
                          "there. Allow at least the diagonal (each token attends to itself).")
-
-
-# ===================================================================================== training experiment
-@dataclass
-class TrainConfig:
-    """Sizes and schedule of the chapter-3 training experiment (one attention-only layer). Chapter 3."""
-
-    d_model: int = 64
-    n_heads: int = 4
-    seq_len: int = 64
-    batch_size: int = 16
-    steps: int = 200
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    mask_prob: float = 0.15  # MLM: fraction of positions replaced by the mask token and predicted
-    log_every: int = 10
-    init_std: float = 0.02  # BERT/GPT-2 style N(0, 0.02) for every weight matrix
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-
-class TinyAttentionLM(torch.nn.Module):
-    """Token + position embedding, one multi-head attention layer with a residual, LayerNorm, tied read-out.
-
-    Q/K/V/O are stored per head as (n_heads, d, d_h) in the book's convention (q = W_Qᵀ x), so
-    :meth:`w_qk` is exactly ``Σ_h W_Q^h W_K^hᵀ``. The same module runs causal (decoder) or bidirectional (encoder)
-    attention, chosen per call. Chapter 3.
-    """
-
-    def __init__(self, vocab_size: int, cfg: TrainConfig):
-        super().__init__()
-        if cfg.d_model % cfg.n_heads:
-            raise ValueError(f"`d_model` ({cfg.d_model}) must be divisible by `n_heads` ({cfg.n_heads}).")
-        d, h, dh = cfg.d_model, cfg.n_heads, cfg.head_dim
-        std = cfg.init_std
-        self.cfg = cfg
-        self.tok = torch.nn.Parameter(torch.randn(vocab_size, d) * std)
-        self.pos = torch.nn.Parameter(torch.randn(cfg.seq_len, d) * std)
-        self.wq, self.wk, self.wv, self.wo = (torch.nn.Parameter(torch.randn(h, d, dh) * std) for _ in range(4))
-        self.ln = torch.nn.LayerNorm(d)
-
-    def w_qk(self) -> Tensor:
-        """Layer-level bilinear form Σ_h W_Q^h W_K^hᵀ, (d, d), detached float64."""
-        with torch.no_grad():
-            return torch.einsum("hdk,hek->de", self.wq.double(), self.wk.double())
-
-    def forward(self, ids: Tensor, causal: bool) -> Tensor:
-        """ids (B, T) -> logits (B, T, vocab)."""
-        t = ids.shape[1]
-        x = self.tok[ids] + self.pos[:t]
-        q = torch.einsum("btd,hdk->bhtk", x, self.wq)
-        k = torch.einsum("btd,hdk->bhtk", x, self.wk)
-        v = torch.einsum("btd,hdk->bhtk", x, self.wv)
-        att = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        x = x + torch.einsum("bhtk,hdk->btd", att, self.wo)
-        return self.ln(x) @ self.tok.T
-
-
-def make_batches(token_stream: np.ndarray, cfg: TrainConfig, n_batches: int, seed: int) -> Tensor:
-    """(n_batches, batch_size, seq_len) int64 windows cut at random offsets of ``token_stream``. Chapter 3.
-
-    The same ``seed`` gives the same batches, so both objectives see identical text in identical order.
-    """
-    stream = np.asarray(token_stream)
-    if stream.ndim != 1 or len(stream) <= cfg.seq_len:
-        raise ValueError(f"`token_stream` must be a 1-D array longer than seq_len={cfg.seq_len}; got shape "
-                         f"{stream.shape}.")
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, len(stream) - cfg.seq_len, size=(n_batches, cfg.batch_size))
-    idx = starts[..., None] + np.arange(cfg.seq_len)
-    return torch.from_numpy(stream[idx].astype(np.int64))
-
-
-def _loss(model: TinyAttentionLM, ids: Tensor, objective: str, mask_id: int, mask_prob: float,
-          gen: torch.Generator) -> Tensor:
-    if objective == "causal":
-        logits = model(ids[:, :-1], causal=True)
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-    chosen = torch.rand(ids.shape, generator=gen) < mask_prob
-    chosen[:, 0] |= ~chosen.any(dim=1)  # at least one target per row
-    logits = model(ids.masked_fill(chosen, mask_id), causal=False)
-    return torch.nn.functional.cross_entropy(logits[chosen], ids[chosen])
-
-
-def train_objective(model: TinyAttentionLM, batches: Tensor, objective: str, mask_id: int,
-                    cfg: TrainConfig, seed: int = 0) -> pandas.DataFrame:
-    """Train ``model`` in place with AdamW on ``batches``; log the scores of W_qk and of ΔW = W_t − W_0. Chapter 3.
-
-    ``objective``: ``"causal"`` (next-token prediction, causal mask) or ``"mlm"`` (masked-token reconstruction,
-    bidirectional mask; ``cfg.mask_prob`` of positions replaced by ``mask_id``). Returns one row per logged step
-    with columns ``step, loss, symmetry, directionality, delta_symmetry, delta_directionality, norm, delta_norm``
-    (``norm`` = ‖W_t‖_F, ``delta_norm`` = ‖W_t − W_0‖_F).
-    """
-    import pandas as pd
-
-    if objective not in ("causal", "mlm"):
-        raise ValueError(f"`objective` must be 'causal' or 'mlm'; got {objective!r}.")
-    if batches.ndim != 3 or batches.shape[1:] != (cfg.batch_size, cfg.seq_len):
-        raise ValueError(f"`batches` must have shape (steps, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}); "
-                         f"got {tuple(batches.shape)}. Build it with make_batches(stream, cfg, steps, seed).")
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    w0 = model.w_qk()
-    rows, running = [], []
-
-    def log(step: int) -> None:
-        w = model.w_qk()
-        dw = w - w0
-        row = {"step": step, "loss": float(np.mean(running)) if running else np.nan,
-               "symmetry": symmetry_score(w), "directionality": directionality_score(w),
-               "norm": float(w.norm()), "delta_norm": float(dw.norm())}
-        moved = bool(dw.abs().max() > 0)
-        row["delta_symmetry"] = symmetry_score(dw) if moved else np.nan
-        row["delta_directionality"] = directionality_score(dw) if moved else np.nan
-        rows.append(row)
-        running.clear()
-
-    log(0)
-    for step, ids in enumerate(batches, start=1):
-        loss = _loss(model, ids, objective, mask_id, cfg.mask_prob, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        running.append(float(loss.detach()))
-        if step % cfg.log_every == 0 or step == len(batches):
-            log(step)
-    return pd.DataFrame(rows)
-
-
-def compare_objectives(token_stream: np.ndarray, vocab_size: int, mask_id: int, cfg: TrainConfig,
-                       seeds: Iterable[int], objectives: tuple[str, ...] = ("causal", "mlm"),
-                       progress: bool = False) -> pandas.DataFrame:
-    """For each seed: one initialisation and one batch sequence, trained once per objective. Chapter 3.
-
-    Returns the concatenated :func:`train_objective` logs with ``seed`` and ``objective`` columns.
-    """
-    import pandas as pd
-
-    frames = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        init = TinyAttentionLM(vocab_size, cfg)
-        batches = make_batches(token_stream, cfg, cfg.steps, seed)
-        for objective in objectives:
-            model = copy.deepcopy(init)
-            df = train_objective(model, batches, objective, mask_id, cfg, seed=seed)
-            frames.append(df.assign(seed=seed, objective=objective))
-            if progress:
-                last = df.iloc[-1]
-                print(f"seed {seed} {objective:>6}: loss {last['loss']:.3f}  s(W) {last['symmetry']:+.3f}  "
-                      f"s(ΔW) {last['delta_symmetry']:+.3f}")
-    return pd.concat(frames, ignore_index=True)

@@ -162,8 +162,10 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None):
 
 
 # ------------------------------------------------------------------------------------------------- Chapter 3
-#: Colours of the two training objectives / mask kinds in chapter 3.
-OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"]}
+#: Colours of the training objectives / mask kinds in chapter 3.
+OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c"}
+#: How chapter 3 names the objectives on figures.
+OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection"}
 
 
 def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
@@ -187,51 +189,76 @@ def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
     return fig
 
 
-def training_trajectories(frame, metrics=("symmetry", "directionality", "delta_symmetry", "delta_directionality"),
-                          band: float = 0.95, null_bands: dict | None = None):
-    """Mean over seeds (line) and a t-interval band of each metric against the step, causal vs MLM.
+def objective_trajectories(summary, scores=("symmetry", "directionality"), null_bands: dict | None = None,
+                           level: float = 0.95, full_range: bool = False):
+    """Chapter 3: each score against the training step, one line per objective: the mean over seeds of the
+    per-seed median over layers and heads, with its Student-t interval over seeds as a band.
 
-    ``frame``: output of :func:`qkgeometry.gradients.compare_objectives` (columns step, seed, objective, metrics).
-    The band is the two-sided ``band`` Student-t interval of the mean across seeds. ``null_bands``: optional
-    ``{metric: (low, high)}`` drawn in grey (e.g. the spread of i.i.d. Gaussian matrices). Chapter 3, "The bias in
-    training".
+    ``summary``: one row per (objective, seed, step) with the ``scores`` columns
+    (:func:`qkgeometry.training.objectives.run_medians`). ``null_bands``: optional ``{score: (low, high)}`` drawn in
+    grey (the spread of the same median for Gaussian matrices). ``full_range``: show the whole score range
+    [−1, 1] instead of zooming on the data. Returns the Figure.
     """
     import numpy as np
-    import pandas as pd
 
     from .stats import t_interval
 
-    def t_band(values) -> tuple[float, float]:  # one interval per step, NaN (no band) below two seeds
-        if len(values) < 2:
-            return np.nan, np.nan
-        interval = t_interval(values, level=band, unit="seed")
-        return interval.low, interval.high
-
-    titles = {"symmetry": "$s(W_t)$", "directionality": "$d(W_t)$", "delta_symmetry": "$s(W_t - W_0)$",
-              "delta_directionality": "$d(W_t - W_0)$", "loss": "training loss"}
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.2), squeeze=False,
+    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
                              constrained_layout=True)
-    for ax, metric in zip(axes[0], metrics):
-        if null_bands and metric in null_bands:
-            ax.axhspan(*null_bands[metric], color=FAMILY_COLORS["random"], alpha=0.15, lw=0, label="Gaussian null")
-        for objective, sub in frame.groupby("objective", sort=False):
-            by_step = sub.groupby("step")[metric]
-            agg = by_step.agg(["mean", "count"])
-            bands = by_step.apply(lambda v: t_band(v.dropna().to_numpy()))
+    for ax, score in zip(axes[0], scores):
+        if null_bands and score in null_bands:
+            ax.axhspan(*null_bands[score], color=FAMILY_COLORS["random"], alpha=0.2, lw=0,
+                       label="Gaussian null (95% of medians)")
+        for objective, sub in summary.groupby("objective", sort=False):
+            steps, mean, lo, hi = [], [], [], []
+            for step, grp in sub.groupby("step"):
+                values = grp[score].to_numpy()
+                steps.append(step)
+                mean.append(values.mean())
+                if len(values) >= 2 and np.ptp(values) > 0:
+                    iv = t_interval(values, level)
+                    lo.append(iv.low)
+                    hi.append(iv.high)
+                else:
+                    lo.append(values.mean())
+                    hi.append(values.mean())
             color = OBJECTIVE_COLORS.get(objective, "k")
-            n = int(agg["count"].max())
-            ax.plot(agg.index, agg["mean"], color=color, label=f"{objective} (n={n} seeds)")
-            lo = pd.Series([b[0] for b in bands], index=bands.index)
-            hi = pd.Series([b[1] for b in bands], index=bands.index)
-            if metric != "loss":  # both scores live in [-1, 1]; an interval beyond that carries no information
-                lo, hi = lo.clip(-1, 1), hi.clip(-1, 1)
-            ax.fill_between(agg.index, lo, hi, color=color, alpha=0.2, lw=0)
-        if metric != "loss":
-            ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+            n = sub["seed"].nunique()
+            ax.plot(steps, mean, color=color, label=f"{OBJECTIVE_LABELS.get(objective, objective)} (n = {n} seeds)")
+            ax.fill_between(steps, np.clip(lo, -1, 1), np.clip(hi, -1, 1), color=color, alpha=0.2, lw=0)
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(f"{score} score of $W_{{qk}}$\n(median over layers and heads)")
+        if full_range:
             ax.set_ylim(-1.05, 1.05)
-        ax.set_title(titles.get(metric, metric))
-        ax.set_xlabel("step")
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=8, loc="best")
+    return fig
+
+
+def paper_training_curves(frame, scores=("symmetry", "directionality")):
+    """Chapter 3: the authors' own training runs, median over layers against the fraction of training, one line per
+    run, blue for encoders (masked LM) and red for decoders (causal LM); solid BERT, dashed BERT-small.
+
+    ``frame``: :func:`qkgeometry.zoo.paper_per_layer` with ``group="custom-models"``. Returns the Figure.
+    """
+    med = frame.groupby(["model", "step"], sort=False)[list(scores)].median().reset_index()
+    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
+                             constrained_layout=True)
+    for ax, score in zip(axes[0], scores):
+        for model, grp in med.groupby("model", sort=False):
+            family = "decoder" if "decoder" in model else "encoder"
+            grp = grp.sort_values("step")
+            ax.plot(grp["step"] / grp["step"].max(), grp[score], color=FAMILY_COLORS[family], lw=1.2,
+                    ls="--" if "small" in model else "-", alpha=0.8)
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_xlabel("fraction of training (200k steps)")
+        ax.set_ylabel(f"{score} score\n(median over layers)")
+        ax.set_ylim(-1.05, 1.05)
+    handles = [mpl.lines.Line2D([], [], color=FAMILY_COLORS["encoder"], label="encoder (masked LM)"),
+               mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal LM)"),
+               mpl.lines.Line2D([], [], color="0.3", label="BERT (12 layers)"),
+               mpl.lines.Line2D([], [], color="0.3", ls="--", label="BERT-small (4 layers)")]
+    axes[0][0].legend(handles=handles, fontsize=8, loc="lower left")
     return fig
 
 

@@ -1,4 +1,4 @@
-"""Checkers for the exercises of chapter 3, "Why causal training makes W_qk directional".
+"""Checkers for the exercises of chapter 3, "Where directional structure could come from: the gradient, and a fair test".
 
 Each checker compares the learner's answer with :mod:`qkgeometry.gradients` on fresh inputs, prints a one-line
 verdict and returns True/False.

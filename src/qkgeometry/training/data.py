@@ -194,7 +194,8 @@ def prepare_data(corpus: str = "wikipedia", vocab_size: int = 8000, cache: str |
 
 
 # -------------------------------------------------------------------------------------------------- batches
-def _generator(*keys: int) -> torch.Generator:
+def keyed_generator(*keys: int) -> torch.Generator:
+    """A torch Generator seeded from a hash of ``keys`` (e.g. seed, step, purpose): independent streams per key."""
     seed = int(hashlib.sha256(repr(keys).encode()).hexdigest()[:15], 16)
     return torch.Generator().manual_seed(seed)
 
@@ -213,7 +214,7 @@ def train_block(stream: np.ndarray, seq_len: int, batch_size: int, seed: int, st
     for k in range(step * batch_size, (step + 1) * batch_size):
         epoch, idx = divmod(k, n_blocks)
         if epoch not in cache:
-            g = _generator(seed, epoch, 1)
+            g = keyed_generator(seed, epoch, 1)
             offset = int(torch.randint(0, seq_len, (1,), generator=g))
             cache[epoch] = (offset, torch.randperm(n_blocks, generator=g))
         offset, perm = cache[epoch]
@@ -256,7 +257,7 @@ def train_batch(data: TokenData, objective: str, seq_len: int, batch_size: int, 
     if objective == "clm":
         return Batch(ids, ids, None)
     if objective == "mlm":
-        inputs, selected = mlm_mask(ids, data.vocab_size, _generator(seed, step, 2))
+        inputs, selected = mlm_mask(ids, data.vocab_size, keyed_generator(seed, step, 2))
         return Batch(inputs, ids, selected)
     raise ValueError(f"objective must be 'mlm' or 'clm'; got {objective!r}")
 
@@ -270,7 +271,7 @@ def validation_batches(data: TokenData, objective: str, seq_len: int, batch_size
     if n < 1:
         raise ValueError("the validation stream is shorter than one sequence")
     ids = torch.from_numpy(data.val[:n * seq_len].reshape(n, seq_len).astype(np.int64))
-    g = _generator(_VALIDATION_SEED, seq_len)
+    g = keyed_generator(_VALIDATION_SEED, seq_len)
     out = []
     for chunk in torch.split(ids, batch_size):
         if objective == "clm":

@@ -136,7 +136,8 @@ class TrainConfig:
 
 
 # ------------------------------------------------------------------------------------------------ provenance
-def _git(*args: str) -> str | None:
+def git_output(*args: str) -> str | None:
+    """``git ARGS`` run in the source checkout, stripped stdout; None outside a checkout or on any error."""
     try:
         root = Path(__file__).resolve().parents[3]
         out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
@@ -158,7 +159,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
         versions["tokenizers"] = tokenizers.__version__
     except ImportError:
         pass
-    dirty = _git("status", "--porcelain", "--", "src")
+    dirty = git_output("status", "--porcelain", "--", "src")
     return {
         "config": config.to_dict(),
         "objective": config.objective,
@@ -169,7 +170,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
             "skew": "model's own init, then W_Q^h := W_K^h J (J orthogonal skew) per head, biases zeroed",
             "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
         }[config.init],
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": git_output("rev-parse", "HEAD"),
         "src_dirty": bool(dirty) if dirty is not None else None,
         "versions": versions,
         "hardware": {

@@ -1,0 +1,204 @@
+"""Tests for qkgeometry.training.objectives (chapter 3): exact logit gradients in multi-layer models, pairs counted
+by the gradient, equal footing of the three objectives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from qkgeometry import gradients as gr
+from qkgeometry.training import objectives as ob
+from qkgeometry.training.data import MASK_ID, TokenData
+
+VOCAB = 40
+
+
+def _cfg(**kw) -> ob.ObjectiveConfig:
+    base = {"d_model": 16, "n_heads": 2, "n_layers": 3, "d_mlp": 32, "seq_len": 10, "batch_size": 3, "steps": 4,
+            "log_every": 2, "init_std": 0.3}
+    return ob.ObjectiveConfig(**{**base, **kw})
+
+
+def _stream(n: int = 600, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(5, VOCAB, size=n)
+
+
+def _data() -> TokenData:
+    return TokenData("synthetic", VOCAB, _stream(), _stream(200, 1), None, "test")
+
+
+def _model(cfg: ob.ObjectiveConfig, seed: int = 0) -> ob.ObjectiveTransformer:
+    torch.manual_seed(seed)
+    return ob.ObjectiveTransformer(VOCAB, cfg).double()
+
+
+def _batch(objective: str, cfg: ob.ObjectiveConfig, step: int = 0) -> ob.ObjectiveBatch:
+    ids = torch.from_numpy(_stream()[step * 30:step * 30 + cfg.batch_size * cfg.seq_len]
+                           .reshape(cfg.batch_size, cfg.seq_len).astype(np.int64))
+    return ob.make_objective_batch(ids, objective, VOCAB, seed=0, step=step, mask_prob=0.3,
+                                   unigram=ob.unigram_probs(_stream(), VOCAB))
+
+
+def _one_masked_batch(cfg: ob.ObjectiveConfig) -> ob.ObjectiveBatch:
+    """MLM batch with exactly one masked position per sequence: the loss reads one row per sequence."""
+    ids = torch.from_numpy(_stream()[: cfg.batch_size * cfg.seq_len].reshape(cfg.batch_size, cfg.seq_len)
+                           .astype(np.int64))
+    selected = torch.zeros_like(ids, dtype=torch.bool)
+    selected[torch.arange(cfg.batch_size), torch.tensor([2, 5, 7])[: cfg.batch_size]] = True
+    return ob.ObjectiveBatch("mlm", ids.masked_fill(selected, MASK_ID), ids, selected, None)
+
+
+@pytest.mark.parametrize("objective", ob.OBJECTIVES)
+def test_rank1_gradient_matches_autograd_in_every_layer(objective):
+    cfg = _cfg()
+    model = _model(cfg)
+    model.zero_grad()
+    _, layers = ob.attention_gradients(model, _batch(objective, cfg))
+    assert len(layers) == cfg.n_layers
+    for block, lg in zip(model.blocks, layers):
+        grad_q, grad_k = gr.factor_gradients(lg.grad_w, block.wq.detach(), block.wk.detach())
+        for ours, auto in ((grad_q, block.wq.grad), (grad_k, block.wk.grad)):
+            assert float((ours - auto).abs().max() / auto.abs().max()) < 1e-12
+
+
+def test_exactness_check_detects_a_wrong_gradient():
+    cfg = _cfg()
+    model = _model(cfg)
+    _, layers = ob.attention_gradients(model, _batch("rtd", cfg))
+    lg, block = layers[0], model.blocks[0]
+    wrong = gr.rank1_gradient(lg.x[:, None], lg.g.transpose(-1, -2), block.head_dim).sum(0)  # G transposed
+    grad_q, _ = gr.factor_gradients(wrong, block.wq.detach(), block.wk.detach())
+    assert float((grad_q - block.wq.grad).abs().max() / block.wq.grad.abs().max()) > 1e-3
+
+
+def test_effective_pairs_zero_with_one_layer_positive_with_two():
+    """Masked-rows-only loss: one layer never pairs; a second layer carries gradient back to unmasked queries."""
+    one = _cfg(n_layers=1)
+    rows = ob.gradient_rows(_model(one), _one_masked_batch(one))
+    assert all(r["effective_paired"] == 0.0 for r in rows)
+    assert all(r["mask_paired"] > 0.5 for r in rows)  # what the mask-based split would call "paired"
+    assert all(r["active_rows"] == pytest.approx(1 / one.seq_len) for r in rows)
+
+    two = _cfg(n_layers=2)
+    rows = ob.gradient_rows(_model(two), _one_masked_batch(two))
+    first = [r for r in rows if r["layer"] == 0]
+    last = [r for r in rows if r["layer"] == 1]
+    assert all(r["effective_paired"] > 0.5 for r in first)
+    assert all(r["active_rows"] == 1.0 for r in first)
+    assert all(r["effective_paired"] == 0.0 for r in last)  # the last layer still reads only the masked rows
+
+
+def test_causal_and_rtd_gradients():
+    cfg = _cfg()
+    model = _model(cfg)
+    causal = ob.gradient_rows(model, _batch("causal", cfg))
+    assert all(r["mask_paired"] == 0.0 and r["effective_paired"] == 0.0 for r in causal)
+    rtd = ob.gradient_rows(model, _batch("rtd", cfg))
+    assert all(r["effective_paired"] > 0.5 and r["active_rows"] == 1.0 for r in rtd)
+    assert all(p.grad is None for p in model.parameters())  # gradient_rows leaves no gradients behind
+
+
+def test_batches_are_paired_and_objectives_differ_only_in_their_corruption():
+    cfg = _cfg()
+    b = {o: _batch(o, cfg) for o in ob.OBJECTIVES}
+    for o in ob.OBJECTIVES:
+        assert torch.equal(b[o].targets, b["causal"].targets)  # equal token budget: the same sequences
+    assert torch.equal(b["causal"].inputs, b["causal"].targets)
+    rtd = b["rtd"]
+    assert torch.equal(rtd.labels.bool(), rtd.inputs != rtd.targets)
+    assert not bool((rtd.labels.bool() & ~rtd.selected).any())
+    again = _batch("rtd", cfg)
+    assert torch.equal(again.inputs, rtd.inputs)  # a pure function of (seed, step)
+    with pytest.raises(ValueError, match="unigram"):
+        ob.make_objective_batch(rtd.targets, "rtd", VOCAB, 0, 0)
+    with pytest.raises(ValueError, match="objective"):
+        ob.make_objective_batch(rtd.targets, "lm", VOCAB, 0, 0)
+
+
+def test_compare_objectives_same_init_logs_and_scores():
+    cfg = _cfg(n_layers=2, init_std=0.02)
+    data = _data()
+    model = ob.ObjectiveTransformer(VOCAB, cfg)
+    torch.testing.assert_close(model.w_qk(), torch.einsum("lhdk,lhek->lhde",
+                                                          torch.stack([b.wq for b in model.blocks]).double(),
+                                                          torch.stack([b.wk for b in model.blocks]).double()))
+    scores, grads = ob.compare_objectives(data, cfg, seeds=[0, 1])
+    assert set(scores["objective"]) == set(ob.OBJECTIVES) and set(scores["seed"]) == {0, 1}
+    one = scores.query("seed == 0 and objective == 'mlm' and layer == 0 and head == -1")
+    assert list(one["step"]) == [0, 2, 4] and one["loss"].iloc[1:].notna().all()
+    start = scores[scores.step == 0]
+    for _, grp in start.groupby(["seed", "layer", "head"]):  # same initialisation for every objective of a seed
+        assert grp["symmetry"].nunique() == 1
+    assert scores[["symmetry", "directionality"]].abs().max().max() <= 1
+    assert set(grads["step"]) == {0, cfg.steps}
+    assert len(grads) == 2 * 3 * 2 * cfg.n_layers * cfg.n_heads
+
+
+def test_bad_inputs_have_clear_messages():
+    with pytest.raises(ValueError, match="divisible"):
+        ob.ObjectiveConfig(d_model=10, n_heads=3)
+    with pytest.raises(ValueError, match="`n_layers`"):
+        ob.ObjectiveConfig(n_layers=0)
+    with pytest.raises(ValueError, match="`mask_prob`"):
+        ob.ObjectiveConfig(mask_prob=1.5)
+    with pytest.raises(ValueError, match="`vocab_size`"):
+        ob.ObjectiveTransformer(3, _cfg())
+    with pytest.raises(ValueError, match="position embeddings"):
+        _model(_cfg()).hidden(torch.zeros(1, 11, dtype=torch.long), causal=True)
+    with pytest.raises(SystemExit):
+        ob.main(["--out", "x", "--layers", "0"])
+
+
+def test_summaries_and_null_band():
+    import pandas as pd
+
+    scores = pd.DataFrame([{"objective": o, "seed": s, "step": t, "layer": li, "head": h, "loss": 1.0,
+                            "symmetry": 0.1 * li + 0.01 * h, "directionality": -0.1 * li}
+                           for o in ("causal", "mlm") for s in (0, 1) for t in (0, 5) for li in (0, 1)
+                           for h in (-1, 0, 1, 2)])
+    med = ob.run_medians(scores)
+    assert len(med) == 2 * 2 * 2
+    assert med["symmetry"].iloc[0] == pytest.approx(np.median([0.0, 0.01, 0.02, 0.1, 0.11, 0.12]))
+    last = ob.run_medians(scores, layers="last")
+    assert last["symmetry"].iloc[0] == pytest.approx(0.11) and last["directionality"].iloc[0] == pytest.approx(-0.1)
+    with pytest.raises(ValueError, match="`layers`"):
+        ob.run_medians(scores, layers="middle")
+    band = ob.median_null_band(32, 8, n_matrices=4, n_draws=200)
+    lo, hi = band["directionality"]
+    assert lo < 0 < hi  # the Gaussian law of d is symmetric about 0
+    lo, hi = band["symmetry"]
+    assert lo < 1 / 32 < hi
+    wide = ob.median_null_band(32, 8, n_matrices=1, n_draws=200)["directionality"]
+    assert wide[1] - wide[0] > hi - lo  # a median of one matrix scatters more than a median of four
+
+
+def test_record_runs_writes_readable_logs(tmp_path, monkeypatch):
+    import qkgeometry.training.data as data_module
+
+    monkeypatch.setattr(data_module, "prepare_data", lambda *a, **k: _data())
+    cfg = _cfg(n_layers=2, steps=2, log_every=1)
+    out = ob.record_runs(tmp_path / "runs", cfg, seeds=[0, 1], objectives=("causal", "rtd"), vocab_size=VOCAB,
+                         gradient_batches=1, progress=False)
+    scores, grads, prov = ob.read_recorded(out)
+    assert prov["runs_done"] == prov["runs_total"] == 4 and prov["config"] == cfg.to_dict()
+    assert set(zip(scores["seed"], scores["objective"])) == {(s, o) for s in (0, 1) for o in ("causal", "rtd")}
+    assert scores["step"].max() == cfg.steps and set(grads["step"]) == {0, cfg.steps}
+    with pytest.raises(FileNotFoundError, match="provenance"):
+        ob.read_recorded(tmp_path)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "ch3-objectives"
+
+
+@pytest.mark.skipif(not (RECORDED / "provenance.json").is_file(), reason="no recorded chapter-3 runs")
+def test_recorded_runs_match_their_provenance():
+    scores, grads, prov = ob.read_recorded(RECORDED)
+    cfg = ob.ObjectiveConfig(**prov["config"])  # a valid configuration
+    done = scores.groupby(["seed", "objective"])["step"].max()
+    assert len(done) == prov["runs_done"] <= prov["runs_total"] == len(prov["seeds"]) * len(prov["objectives"])
+    assert (done == cfg.steps).all()
+    assert set(grads["step"]) <= {0, cfg.steps}
+    assert scores["layer"].nunique() == cfg.n_layers and scores["head"].nunique() == cfg.n_heads + 1
