@@ -108,6 +108,20 @@ class QKLayer:
             raise IndexError(f"`head` must be an int in [0, {self.n_heads}); got {head!r}.")
 
 
+def _to_float64(w: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """``w`` (n, d_model, head_dim), any dtype, as float64 on ``device`` in one conversion pass.
+
+    The result is a (n, d_model, head_dim) view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head:
+    the layout of a Linear weight (so the copy is a plain sequential conversion) and the one the batched scoring
+    kernel :func:`qkgeometry.scores.layer_scores` multiplies without another copy.
+    """
+    if device is not None and w.device != device:
+        w = w.to(device)  # move in the stored dtype (fewer bytes), convert on the device
+    out = torch.empty((w.shape[0], w.shape[2], w.shape[1]), dtype=torch.float64, device=w.device)
+    out.copy_(w.transpose(1, 2))
+    return out.transpose(1, 2)
+
+
 # ------------------------------------------------------------------------------------------------ models
 TensorGetter = Callable[[str], torch.Tensor]
 
@@ -141,6 +155,8 @@ class QKModel:
         self._on_close = on_close
         #: "folded" / "raw" for QK-norm models (set by load_qk), None otherwise.
         self.qk_norm: str | None = None
+        #: where layers are placed when read (set by load_qk); float64 on every device.
+        self.device: torch.device = torch.device("cpu")
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
@@ -196,25 +212,31 @@ class QKModel:
                 return plan
         raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
 
-    @staticmethod
-    def _read(plan: _Plan, i: int) -> QKLayer:
+    def _read(self, plan: _Plan, i: int) -> QKLayer:
         wq, wk = plan.split(i)
-        return QKLayer(i, plan.block.component, wq.to(torch.float64).contiguous(), wk.to(torch.float64).contiguous())
+        return QKLayer(i, plan.block.component, _to_float64(wq, self.device), _to_float64(wk, self.device))
 
 
 # ------------------------------------------------------------------------------------------------ sources
 def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
-            qk_norm: QKNorm = "folded") -> QKModel:
+            qk_norm: QKNorm = "folded", device: Any = None) -> QKModel:
     """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources).
 
     ``qk_norm`` matters only for QK-norm models (Qwen3, Gemma-3, OLMo-2): ``"folded"`` (default) multiplies the
     RMSNorm gains into W_Q and W_K (:func:`qkgeometry.architectures.fold_qk_norm` says why that is the form the model
     applies, up to per-token scalars); ``"raw"`` uses the projection weights alone. Chapter 4 compares the two.
+
+    ``device`` (``"cpu"`` by default, ``"cuda"``, ``"cuda:1"``...): where each layer's float64 weights are placed when
+    read, and so where :func:`qkgeometry.score_model` computes. Every number is float64 on every device.
     """
     if qk_norm not in ("folded", "raw"):
         raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
+    from .scores import resolve_device
+
+    dev = resolve_device(device)  # before opening anything: a clear error if CUDA is asked for and absent
     model = _load(source, revision, name, qk_norm)
     model.qk_norm = qk_norm if model.has_qk_norm else None
+    model.device = dev
     return model
 
 

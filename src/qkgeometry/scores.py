@@ -19,7 +19,7 @@ A single matrix gives a Python float; a batch gives a float64 numpy array of the
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -27,10 +27,13 @@ import torch
 from ._validation import ArrayLike, check_factors, check_nonzero, check_square, to_float64
 
 __all__ = [
+    "LayerScores",
     "Scores",
     "directionality_from_norms",
     "directionality_score",
     "directionality_score_factored",
+    "layer_scores",
+    "resolve_device",
     "scores_factored",
     "symmetry_score",
     "symmetry_score_factored",
@@ -154,3 +157,181 @@ def _check_num_std(num_std: float) -> None:
 
 def _out(v: np.ndarray) -> np.ndarray | float:
     return float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------------ attention layers
+class LayerScores(NamedTuple):
+    """Scores of one attention layer (or of a stack of layers).
+
+    ``heads``: per query head, arrays of shape (..., n_heads), or None when not requested.
+    ``layer``: of the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, arrays of shape (...) (floats for one layer),
+    or None when not requested.
+    """
+
+    heads: Scores | None
+    layer: Scores | None
+
+
+def resolve_device(device: Any = None) -> torch.device:
+    """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available.
+
+    Every number is float64 on every device; on CPU the result is the same as with the default.
+    """
+    if device is None:
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"`device` must be 'cpu', 'cuda', 'cuda:N' or a torch.device; got {device!r} ({e}).") from e
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"`device` {device!r} was requested but CUDA is not available here (torch "
+                             f"{torch.__version__}, built {'with' if torch.version.cuda else 'without'} CUDA). "
+                             "Use device='cpu' (the default), or run where `torch.cuda.is_available()` is True.")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"`device` {device!r} does not exist: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s).")
+    elif dev.type != "cpu":
+        raise ValueError(f"`device` must be 'cpu' or a CUDA device ('cuda', 'cuda:N'); got {device!r}.")
+    return dev
+
+
+def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads: bool = True,
+                 layer: bool = True, device: Any = None) -> LayerScores:
+    """Scores of every query head of an attention layer and of the layer matrix, in a few large float64 products.
+
+    ``wq``: (..., n_heads, d, head_dim), ``wk_kv``: (..., n_kv_heads, d, head_dim) with KV heads *not* expanded;
+    query head ``h`` reads KV head ``g(h) = h // (n_heads // n_kv_heads)``, so ``W_qk^h = wq[h] @ wk_kv[g(h)].T``.
+    Leading axes (several layers) are batched. Any floating dtype (bf16, fp16, float32...) on any device; the
+    inputs are converted to float64 once and never modified. ``device``: where to compute (default: where ``wq``
+    is, CPU for numpy input); the scores come back as float64 numpy arrays.
+
+    Cost per query head ``h`` with ``A = W_Q^h``, ``B = W_K^{g(h)}`` (d × r, r = head_dim), as four products of
+    d·r² multiply-adds plus one per KV group (chapter 2, "The factored formulas"):
+
+    * ``AᵀA`` per query head, ``BᵀB`` once per KV head;
+    * ``BᵀA`` for all the query heads of a group in one product: ``‖M‖² = ⟨AᵀA, BᵀB⟩``, ``tr(M M) = tr((BᵀA)²)``;
+    * row norms² ``diag(A (BᵀB) Aᵀ)`` and column norms² ``diag(B (AᵀA) Bᵀ)``.
+
+    The layer matrix has factors of rank ``R = n_kv_heads·head_dim``; it is scored with the same factored formulas
+    when that is cheaper (``5R < d``) and by forming the d × d matrix otherwise (about 2d²R multiply-adds
+    against 10dR²). Both agree with the dense definitions to round-off (tested to 1e-10).
+    """
+    _check_num_std(num_std)
+    dev = resolve_device(device) if device is not None else None
+    at, bt = _transposed_float64(wq, "wq", dev), _transposed_float64(wk_kv, "wk_kv", dev)
+    if at.ndim < 3 or bt.ndim != at.ndim or at.shape[:-3] != bt.shape[:-3] or at.shape[-2:] != bt.shape[-2:]:
+        raise ValueError(f"`wq` and `wk_kv` must have shapes (..., n_heads, d, head_dim) and (..., n_kv_heads, d, "
+                         f"head_dim) with the same leading axes, d and head_dim; got wq{tuple(_shape(wq))} and "
+                         f"wk_kv{tuple(_shape(wk_kv))}.")
+    n_heads, n_kv, r, d = at.shape[-3], bt.shape[-3], at.shape[-2], at.shape[-1]
+    if n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"`wq` has {n_heads} query heads and `wk_kv` {n_kv} KV heads; n_heads must be a multiple of "
+                         "n_kv_heads (grouped-query attention).")
+    if d < 2 or r < 1:
+        raise ValueError(f"the scores need d >= 2 and head_dim >= 1; got d={d}, head_dim={r}.")
+    batch = at.shape[:-3]
+    at = at.reshape(-1, n_kv, n_heads // n_kv, r, d)  # (L, K, G, r, d): views, no copy (contiguous input)
+    bt = bt.reshape(-1, n_kv, r, d)
+    head_scores = layer_score = None
+    if heads:
+        sym, dirn = _head_scores(at, bt, num_std)
+        head_scores = Scores(_out(sym.reshape(*batch, n_heads).cpu().numpy()),
+                             _out(dirn.reshape(*batch, n_heads).cpu().numpy()))
+    if layer:
+        sym, dirn = _layer_matrix_scores(at, bt, num_std)
+        layer_score = Scores(_out(sym.reshape(batch).cpu().numpy()), _out(dirn.reshape(batch).cpu().numpy()))
+    return LayerScores(head_scores, layer_score)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(getattr(x, "shape", np.shape(x)))
+
+
+def _transposed_float64(x: ArrayLike, name: str, device: torch.device | None) -> torch.Tensor:
+    """``x`` (..., d, r) as a float64 tensor ``xᵀ`` (..., r, d), contiguous, on ``device``; at most one copy.
+
+    ``QKLayer`` stores its weights so that this is a free view (the layout of a Linear weight, ``W_Qᵀ`` per head).
+    """
+    t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+    if not t.is_floating_point():
+        kind = "complex" if t.is_complex() else ("bool" if t.dtype == torch.bool else "integer")
+        raise TypeError(f"`{name}` has {kind} dtype {t.dtype}; the scores need real floating-point weights. Convert "
+                        f"them first, e.g. `{name}.double()`.")
+    t = t.detach()
+    if device is not None and t.device != device:
+        t = t.to(device)  # move in the stored dtype (bf16 moves half the bytes of float64), convert there
+    t = t.mT
+    if t.dtype == torch.float64 and t.is_contiguous():
+        return t
+    return torch.empty(t.shape, dtype=torch.float64, device=t.device).copy_(t)
+
+
+def _check_finite_grams(diag: torch.Tensor, name: str) -> None:
+    """Each Gram diagonal entry is a sum of squares of one weight column: it is finite iff that column is."""
+    bad = ~torch.isfinite(diag).all(dim=-1)
+    if bool(bad.any()):
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise ValueError(f"`{name}` contains NaN or Inf entries (first at head index {where}); the scores are "
+                         "undefined. Check the weights (a diverged run or a failed dequantisation) or drop the "
+                         "affected heads.")
+
+
+def _head_scores(at: torch.Tensor, bt: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head scores from ``at`` (L, K, G, r, d) = W_Qᵀ per query head and ``bt`` (L, K, r, d) = W_Kᵀ per KV head.
+
+    Returns symmetry and directionality of shape (L, K, G), i.e. (L, n_heads) in query-head order.
+    """
+    L, K, G, r, d = at.shape
+    gram_a = at @ at.mT  # (L, K, G, r, r) = AᵀA per query head
+    gram_b = bt @ bt.mT  # (L, K, r, r)    = BᵀB once per KV head
+    _check_finite_grams(torch.diagonal(gram_a, dim1=-2, dim2=-1).reshape(L, K * G, r), "wq")
+    _check_finite_grams(torch.diagonal(gram_b, dim1=-2, dim2=-1), "wk_kv")
+    total = torch.einsum("lkgrs,lkrs->lkg", gram_a, gram_b)  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
+    if bool((total <= 0).any()):
+        where = tuple(int(i) for i in torch.nonzero((total <= 0).reshape(L, K * G))[0])
+        raise ValueError(f"query head {where} has an all-zero W_qk (‖M‖_F = 0), so its symmetry score is undefined. "
+                         "Check that the weights were loaded (a zero matrix often means a missing tensor).")
+    # BᵀA for the G query heads of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
+    core = (bt @ at.reshape(L, K, G * r, d).mT).reshape(L, K, r, G, r).transpose(-3, -2)  # (L, K, G, r, r)
+    cross = torch.einsum("lkgrs,lkgsr->lkg", core, core)  # tr(M M) = tr((BᵀA)(BᵀA))
+    # Row norms² of M: diag(A G_B Aᵀ); as (G_B Aᵀ) ⊙ Aᵀ summed over r. Column norms²: (G_A Bᵀ) ⊙ Bᵀ; the G heads
+    # of a group share Bᵀ, so (G·r, r) @ (r, d) is one product per KV head.
+    row_sq = (gram_b.unsqueeze(2) @ at).mul_(at).sum(dim=-2)  # (L, K, G, d)
+    col_sq = (gram_a.reshape(L, K, G * r, r) @ bt).reshape(L, K, G, r, d).mul_(bt.unsqueeze(2)).sum(dim=-2)
+    dirn = _directionality_torch(row_sq, col_sq, num_std)
+    return (cross / total).reshape(L, K * G), dirn.reshape(L, K * G)
+
+
+def _layer_matrix_scores(at: torch.Tensor, bt: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of ``M_layer = Σ_g (Σ_{h∈g} W_Q^h) W_K^{gᵀ}``, shape (L,), factored or dense, whichever is cheaper."""
+    L, K, _, r, d = at.shape
+    a_sum = at.sum(dim=2).reshape(L, 1, 1, K * r, d)  # grouped factors of rank R = K·r, transposed
+    b_all = bt.reshape(L, 1, K * r, d)
+    if 5 * K * r < d:
+        sym, dirn = _head_scores(a_sum, b_all, num_std)
+        return sym.reshape(L), dirn.reshape(L)
+    m = a_sum.reshape(L, K * r, d).mT @ b_all.reshape(L, K * r, d)  # (L, d, d), A Bᵀ formed once
+    m_sq = m * m
+    total = m_sq.sum(dim=(-2, -1))
+    if bool((total <= 0).any()) or not bool(torch.isfinite(total).all()):
+        raise ValueError("the layer matrix is all zero or has NaN/Inf entries; its scores are undefined. Check "
+                         "that the weights were loaded.")
+    cross = (m * m.mT).sum(dim=(-2, -1))
+    dirn = _directionality_torch(m_sq.sum(dim=-1), m_sq.sum(dim=-2), num_std)
+    return cross / total, dirn
+
+
+def _directionality_torch(row_sq: torch.Tensor, col_sq: torch.Tensor, num_std: float) -> torch.Tensor:
+    """:func:`directionality_from_norms` from squared norms (..., d), in torch on their device."""
+    # Round-off can make a zero row's squared norm a tiny negative number; clip before the square root.
+    excess_rows = _outlier_excess_torch(row_sq.clamp_(min=0).sqrt_(), num_std)
+    excess_cols = _outlier_excess_torch(col_sq.clamp_(min=0).sqrt_(), num_std)
+    total = excess_rows + excess_cols
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(total > 0, (excess_rows - excess_cols) / safe, torch.zeros_like(total))
+
+
+def _outlier_excess_torch(norms: torch.Tensor, num_std: float) -> torch.Tensor:
+    threshold = norms.mean(dim=-1) + num_std * norms.std(dim=-1, correction=1)
+    return (norms - threshold.unsqueeze(-1)).clamp_(min=0).sum(dim=-1)

@@ -13,10 +13,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .loading import QKLayer, QKModel, load_qk
-from .scores import scores_factored
+from .scores import layer_scores
 
 __all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "score_layer", "score_model", "summarize", "survey"]
 
@@ -27,24 +26,28 @@ Per = Literal["layer", "head"]
 
 
 def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0) -> list[dict[str, Any]]:
-    """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``."""
+    """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``.
+
+    All heads in a few batched float64 products (:func:`qkgeometry.scores.layer_scores`), on the layer's device."""
+    s = layer_scores(layer.wq, layer.wk_kv, num_std, heads=per == "head", layer=per == "layer")
     if per == "layer":
-        s = scores_factored(*layer.factors(None), num_std=num_std)
-        return [{"layer": layer.index, "head": pd.NA, "symmetry": s.symmetry, "directionality": s.directionality}]
-    s = scores_factored(layer.wq, layer.wk, num_std=num_std)  # batched over heads: (n_heads, d, head_dim)
-    return [{"layer": layer.index, "head": h, "symmetry": float(s.symmetry[h]),
-             "directionality": float(s.directionality[h])} for h in range(layer.n_heads)]
+        return [{"layer": layer.index, "head": pd.NA, "symmetry": s.layer.symmetry,
+                 "directionality": s.layer.directionality}]
+    sym, dirn = np.atleast_1d(s.heads.symmetry), np.atleast_1d(s.heads.directionality)
+    return [{"layer": layer.index, "head": h, "symmetry": float(sym[h]), "directionality": float(dirn[h])}
+            for h in range(layer.n_heads)]
 
 
-def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False) -> pd.DataFrame:
+def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,
+                device: Any = None) -> pd.DataFrame:
     """Score every attention block of ``source`` (anything :func:`qkgeometry.load_qk` accepts, or a QKModel).
 
     Returns the tidy frame described in the module docstring. Chapter 2 ("Per head or per layer?") and
-    chapter 4 use it.
+    chapter 4 use it. ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere (see :func:`load_qk`).
     """
     if per not in ("layer", "head"):
         raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
-    model = source if isinstance(source, QKModel) else load_qk(source)
+    model = _open(source, "folded", device)
     rows = []
     layers: Iterable[QKLayer] = model
     if progress:
@@ -95,15 +98,20 @@ def _package_version() -> str:
         return __version__
 
 
-def _open(source: Any, qk_norm: str) -> QKModel:
+def _open(source: Any, qk_norm: str, device: Any = None) -> QKModel:
     """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:func:`qkgeometry.zoo.random_twin`)."""
+    from .scores import resolve_device
     from .zoo import RANDOM_PREFIX, random_twin
 
     if isinstance(source, QKModel):
+        if device is not None:
+            source.device = resolve_device(device)
         return source
     if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
-        return random_twin(load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm))
-    return load_qk(source, qk_norm=qk_norm)
+        model = random_twin(load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm))
+        model.device = resolve_device(device)
+        return model
+    return load_qk(source, qk_norm=qk_norm, device=device)
 
 
 def _read_cache(cache: Path | None) -> pd.DataFrame:
@@ -134,7 +142,7 @@ def _write_atomic(frame: pd.DataFrame, cache: Path) -> None:
 
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
-           qk_norm: str = "folded", progress: bool = True) -> pd.DataFrame:
+           qk_norm: str = "folded", progress: bool = True, device: Any = None) -> pd.DataFrame:
     """Score many models, one layer at a time, with a resumable on-disk cache. Chapter 4 uses it.
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
@@ -149,6 +157,9 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     a cached model has the same ``source``, ``revision`` (content fingerprint of local files, Hub commit),
     ``qkgeometry_version``, ``per``, ``num_std`` and ``qk_norm`` (:data:`CACHE_KEY`). Rows of other keys stay in the
     file untouched.
+
+    ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere; it does not change the numbers beyond
+    round-off and is not part of the cache key.
 
     Failures: a model that cannot be opened or read is reported (a warning and a line on the progress bar) and
     skipped; the run goes on. Failures are not cached, so the next run retries them.
@@ -173,6 +184,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     cache_path = None if cache is None else Path(cache)
     if cache_path is not None and cache_path.suffix != ".csv":
         raise ValueError(f"`cache` must be a .csv path; got {str(cache_path)!r}.")
+    if device is not None:
+        from .scores import resolve_device
+
+        resolve_device(device)  # a clear error now, not one skipped model after another
     version = _package_version()
     stored = _read_cache(cache_path)
     entries = list(sources)
@@ -186,7 +201,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
         bar.set_postfix_str(label)
         try:
-            model = _open(source, qk_norm)
+            model = _open(source, qk_norm, device)
             key = {"source": model.source if isinstance(source, QKModel) else str(source),
                    "revision": str(model.revision), "qkgeometry_version": version, "per": per,
                    "num_std": float(num_std), "qk_norm": model.qk_norm or ""}
@@ -223,17 +238,7 @@ def _score_layer_lean(layer: QKLayer, per: Per, num_std: float, heads_per_chunk:
     """:func:`score_layer` with bounded memory: per head, the heads are scored ``heads_per_chunk`` at a time and the
     KV heads are indexed per chunk instead of expanded for the whole layer, so the float64 temporaries of the
     factored formulas stay at a few (heads_per_chunk, d_model, head_dim) arrays. Same numbers as score_layer."""
-    if per == "layer":
-        return score_layer(layer, per, num_std)
-    out = []
-    for start in range(0, layer.n_heads, heads_per_chunk):
-        stop = min(start + heads_per_chunk, layer.n_heads)
-        heads = torch.arange(start, stop)
-        s = scores_factored(layer.wq[start:stop], layer.wk_kv[heads // layer.group_size], num_std=num_std)
-        sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
-        out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
-                for n, h in enumerate(heads)]
-    return out
+    return score_layer(layer, per, num_std)  # the batched kernel never expands K; its temporaries are ~ 2 layers
 
 
 def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
