@@ -221,3 +221,154 @@ def test_bad_factor_inputs():
         qg.scores_factored(np.array([[np.nan], [1.0]]), np.ones((2, 1)))
     with pytest.raises(ValueError, match=r"d=1"):
         qg.symmetry_score_factored(np.ones((1, 3)), np.ones((1, 3)))
+
+
+# ------------------------------------------------------------------------------ batched per-layer kernel
+def dense_reference(wq: np.ndarray, wk_kv: np.ndarray, num_std: float):
+    """Per-head and layer scores by forming every d × d matrix (the definitions), KV head g(h) = h // group."""
+    group = wq.shape[-3] // wk_kv.shape[-3]
+    heads = np.stack([wq[..., h, :, :] @ np.swapaxes(wk_kv[..., h // group, :, :], -1, -2)
+                      for h in range(wq.shape[-3])], axis=-3)
+    layer = heads.sum(axis=-3)
+    return (qg.symmetry_score(heads), qg.directionality_score(heads, num_std),
+            qg.symmetry_score(layer), qg.directionality_score(layer, num_std))
+
+
+# (n_heads, n_kv_heads, d, head_dim): MHA, GQA groups of 2/4/8, MQA; layer matrix dense (5R >= d) and factored (5R < d)
+KERNEL_SHAPES = [(4, 4, 20, 7), (8, 4, 48, 6), (8, 2, 48, 6), (8, 1, 40, 5), (16, 2, 200, 4), (6, 3, 90, 2),
+                 (2, 1, 10, 8)]
+
+
+@pytest.mark.parametrize("shape", KERNEL_SHAPES)
+@pytest.mark.parametrize("seed", range(3))
+def test_layer_scores_equal_dense(shape, seed):
+    n_heads, n_kv, d, hd = shape
+    wq = rand(seed, n_heads, d, hd)
+    wk = rand(seed + 50, n_kv, d, hd) * np.exp(rand(seed + 99, n_kv, d, 1))  # uneven rows: nonzero directionality
+    sym, dirn, layer_sym, layer_dirn = dense_reference(wq, wk, 1.5)
+    out = qg.layer_scores(wq, wk, 1.5)
+    np.testing.assert_allclose(out.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, dirn, atol=1e-10, rtol=0)
+    assert abs(out.layer.symmetry - layer_sym) < 1e-10 and abs(out.layer.directionality - layer_dirn) < 1e-10
+    assert isinstance(out.layer.symmetry, float) and out.heads.symmetry.shape == (n_heads,)
+    assert np.abs(dirn).max() > 0.05  # the directionality comparison is not a comparison of zeros
+
+
+def test_layer_scores_batched_layers_equal_one_by_one():
+    """A stack of layers (L, n_heads, d, r) in one call gives each layer's own scores (and the dense ones)."""
+    wq, wk = rand(0, 3, 8, 60, 5), rand(1, 3, 2, 60, 5) * np.exp(rand(2, 3, 2, 60, 1))
+    out = qg.layer_scores(wq, wk, 2.0)
+    assert out.heads.symmetry.shape == (3, 8) and out.layer.directionality.shape == (3,)
+    sym, dirn, layer_sym, layer_dirn = dense_reference(wq, wk, 2.0)
+    np.testing.assert_allclose(out.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, dirn, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.layer.symmetry, layer_sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.layer.directionality, layer_dirn, atol=1e-10, rtol=0)
+    for i in range(3):
+        one = qg.layer_scores(wq[i], wk[i], 2.0)
+        np.testing.assert_array_equal(one.heads.symmetry, out.heads.symmetry[i])
+        assert one.layer.symmetry == out.layer.symmetry[i]
+
+
+def test_layer_scores_agree_with_scores_factored_and_layer_factors():
+    wq, wk = rand(3, 8, 64, 8), rand(4, 2, 64, 8)
+    layer = qg.QKLayer(0, "self", torch.from_numpy(wq), torch.from_numpy(wk))
+    out = qg.layer_scores(layer.wq, layer.wk_kv)
+    ref = qg.scores_factored(layer.wq, layer.wk)  # the expanded form, per head
+    np.testing.assert_allclose(out.heads.symmetry, ref.symmetry, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, ref.directionality, atol=1e-12, rtol=0)
+    ref_layer = qg.scores_factored(*layer.factors())
+    assert out.layer.symmetry == pytest.approx(ref_layer.symmetry, abs=1e-12)
+    assert out.layer.directionality == pytest.approx(ref_layer.directionality, abs=1e-12)
+
+
+def test_layer_scores_heads_or_layer_only():
+    wq, wk = rand(0, 4, 30, 5), rand(1, 2, 30, 5)
+    assert qg.layer_scores(wq, wk, heads=False).heads is None
+    assert qg.layer_scores(wq, wk, layer=False).layer is None
+    np.testing.assert_array_equal(qg.layer_scores(wq, wk, layer=False).heads.symmetry,
+                                  qg.layer_scores(wq, wk).heads.symmetry)
+
+
+def test_layer_scores_low_precision_is_converted_once_to_float64():
+    gen = torch.Generator().manual_seed(0)
+    wq, wk = torch.randn(8, 64, 16, generator=gen).bfloat16(), torch.randn(2, 64, 16, generator=gen).bfloat16()
+    exact = qg.layer_scores(wq.double(), wk.double())
+    for dtype in (torch.bfloat16, torch.float32):
+        out = qg.layer_scores(wq.to(dtype), wk.to(dtype))  # bf16 values are exact in float32 and float64
+        np.testing.assert_array_equal(out.heads.symmetry, exact.heads.symmetry)
+        np.testing.assert_array_equal(out.heads.directionality, exact.heads.directionality)
+    fp16 = qg.layer_scores(wq.half(), wk.half())
+    np.testing.assert_allclose(fp16.heads.symmetry, exact.heads.symmetry, atol=1e-2)
+    before = wq.clone()
+    qg.layer_scores(wq, wk)
+    assert torch.equal(wq, before) and wq.dtype == torch.bfloat16  # inputs untouched
+
+
+def test_layer_scores_device_cpu_equals_default():
+    wq, wk = torch.from_numpy(rand(5, 8, 48, 6)), torch.from_numpy(rand(6, 4, 48, 6))
+    default, cpu = qg.layer_scores(wq, wk), qg.layer_scores(wq, wk, device="cpu")
+    np.testing.assert_array_equal(default.heads.symmetry, cpu.heads.symmetry)
+    np.testing.assert_array_equal(default.heads.directionality, cpu.heads.directionality)
+    assert default.layer == cpu.layer
+    assert qg.layer_scores(wq, wk, device=torch.device("cpu")).layer == default.layer
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cuda_requested_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"`device` 'cuda' was requested but CUDA is not available.*device='cpu'"):
+        qg.layer_scores(np.ones((2, 4, 1)), np.ones((2, 4, 1)), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_equals_cpu():  # pragma: no cover (runs only where a GPU is present)
+    wq, wk = torch.from_numpy(rand(7, 16, 256, 32)).bfloat16(), torch.from_numpy(rand(8, 4, 256, 32)).bfloat16()
+    cpu, gpu = qg.layer_scores(wq, wk), qg.layer_scores(wq, wk, device="cuda")
+    np.testing.assert_allclose(gpu.heads.symmetry, cpu.heads.symmetry, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(gpu.heads.directionality, cpu.heads.directionality, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(gpu.layer.symmetry, cpu.layer.symmetry, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", 3.5, "mps"])
+def test_bad_device(device):
+    with pytest.raises(ValueError, match="`device` must be"):
+        qg.layer_scores(np.ones((2, 4, 1)), np.ones((2, 4, 1)), device=device)
+
+
+def test_layer_scores_bad_inputs():
+    with pytest.raises(ValueError, match=r"multiple of n_kv_heads"):
+        qg.layer_scores(rand(0, 6, 10, 2), rand(1, 4, 10, 2))
+    with pytest.raises(ValueError, match=r"`wq` and `wk_kv` must have shapes.*wq\(4, 10, 2\).*wk_kv\(2, 10, 3\)"):
+        qg.layer_scores(rand(0, 4, 10, 2), rand(1, 2, 10, 3))
+    with pytest.raises(ValueError, match=r"must have shapes"):
+        qg.layer_scores(rand(0, 10, 2), rand(1, 10, 2))
+    with pytest.raises(TypeError, match=r"`wk_kv` has integer dtype"):
+        qg.layer_scores(rand(0, 4, 10, 2), np.ones((2, 10, 2), dtype=int))
+    bad = rand(0, 4, 10, 2)
+    bad[3, 5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"`wq` contains NaN or Inf entries \(first at head index \(0, 3\)\)"):
+        qg.layer_scores(bad, rand(1, 2, 10, 2))
+    bad = rand(1, 2, 10, 2)
+    bad[1, 0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"`wk_kv` contains NaN or Inf"):
+        qg.layer_scores(rand(0, 4, 10, 2), bad)
+    zero = rand(0, 4, 10, 2)
+    zero[2] = 0
+    with pytest.raises(ValueError, match=r"query head \(0, 2\) has an all-zero W_qk"):
+        qg.layer_scores(zero, rand(1, 2, 10, 2))
+    with pytest.raises(ValueError, match="num_std"):
+        qg.layer_scores(rand(0, 4, 10, 2), rand(1, 2, 10, 2), num_std=-1)
+
+
+def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
+    """Scoring a layer per head never reads QKLayer.wk (K expanded to every query head) nor repeat_interleave."""
+    from qkgeometry.survey import score_layer
+
+    monkeypatch.setattr(qg.QKLayer, "wk", property(lambda self: pytest.fail("QKLayer.wk used on the scoring path")))
+    monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: pytest.fail("repeat_interleave used"))
+    layer = qg.QKLayer(0, "self", torch.from_numpy(rand(0, 8, 40, 4)), torch.from_numpy(rand(1, 2, 40, 4)))
+    rows = score_layer(layer, "head")
+    assert [r["head"] for r in rows] == list(range(8))
+    sym, dirn, *_ = dense_reference(layer.wq.numpy(), layer.wk_kv.numpy(), 2.0)
+    np.testing.assert_allclose([r["symmetry"] for r in rows], sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose([r["directionality"] for r in rows], dirn, atol=1e-10, rtol=0)
