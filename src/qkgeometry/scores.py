@@ -287,14 +287,14 @@ def _head_scores(at: torch.Tensor, bt: torch.Tensor, num_std: float) -> tuple[to
     gram_b = bt @ bt.mT  # (L, K, r, r)    = BᵀB once per KV head
     _check_finite_grams(torch.diagonal(gram_a, dim1=-2, dim2=-1).reshape(L, K * G, r), "wq")
     _check_finite_grams(torch.diagonal(gram_b, dim1=-2, dim2=-1), "wk_kv")
-    total = torch.einsum("lkgrs,lkrs->lkg", gram_a, gram_b)  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
+    total = (gram_a * gram_b.unsqueeze(2)).sum(dim=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
     if bool((total <= 0).any()):
         where = tuple(int(i) for i in torch.nonzero((total <= 0).reshape(L, K * G))[0])
         raise ValueError(f"query head {where} has an all-zero W_qk (‖M‖_F = 0), so its symmetry score is undefined. "
                          "Check that the weights were loaded (a zero matrix often means a missing tensor).")
     # BᵀA for the G query heads of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
     core = (bt @ at.reshape(L, K, G * r, d).mT).reshape(L, K, r, G, r).transpose(-3, -2)  # (L, K, G, r, r)
-    cross = torch.einsum("lkgrs,lkgsr->lkg", core, core)  # tr(M M) = tr((BᵀA)(BᵀA))
+    cross = (core * core.mT).sum(dim=(-2, -1))  # tr(M M) = tr((BᵀA)(BᵀA)) = ⟨BᵀA, (BᵀA)ᵀ⟩
     # Row norms² of M: diag(A G_B Aᵀ); as (G_B Aᵀ) ⊙ Aᵀ summed over r. Column norms²: (G_A Bᵀ) ⊙ Bᵀ; the G heads
     # of a group share Bᵀ, so (G·r, r) @ (r, d) is one product per KV head.
     row_sq = (gram_b.unsqueeze(2) @ at).mul_(at).sum(dim=-2)  # (L, K, G, d)
