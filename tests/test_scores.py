@@ -346,7 +346,7 @@ def test_layer_scores_bad_inputs():
         qg.layer_scores(rand(0, 4, 10, 2), np.ones((2, 10, 2), dtype=int))
     bad = rand(0, 4, 10, 2)
     bad[3, 5, 1] = np.nan
-    with pytest.raises(ValueError, match=r"`wq` contains NaN or Inf entries \(first at head index \(0, 3\)\)"):
+    with pytest.raises(ValueError, match=r"`wq` contains NaN or Inf entries \(first in head 3,"):
         qg.layer_scores(bad, rand(1, 2, 10, 2))
     bad = rand(1, 2, 10, 2)
     bad[1, 0, 0] = np.inf
@@ -354,7 +354,7 @@ def test_layer_scores_bad_inputs():
         qg.layer_scores(rand(0, 4, 10, 2), bad)
     zero = rand(0, 4, 10, 2)
     zero[2] = 0
-    with pytest.raises(ValueError, match=r"query head \(0, 2\) has an all-zero W_qk"):
+    with pytest.raises(ValueError, match=r"query head 2 \(counting through the layers\) has an all-zero W_qk"):
         qg.layer_scores(zero, rand(1, 2, 10, 2))
     with pytest.raises(ValueError, match="num_std"):
         qg.layer_scores(rand(0, 4, 10, 2), rand(1, 2, 10, 2), num_std=-1)
@@ -372,3 +372,115 @@ def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
     sym, dirn, *_ = dense_reference(layer.wq.numpy(), layer.wk_kv.numpy(), 2.0)
     np.testing.assert_allclose([r["symmetry"] for r in rows], sym, atol=1e-10, rtol=0)
     np.testing.assert_allclose([r["directionality"] for r in rows], dirn, atol=1e-10, rtol=0)
+
+
+# ------------------------------------------------------------------ the read path and the device option
+def write_llama_folder(folder, layers=3, d=64, heads=8, kv_heads=2, dtype=torch.bfloat16):
+    """A Llama-named checkpoint holding only q_proj/k_proj (what the scores read) and its config.json."""
+    import json
+
+    from safetensors.torch import save_file
+
+    hd = d // heads
+    gen = torch.Generator().manual_seed(0)
+    tensors = {}
+    for i in range(layers):
+        tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.randn(heads * hd, d, generator=gen).to(dtype)
+        tensors[f"model.layers.{i}.self_attn.k_proj.weight"] = torch.randn(kv_heads * hd, d, generator=gen).to(dtype)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads, "intermediate_size": 2 * d, "vocab_size": 32}))
+    return tensors
+
+
+def test_read_path_converts_once_into_the_kernel_layout(tmp_path):
+    tensors = write_llama_folder(tmp_path / "m")
+    layer = qg.load_qk(tmp_path / "m").layer(1)
+    assert layer.wq.dtype == layer.wk_kv.dtype == torch.float64
+    assert layer.wq.shape == (8, 64, 8) and layer.wk_kv.shape == (2, 64, 8)
+    # W_Qᵀ per head is contiguous: the kernel multiplies it without another copy
+    assert layer.wq.mT.is_contiguous() and layer.wk_kv.mT.is_contiguous()
+    from qkgeometry.scores import _transposed_float64
+
+    assert _transposed_float64(layer.wq, "wq", None).data_ptr() == layer.wq.data_ptr()
+    q = tensors["model.layers.1.self_attn.q_proj.weight"].double()  # (heads·hd, d) = [W_Q^0ᵀ; W_Q^1ᵀ; ...]
+    torch.testing.assert_close(layer.wq[3], q[24:32].T, atol=0, rtol=0)
+
+
+def test_score_model_per_head_and_layer_equal_dense(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    model = qg.load_qk(tmp_path / "m")
+    heads, layers = qg.score_model(model, per="head"), qg.score_model(tmp_path / "m", per="layer")
+    assert len(heads) == 3 * 8 and len(layers) == 3
+    for layer in model:
+        sym, dirn, layer_sym, layer_dirn = dense_reference(layer.wq.numpy(), layer.wk_kv.numpy(), 2.0)
+        rows = heads[heads["layer"] == layer.index].sort_values("head")
+        np.testing.assert_allclose(rows["symmetry"], sym, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(rows["directionality"], dirn, atol=1e-10, rtol=0)
+        row = layers[layers["layer"] == layer.index].iloc[0]
+        assert abs(row["symmetry"] - layer_sym) < 1e-10 and abs(row["directionality"] - layer_dirn) < 1e-10
+
+
+def test_device_cpu_equals_default_end_to_end(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    assert qg.load_qk(tmp_path / "m").device == torch.device("cpu")
+    assert qg.load_qk(tmp_path / "m", device="cpu").layer(0).wq.device == torch.device("cpu")
+    for per in ("head", "layer"):
+        default = qg.score_model(tmp_path / "m", per=per)
+        cpu = qg.score_model(tmp_path / "m", per=per, device="cpu")
+        assert default.equals(cpu)
+    survey = qg.survey([str(tmp_path / "m")], per="head", progress=False, device="cpu")
+    np.testing.assert_array_equal(survey["symmetry"], qg.score_model(tmp_path / "m", per="head")["symmetry"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cuda_without_cuda_fails_before_reading(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    for call in (lambda: qg.load_qk(tmp_path / "m", device="cuda"),
+                 lambda: qg.score_model(tmp_path / "m", device="cuda"),
+                 lambda: qg.survey([str(tmp_path / "m")], progress=False, device="cuda")):
+        with pytest.raises(ValueError, match=r"CUDA is not available"):
+            call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cli_device_cuda_without_cuda_is_one_clear_line(tmp_path, capsys):
+    from qkgeometry.cli import main
+
+    write_llama_folder(tmp_path / "m")
+    assert main(["score", str(tmp_path / "m"), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "CUDA is not available" in err[0] and "device='cpu'" in err[0]
+    assert main(["score", str(tmp_path / "m"), "--device", "cpu", "--per", "head"]) == 0
+
+
+def test_import_is_lazy_and_survey_stays_the_function():
+    import subprocess
+    import sys
+
+    code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
+            "import qkgeometry.survey; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.survey'; "
+            "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 3 * 8 * 2 * 5 * 60])
+def test_layer_scores_chunked_equals_one_chunk(monkeypatch, chunk_bytes):
+    """A few KV groups at a time (here 1 or 3 per chunk, across layer boundaries) gives the one-chunk numbers."""
+    import qkgeometry.scores as scores
+
+    wq = torch.from_numpy(rand(0, 4, 8, 60, 5)).bfloat16()
+    wk = torch.from_numpy(rand(1, 4, 4, 60, 5) * np.exp(rand(2, 4, 4, 60, 1))).bfloat16()
+    whole = qg.layer_scores(wq, wk)
+    monkeypatch.setattr(scores, "CHUNK_BYTES", chunk_bytes)
+    parts = qg.layer_scores(wq, wk)
+    np.testing.assert_allclose(parts.heads.symmetry, whole.heads.symmetry, atol=1e-14, rtol=0)
+    np.testing.assert_allclose(parts.heads.directionality, whole.heads.directionality, atol=1e-14, rtol=0)
+    np.testing.assert_allclose(parts.layer.symmetry, whole.layer.symmetry, atol=1e-14, rtol=0)
+    sym, dirn, layer_sym, _ = dense_reference(wq.double().numpy(), wk.double().numpy(), 2.0)
+    np.testing.assert_allclose(parts.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(parts.heads.directionality, dirn, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(parts.layer.symmetry, layer_sym, atol=1e-10, rtol=0)

@@ -174,9 +174,15 @@ class QKModel:
         return sum(p.dims.n_layers for p in self._plans)
 
     def __iter__(self) -> Iterator[QKLayer]:
+        return self.iter_layers()
+
+    def iter_layers(self, *, convert: bool = True) -> Iterator[QKLayer]:
+        """The layers one at a time (each read when reached). ``convert=False`` leaves the weights in their stored
+        dtype (bf16, fp16...) on :attr:`device`, not float64: for :func:`qkgeometry.scores.layer_scores`, which
+        converts them itself, a few KV groups at a time, so that a whole float64 copy of the layer never exists."""
         for plan in self._plans:
             for i in range(plan.dims.n_layers):
-                yield self._read(plan, i)
+                yield self._read(plan, i, convert)
 
     def layer(self, index: int, component: str | None = None) -> QKLayer:
         """One layer, by index (and component for encoder-decoder models)."""
@@ -212,8 +218,10 @@ class QKModel:
                 return plan
         raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
 
-    def _read(self, plan: _Plan, i: int) -> QKLayer:
+    def _read(self, plan: _Plan, i: int, convert: bool = True) -> QKLayer:
         wq, wk = plan.split(i)
+        if not convert:
+            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device))
         return QKLayer(i, plan.block.component, _to_float64(wq, self.device), _to_float64(wk, self.device))
 
 
@@ -439,7 +447,7 @@ def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, qk_norm: 
 
     def split(i: int):
         wq, wk = split_block(block, dims, getter, i)
-        return fold_qk_norm(wq, wk, *qk_norm_gains(block, getter, i))
+        return fold_qk_norm(wq.double(), wk.double(), *qk_norm_gains(block, getter, i))  # the product in float64
 
     return split
 
@@ -518,7 +526,8 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
         wq, wk = split_linear(q, k, dims, (spec.q.format(i=i), spec.k.format(i=i)))
         if spec.q_norm is not None and qk_norm == "folded":
             # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
-            wq, wk = fold_qk_norm(wq, wk, get(spec.q_norm.format(i=i)).double(), get(spec.k_norm.format(i=i)).double())
+            wq, wk = fold_qk_norm(wq.double(), wk.double(), get(spec.q_norm.format(i=i)).double(),
+                                  get(spec.k_norm.format(i=i)).double())
         return wq, wk
 
     plan = _Plan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)

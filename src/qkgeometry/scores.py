@@ -202,57 +202,59 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
 
     ``wq``: (..., n_heads, d, head_dim), ``wk_kv``: (..., n_kv_heads, d, head_dim) with KV heads *not* expanded;
     query head ``h`` reads KV head ``g(h) = h // (n_heads // n_kv_heads)``, so ``W_qk^h = wq[h] @ wk_kv[g(h)].T``.
-    Leading axes (several layers) are batched. Any floating dtype (bf16, fp16, float32...) on any device; the
-    inputs are converted to float64 once and never modified. ``device``: where to compute (default: where ``wq``
-    is, CPU for numpy input); the scores come back as float64 numpy arrays.
+    Leading axes (several layers) are batched. Any floating dtype (bf16, fp16, float32...) on any device: the
+    weights are converted to float64 once, a few KV groups at a time, into a reused buffer (inputs are never
+    modified). ``device``: where to compute (default: where ``wq`` is, CPU for numpy input); the scores come back
+    as float64 numpy arrays (floats for one layer's ``layer`` scores).
 
-    Cost per query head ``h`` with ``A = W_Q^h``, ``B = W_K^{g(h)}`` (d × r, r = head_dim), as four products of
+    Cost per query head ``h`` with ``A = W_Q^h``, ``B = W_K^{g(h)}`` (d × r, r = head_dim): four products of
     d·r² multiply-adds plus one per KV group (chapter 2, "The factored formulas"):
 
     * ``AᵀA`` per query head, ``BᵀB`` once per KV head;
     * ``BᵀA`` for all the query heads of a group in one product: ``‖M‖² = ⟨AᵀA, BᵀB⟩``, ``tr(M M) = tr((BᵀA)²)``;
     * row norms² ``diag(A (BᵀB) Aᵀ)`` and column norms² ``diag(B (AᵀA) Bᵀ)``.
 
-    The layer matrix has factors of rank ``R = n_kv_heads·head_dim``; it is scored with the same factored formulas
-    when that is cheaper (``5R < d``) and by forming the d × d matrix otherwise (about 2d²R multiply-adds
-    against 10dR²). Both agree with the dense definitions to round-off (tested to 1e-10).
+    K is never expanded to the query heads. The layer matrix has factors of rank ``R = n_kv_heads·head_dim``; it is
+    scored with the same factored formulas when that is cheaper (``5R < d``) and by forming the d × d matrix
+    otherwise (about 2d²R multiply-adds against 10dR²). Both agree with the dense definitions to round-off (tested
+    to 1e-10).
     """
     _check_num_std(num_std)
     dev = resolve_device(device) if device is not None else None
-    at, bt = _transposed_float64(wq, "wq", dev), _transposed_float64(wk_kv, "wk_kv", dev)
-    if at.ndim < 3 or bt.ndim != at.ndim or at.shape[:-3] != bt.shape[:-3] or at.shape[-2:] != bt.shape[-2:]:
+    tq, tk = _as_tensor(wq, "wq", dev), _as_tensor(wk_kv, "wk_kv", dev)
+    if tq.ndim < 3 or tk.ndim != tq.ndim or tq.shape[:-3] != tk.shape[:-3] or tq.shape[-2:] != tk.shape[-2:]:
         raise ValueError(f"`wq` and `wk_kv` must have shapes (..., n_heads, d, head_dim) and (..., n_kv_heads, d, "
-                         f"head_dim) with the same leading axes, d and head_dim; got wq{tuple(_shape(wq))} and "
-                         f"wk_kv{tuple(_shape(wk_kv))}.")
-    n_heads, n_kv, r, d = at.shape[-3], bt.shape[-3], at.shape[-2], at.shape[-1]
+                         f"head_dim) with the same leading axes, d and head_dim; got wq{tuple(tq.shape)} and "
+                         f"wk_kv{tuple(tk.shape)}.")
+    n_heads, n_kv, d, r = tq.shape[-3], tk.shape[-3], tq.shape[-2], tq.shape[-1]
     if n_kv < 1 or n_heads % n_kv:
         raise ValueError(f"`wq` has {n_heads} query heads and `wk_kv` {n_kv} KV heads; n_heads must be a multiple of "
                          "n_kv_heads (grouped-query attention).")
     if d < 2 or r < 1:
         raise ValueError(f"the scores need d >= 2 and head_dim >= 1; got d={d}, head_dim={r}.")
-    batch = at.shape[:-3]
-    at = at.reshape(-1, n_kv, n_heads // n_kv, r, d)  # (L, K, G, r, d): views, no copy (contiguous input)
-    bt = bt.reshape(-1, n_kv, r, d)
+    batch = tq.shape[:-3]
+    # Wᵀ per head, (L·K, G, r, d) and (L·K, r, d): free views for QKLayer's layout, stored dtype kept until converted
+    at = tq.reshape(-1, n_kv, n_heads // n_kv, d, r).mT.reshape(-1, n_heads // n_kv, r, d)
+    bt = tk.reshape(-1, d, r).mT
+    sym, dirn, layer_out = _stream_groups(at, bt, num_std, heads, layer)
     head_scores = layer_score = None
     if heads:
-        sym, dirn = _head_scores(at, bt, num_std)
         head_scores = Scores(_out(sym.reshape(*batch, n_heads).cpu().numpy()),
                              _out(dirn.reshape(*batch, n_heads).cpu().numpy()))
     if layer:
-        sym, dirn = _layer_matrix_scores(at, bt, num_std)
-        layer_score = Scores(_out(sym.reshape(batch).cpu().numpy()), _out(dirn.reshape(batch).cpu().numpy()))
+        n_layers = at.shape[0] // n_kv
+        lsym, ldirn = _layer_matrix_scores(layer_out[0].reshape(n_layers, n_kv * r, d),
+                                           layer_out[1].reshape(n_layers, n_kv * r, d), num_std)
+        layer_score = Scores(_out(lsym.reshape(batch).cpu().numpy()), _out(ldirn.reshape(batch).cpu().numpy()))
     return LayerScores(head_scores, layer_score)
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(getattr(x, "shape", np.shape(x)))
+#: Bytes of float64 per chunk of KV groups (the conversion buffer and the product buffer each hold this much).
+CHUNK_BYTES = 1 << 23
 
 
-def _transposed_float64(x: ArrayLike, name: str, device: torch.device | None) -> torch.Tensor:
-    """``x`` (..., d, r) as a float64 tensor ``xᵀ`` (..., r, d), contiguous, on ``device``; at most one copy.
-
-    ``QKLayer`` stores its weights so that this is a free view (the layout of a Linear weight, ``W_Qᵀ`` per head).
-    """
+def _as_tensor(x: ArrayLike, name: str, device: torch.device | None) -> torch.Tensor:
+    """``x`` as a detached tensor on ``device``, in its own floating dtype (numpy: zero-copy)."""
     t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
     if not t.is_floating_point():
         kind = "complex" if t.is_complex() else ("bool" if t.dtype == torch.bool else "integer")
@@ -260,66 +262,130 @@ def _transposed_float64(x: ArrayLike, name: str, device: torch.device | None) ->
                         f"them first, e.g. `{name}.double()`.")
     t = t.detach()
     if device is not None and t.device != device:
-        t = t.to(device)  # move in the stored dtype (bf16 moves half the bytes of float64), convert there
-    t = t.mT
+        t = t.to(device)  # move in the stored dtype (bf16 moves a quarter of the bytes of float64), convert there
+    return t
+
+
+def _transposed_float64(x: ArrayLike, name: str, device: torch.device | None) -> torch.Tensor:
+    """``x`` (..., d, r) as a contiguous float64 ``xᵀ`` (..., r, d); no copy when it already is one."""
+    t = _as_tensor(x, name, device).mT
     if t.dtype == torch.float64 and t.is_contiguous():
         return t
     return torch.empty(t.shape, dtype=torch.float64, device=t.device).copy_(t)
 
 
-def _check_finite_grams(diag: torch.Tensor, name: str) -> None:
+class _Buffers:
+    """Float64 work buffers reused from one chunk (and one call) to the next: a fresh 8 MB tensor per product
+    costs page faults and zeroing; one thread-local set per device is kept."""
+
+    _local = None
+
+    @classmethod
+    def get(cls, name: str, numel: int, device: torch.device) -> torch.Tensor:
+        import threading
+
+        if cls._local is None:
+            cls._local = threading.local()
+        store = cls._local.__dict__.setdefault("buffers", {})
+        key = (name, str(device))
+        buf = store.get(key)
+        if buf is None or buf.numel() < numel:
+            buf = store[key] = torch.empty(numel, dtype=torch.float64, device=device)
+        return buf[:numel]
+
+
+def _float64(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Contiguous float64 ``x``: the tensor itself when it is one, else a copy into a reused buffer."""
+    if x.dtype == torch.float64 and x.is_contiguous():
+        return x
+    return _Buffers.get(name, x.numel(), x.device).view(x.shape).copy_(x)
+
+
+def _stream_groups(at: torch.Tensor, bt: torch.Tensor, num_std: float, heads: bool, layer: bool):
+    """Per-head scores (and the layer factors) from ``at`` (N, G, r, d) = W_Qᵀ per query head, grouped by KV head,
+    and ``bt`` (N, r, d) = W_Kᵀ per KV head, N = layers × KV heads; a few KV groups at a time.
+
+    Returns symmetry and directionality of shape (N, G) (None when ``heads`` is False) and, when ``layer``, the
+    float64 layer factors ``(Σ_{h∈g} W_Q^hᵀ, W_K^gᵀ)`` of shapes (N, r, d) each.
+    """
+    N, G, r, d = at.shape
+    dev = at.device
+    chunk = max(1, CHUNK_BYTES // (8 * G * r * d))
+    sym = dirn = row_sq = col_sq = None
+    if heads:
+        sym = torch.empty(N, G, dtype=torch.float64, device=dev)
+        row_sq = torch.empty(N, G, d, dtype=torch.float64, device=dev)
+        col_sq = torch.empty(N, G, d, dtype=torch.float64, device=dev)
+    a_sum = torch.empty(N, r, d, dtype=torch.float64, device=dev) if layer else None
+    b_all = torch.empty(N, r, d, dtype=torch.float64, device=dev) if layer else None
+    for s in range(0, N, chunk):
+        e = min(N, s + chunk)
+        c = e - s
+        a, b = _float64(at[s:e], "a"), _float64(bt[s:e], "b")  # the one float64 conversion
+        if layer:
+            torch.sum(a, dim=1, out=a_sum[s:e])
+            b_all[s:e] = b
+        if not heads:
+            continue
+        gram_a = a @ a.mT  # (c, G, r, r) = AᵀA per query head
+        gram_b = b @ b.mT  # (c, r, r)    = BᵀB once per KV head
+        _check_finite_grams(torch.diagonal(gram_a, dim1=-2, dim2=-1).reshape(c * G, r), "wq", s * G)
+        _check_finite_grams(torch.diagonal(gram_b, dim1=-2, dim2=-1), "wk_kv", s)
+        total = (gram_a * gram_b.unsqueeze(1)).sum(dim=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
+        if bool((total <= 0).any()):
+            first = s * G + int(torch.nonzero(total.reshape(-1) <= 0)[0])
+            raise ValueError(f"query head {first} (counting through the layers) has an all-zero W_qk (‖M‖_F = 0), "
+                             "so its symmetry score is undefined. Check that the weights were loaded (a zero matrix "
+                             "often means a missing tensor).")
+        # BᵀA for the G query heads of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
+        core = (b @ a.reshape(c, G * r, d).mT).reshape(c, r, G, r).transpose(1, 2)  # (c, G, r, r)
+        sym[s:e] = (core * core.mT).sum(dim=(-2, -1)) / total  # tr(M M) = ⟨BᵀA, (BᵀA)ᵀ⟩
+        # Row norms² of M: diag(A G_B Aᵀ) = Σ_r (G_B Aᵀ) ⊙ Aᵀ. Column norms²: Σ_r (G_A Bᵀ) ⊙ Bᵀ, where the G heads
+        # of a group share Bᵀ, so [G_A1; ...; G_AG] (G·r, r) @ Bᵀ (r, d) is one product per KV head.
+        work = _Buffers.get("work", c * G * r * d, dev)
+        prod = torch.bmm(gram_b.unsqueeze(1).expand(c, G, r, r).reshape(c * G, r, r), a.view(c * G, r, d),
+                         out=work.view(c * G, r, d))
+        torch.sum(prod.view(c, G, r, d).mul_(a), dim=-2, out=row_sq[s:e])
+        prod = torch.bmm(gram_a.view(c, G * r, r), b, out=work.view(c, G * r, d))
+        torch.sum(prod.view(c, G, r, d).mul_(b.unsqueeze(1)), dim=-2, out=col_sq[s:e])
+    if heads:
+        dirn = _directionality_torch(row_sq, col_sq, num_std)
+    return sym, dirn, (a_sum, b_all)
+
+
+def _check_finite_grams(diag: torch.Tensor, name: str, offset: int = 0) -> None:
     """Each Gram diagonal entry is a sum of squares of one weight column: it is finite iff that column is."""
     bad = ~torch.isfinite(diag).all(dim=-1)
     if bool(bad.any()):
-        where = tuple(int(i) for i in torch.nonzero(bad)[0])
-        raise ValueError(f"`{name}` contains NaN or Inf entries (first at head index {where}); the scores are "
-                         "undefined. Check the weights (a diverged run or a failed dequantisation) or drop the "
-                         "affected heads.")
+        first = offset + int(torch.nonzero(bad)[0])
+        raise ValueError(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through the "
+                         "layers); the scores are undefined. Check the weights (a diverged run or a failed "
+                         "dequantisation) or drop the affected heads.")
 
 
-def _head_scores(at: torch.Tensor, bt: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-head scores from ``at`` (L, K, G, r, d) = W_Qᵀ per query head and ``bt`` (L, K, r, d) = W_Kᵀ per KV head.
-
-    Returns symmetry and directionality of shape (L, K, G), i.e. (L, n_heads) in query-head order.
-    """
-    L, K, G, r, d = at.shape
-    gram_a = at @ at.mT  # (L, K, G, r, r) = AᵀA per query head
-    gram_b = bt @ bt.mT  # (L, K, r, r)    = BᵀB once per KV head
-    _check_finite_grams(torch.diagonal(gram_a, dim1=-2, dim2=-1).reshape(L, K * G, r), "wq")
-    _check_finite_grams(torch.diagonal(gram_b, dim1=-2, dim2=-1), "wk_kv")
-    total = (gram_a * gram_b.unsqueeze(2)).sum(dim=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
-    if bool((total <= 0).any()):
-        where = tuple(int(i) for i in torch.nonzero((total <= 0).reshape(L, K * G))[0])
-        raise ValueError(f"query head {where} has an all-zero W_qk (‖M‖_F = 0), so its symmetry score is undefined. "
-                         "Check that the weights were loaded (a zero matrix often means a missing tensor).")
-    # BᵀA for the G query heads of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
-    core = (bt @ at.reshape(L, K, G * r, d).mT).reshape(L, K, r, G, r).transpose(-3, -2)  # (L, K, G, r, r)
-    cross = (core * core.mT).sum(dim=(-2, -1))  # tr(M M) = tr((BᵀA)(BᵀA)) = ⟨BᵀA, (BᵀA)ᵀ⟩
-    # Row norms² of M: diag(A G_B Aᵀ); as (G_B Aᵀ) ⊙ Aᵀ summed over r. Column norms²: (G_A Bᵀ) ⊙ Bᵀ; the G heads
-    # of a group share Bᵀ, so (G·r, r) @ (r, d) is one product per KV head.
-    row_sq = (gram_b.unsqueeze(2) @ at).mul_(at).sum(dim=-2)  # (L, K, G, d)
-    col_sq = (gram_a.reshape(L, K, G * r, r) @ bt).reshape(L, K, G, r, d).mul_(bt.unsqueeze(2)).sum(dim=-2)
-    dirn = _directionality_torch(row_sq, col_sq, num_std)
-    return (cross / total).reshape(L, K * G), dirn.reshape(L, K * G)
-
-
-def _layer_matrix_scores(at: torch.Tensor, bt: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores of ``M_layer = Σ_g (Σ_{h∈g} W_Q^h) W_K^{gᵀ}``, shape (L,), factored or dense, whichever is cheaper."""
-    L, K, _, r, d = at.shape
-    a_sum = at.sum(dim=2).reshape(L, 1, 1, K * r, d)  # grouped factors of rank R = K·r, transposed
-    b_all = bt.reshape(L, 1, K * r, d)
-    if 5 * K * r < d:
-        sym, dirn = _head_scores(a_sum, b_all, num_std)
+def _layer_matrix_scores(a_t: torch.Tensor, b_t: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of ``M = A Bᵀ`` from float64 ``a_t = Aᵀ``, ``b_t = Bᵀ`` of shape (L, R, d): the layer matrix, whose
+    factors are the grouped sums ``Σ_{h∈g} W_Q^h`` and ``W_K^g`` side by side (rank R = n_kv_heads·head_dim).
+    Factored when cheaper (5R < d), else by forming M one layer at a time. Returns two (L,) tensors."""
+    L, R, d = a_t.shape
+    if 5 * R < d:
+        sym, dirn, _ = _stream_groups(a_t.unsqueeze(1), b_t, num_std, heads=True, layer=False)
         return sym.reshape(L), dirn.reshape(L)
-    m = a_sum.reshape(L, K * r, d).mT @ b_all.reshape(L, K * r, d)  # (L, d, d), A Bᵀ formed once
-    m_sq = m * m
-    total = m_sq.sum(dim=(-2, -1))
-    if bool((total <= 0).any()) or not bool(torch.isfinite(total).all()):
-        raise ValueError("the layer matrix is all zero or has NaN/Inf entries; its scores are undefined. Check "
-                         "that the weights were loaded.")
-    cross = (m * m.mT).sum(dim=(-2, -1))
-    dirn = _directionality_torch(m_sq.sum(dim=-1), m_sq.sum(dim=-2), num_std)
-    return cross / total, dirn
+    sym = torch.empty(L, dtype=torch.float64, device=a_t.device)
+    row_sq = torch.empty(L, d, dtype=torch.float64, device=a_t.device)
+    col_sq = torch.empty(L, d, dtype=torch.float64, device=a_t.device)
+    block = max(1, CHUNK_BYTES // (8 * d))
+    for i in range(L):
+        m = a_t[i].mT @ b_t[i]  # (d, d): A Bᵀ
+        row_sq[i] = torch.linalg.vector_norm(m, dim=-1).square_()
+        col_sq[i] = torch.linalg.vector_norm(m, dim=-2).square_()
+        total = row_sq[i].sum()
+        if not bool(total > 0) or not bool(torch.isfinite(total)):
+            raise ValueError(f"the layer matrix of layer {i} is all zero or has NaN/Inf entries; its scores are "
+                             "undefined. Check that the weights were loaded.")
+        cross = sum((m[j:j + block] * m[:, j:j + block].mT).sum() for j in range(0, d, block))  # tr(M M)
+        sym[i] = cross / total
+    return sym, _directionality_torch(row_sq, col_sq, num_std)
 
 
 def _directionality_torch(row_sq: torch.Tensor, col_sq: torch.Tensor, num_std: float) -> torch.Tensor:

@@ -49,11 +49,11 @@ def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress:
         raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
     model = _open(source, "folded", device)
     rows = []
-    layers: Iterable[QKLayer] = model
+    layers: Iterable[QKLayer] = model.iter_layers(convert=False)  # score_layer converts to float64 itself
     if progress:
         from tqdm.auto import tqdm
 
-        layers = tqdm(model, total=len(model), desc=model.name, unit="layer")
+        layers = tqdm(layers, total=len(model), desc=model.name, unit="layer")
     for layer in layers:
         dims = model.dims(layer.component)
         for row in score_layer(layer, per, num_std):
@@ -257,7 +257,8 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     from tqdm.auto import tqdm
 
     rows = []
-    for layer in tqdm(model, total=len(model), desc=label, unit="layer", leave=False, disable=not progress):
+    for layer in tqdm(model.iter_layers(convert=False), total=len(model), desc=label, unit="layer", leave=False,
+                      disable=not progress):
         dims = model.dims(layer.component)
         for row in _score_layer_lean(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
