@@ -330,6 +330,11 @@ class _ConfigView:
     def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
         self._data, self._load, self._real = data, load, None
 
+    # Model types whose transformers config (or attention module) takes head_dim = hidden_size // num_attention_heads
+    # when config.json has no head_dim (Llama-2 checkpoints, for one): answered here, without importing transformers.
+    # Not Gemma or Qwen3, whose config classes default to a fixed head_dim.
+    _HEAD_DIM_IS_WIDTH_OVER_HEADS = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "olmo", "olmo2"})
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -337,6 +342,8 @@ class _ConfigView:
             value = self._data.get(key)
             if value is not None and key in self._data:
                 return _ConfigView(value, lambda: getattr(self._config(), name)) if isinstance(value, dict) else value
+        if name == "head_dim" and self._data.get("model_type") in self._HEAD_DIM_IS_WIDTH_OVER_HEADS:
+            return int(self.hidden_size) // int(self.num_attention_heads)
         return getattr(self._config(), name)
 
     def _config(self) -> Any:
