@@ -177,7 +177,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]
 
 
 def with_src(src: str | None) -> dict:
-    env = dict(os.environ)
+    env = dict(os.environ)  # carries OMP_NUM_THREADS / MKL_NUM_THREADS set by --threads
     if src is not None:
         env["PYTHONPATH"] = src
     return env
@@ -242,10 +242,19 @@ def main() -> None:
     ap.add_argument("--skip-dense", action="store_true", help="do not run the dense way")
     ap.add_argument("--skip-e2e", action="store_true", help="roofline (and start-up) only")
     ap.add_argument("--startup", action="store_true", help="also time start-up (--help, import, score)")
+    ap.add_argument("--threads", type=int, help="BLAS/OpenMP threads for everything measured (default: torch's "
+                    "choice, one per core). On a machine loaded beyond its cores, 1 avoids threads waiting on each "
+                    "other at every parallel region")
     args = ap.parse_args()
+    if args.threads is not None:
+        if args.threads < 1:
+            ap.error(f"--threads must be >= 1; got {args.threads}")
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch is imported, inherited by every child
+            os.environ[var] = str(args.threads)
     shape = SHAPES["small" if args.small else "bench"]
     cli = str(Path(sys.executable).with_name("qkgeometry"))
-    print(f"shape {shape}; load at start {load():.1f}; {os.cpu_count()} CPUs")
+    print(f"shape {shape}; load at start {load():.1f}; {os.cpu_count()} CPUs; threads "
+          f"{args.threads or 'default'}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     roofline(shape, args.repeats)
     if args.startup:
         startup(max(args.repeats, 5), cli, args.baseline_src)
