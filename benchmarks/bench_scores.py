@@ -140,6 +140,7 @@ def roofline(shape: dict, repeats: int, inner: int = 5) -> None:
         "layer_scores (per head, whole kernel)": (lambda: layer_scores(wq, wk, heads=True, layer=False),
                                                   (4 * heads + kv) * unit),
     }
+    counted = count_flops(lambda: layer_scores(wq, wk, heads=True, layer=False))
     rates: dict[str, list[float]] = {k: [] for k in cases}
     loads = []
     for _ in range(repeats):
@@ -156,11 +157,23 @@ def roofline(shape: dict, repeats: int, inner: int = 5) -> None:
     for name, values in rates.items():
         print(f"   {name:<40} {statistics.median(values):7.1f} GFLOP/s  (rounds: "
               f"{', '.join(f'{v:.1f}' for v in values)})")
+    print(f"   FLOPs of one layer_scores call counted by torch.profiler: {counted / 1e9:.4f} GFLOP; analytic count "
+          f"{(4 * heads + kv) * unit / 1e9:.4f} GFLOP")
     print(f"   kernel: {(4 * heads + kv) * unit / 1e9:.2f} GFLOP per layer (4 + 1/{group} products of 2dr² per head) "
           f"at {kernel:.1f} GFLOP/s = {kernel / peak:.0%} of the square-GEMM peak, {kernel / shape_peak:.0%} of the "
           f"median of its own product shapes")
     print(f"   dense way per head: 2d²r = {2 * d * d * r / 1e9:.2f} GFLOP to form W_qk (+ O(d²) passes); factored: "
           f"{(4 + 1 / group) * unit / 1e9:.3f} GFLOP -> {2 * d * d * r / ((4 + 1 / group) * unit):.1f}x fewer FLOPs")
+
+
+def count_flops(fn) -> float:
+    """FLOPs that torch.profiler attributes to the operators run by ``fn`` (matrix products; elementwise ops are
+    counted too where torch knows their cost)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        fn()
+    return float(sum(e.flops for e in prof.key_averages() if e.flops))
 
 
 # ---------------------------------------------------------------------------------------------- end to end

@@ -54,7 +54,9 @@ class SourceError(ValueError):
 class QKLayer:
     """Q/K weights of one attention block.
 
-    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded.
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
+    (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). As read from a model, each is a view of
+    a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel multiplies as is.
     """
 
     index: int
@@ -76,7 +78,10 @@ class QKLayer:
 
     @property
     def wk(self) -> torch.Tensor:
-        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``."""
+        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``.
+
+        A new tensor group_size times the size of ``wk_kv``: convenient for small models and teaching; the scores
+        (:func:`qkgeometry.scores.layer_scores`) never use it."""
         return self.wk_kv.repeat_interleave(self.group_size, dim=0)
 
     def kv_head(self, head: int) -> int:
