@@ -259,6 +259,8 @@ def main() -> None:
                     "choice, one per core). On a machine loaded beyond its cores, 1 avoids threads waiting on each "
                     "other at every parallel region")
     args = ap.parse_args()
+    # Every measured process (dense too) gets the OpenMP wait policy that the qkgeometry command line sets for itself.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.threads is not None:
         if args.threads < 1:
             ap.error(f"--threads must be >= 1; got {args.threads}")
@@ -267,7 +269,8 @@ def main() -> None:
     shape = SHAPES["small" if args.small else "bench"]
     cli = str(Path(sys.executable).with_name("qkgeometry"))
     print(f"shape {shape}; load at start {load():.1f}; {os.cpu_count()} CPUs; threads "
-          f"{args.threads or 'default'}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+          f"{args.threads or 'default'}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     roofline(shape, args.repeats)
     if args.startup:
         startup(max(args.repeats, 5), cli, args.baseline_src)

@@ -12,6 +12,7 @@ Other chapters register more subcommands through :data:`SUBCOMMANDS`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +20,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
     import pandas as pd
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime; an explicit setting
+# wins). On a machine with more runnable processes than cores, spinning threads took the CPU from the working ones
+# and made the per-head scoring 2-5x slower.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: Extra subcommands: name -> function(subparsers) that adds the parser and sets ``func``.
 SUBCOMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {}
