@@ -470,12 +470,10 @@ def test_import_is_lazy_and_survey_stays_the_function():
 @pytest.mark.parametrize("chunk_bytes", [1, 3 * 8 * 2 * 5 * 60])
 def test_layer_scores_chunked_equals_one_chunk(monkeypatch, chunk_bytes):
     """A few KV groups at a time (here 1 or 3 per chunk, across layer boundaries) gives the one-chunk numbers."""
-    import qkgeometry.scores as scores
-
     wq = torch.from_numpy(rand(0, 4, 8, 60, 5)).bfloat16()
     wk = torch.from_numpy(rand(1, 4, 4, 60, 5) * np.exp(rand(2, 4, 4, 60, 1))).bfloat16()
     whole = qg.layer_scores(wq, wk)
-    monkeypatch.setattr(scores, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr("qkgeometry.scores.CHUNK_BYTES", chunk_bytes)
     parts = qg.layer_scores(wq, wk)
     np.testing.assert_allclose(parts.heads.symmetry, whole.heads.symmetry, atol=1e-14, rtol=0)
     np.testing.assert_allclose(parts.heads.directionality, whole.heads.directionality, atol=1e-14, rtol=0)
