@@ -1,14 +1,16 @@
 """Per-head scoring against the dense way, with a float64 roofline measured in the same run.
 
 Writes a random Llama-shaped checkpoint (default: 16 layers, d=2048, 16 heads / 4 KV heads, FFN 5632, vocab 32000,
-bf16 safetensors, about 1.6 GB) into a temporary folder, then measures three things, each round-robin ``--repeats``
-times (timings on shared machines drift, so every figure is a median and the 1-minute load average is printed next
-to every timing):
+bf16 safetensors, about 1.6 GB) into a temporary folder, then measures three things, interleaved or round-robin
+(timings on shared machines drift, so every figure is a median and the 1-minute load average is printed next to
+every timing):
 
 1. **Roofline** (in this process): the float64 GEMM throughput of this machine, from a square 2048³ product and from
    the batched product shapes the kernel uses, next to the achieved GFLOP/s of
    :func:`qkgeometry.scores.layer_scores` on one layer (its FLOPs counted analytically: ``2·d·r²`` per product,
-   ``4·n_heads + n_kv_heads`` products per layer). Reported as a fraction of each peak.
+   ``4·n_heads + n_kv_heads`` products per layer, and checked against ``torch.profiler``'s count). The cases are
+   interleaved call by call, and the kernel's rate is reported as a fraction of the square GEMM's rate in the same
+   iteration and of the time its own products take when run alone.
 2. **End to end** (fresh processes under GNU ``/usr/bin/time -v``, peak RSS from the kernel):
 
    * **qkgeometry**: ``qkgeometry score DIR --per head`` (streams the Q/K tensors layer by layer, factored scores);
@@ -104,18 +106,8 @@ def write_checkpoint(folder: Path, layers: int, d: int, heads: int, kv_heads: in
 
 
 # ---------------------------------------------------------------------------------------------- roofline
-def _median_time(fn, reps: int) -> float:
-    fn()  # warm-up (allocations, MKL's first-call setup)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def roofline(shape: dict, repeats: int, inner: int = 5) -> None:
-    """GEMM peak at the square and at the kernel's shapes vs the kernel's achieved rate, round-robin."""
+def roofline(shape: dict, repeats: int, inner: int = 7) -> None:
+    """GEMM throughput at the square and at the kernel's shapes vs the kernel's achieved rate, interleaved."""
     import torch
 
     from qkgeometry.loading import _to_float64
@@ -141,27 +133,39 @@ def roofline(shape: dict, repeats: int, inner: int = 5) -> None:
                                                   (4 * heads + kv) * unit),
     }
     counted = count_flops(lambda: layer_scores(wq, wk, heads=True, layer=False))
-    rates: dict[str, list[float]] = {k: [] for k in cases}
+    for fn, _ in cases.values():
+        fn()  # warm-up (allocations, MKL's first-call setup)
+    # Interleaved at the level of single calls: the load of a shared machine changes within seconds, so each
+    # iteration times every case once, back to back, and the kernel is compared with the square GEMM of its own
+    # iteration (median of those per-iteration fractions).
+    times: dict[str, list[float]] = {k: [] for k in cases}
     loads = []
-    for _ in range(repeats):
-        for name, (fn, flops) in cases.items():  # round-robin
-            rates[name].append(flops / _median_time(fn, inner) / 1e9)
+    for _ in range(repeats * inner):
+        for name, (fn, _) in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
         loads.append(load())
-    peak = statistics.median(rates["GEMM 2048x2048x2048 (square)"])
+    rates = {k: [cases[k][1] / t / 1e9 for t in v] for k, v in times.items()}
+    square, kernel_name = "GEMM 2048x2048x2048 (square)", "layer_scores (per head, whole kernel)"
     shapes = [k for k in cases if k.startswith("kernel shape")]
-    shape_peak = statistics.median([statistics.median(rates[k]) for k in shapes])
-    kernel = statistics.median(rates["layer_scores (per head, whole kernel)"])
+    frac_square = [k / p for k, p in zip(rates[kernel_name], rates[square], strict=True)]
+    # the products' own roofline: the time the kernel's products take when run alone, in the same iteration
+    frac_shapes = [sum(times[k][i] for k in shapes) * (4 * heads + kv) / (4 * heads) / times[kernel_name][i]
+                   for i in range(len(loads))]
+    kernel = statistics.median(rates[kernel_name])
     print(f"\n1. roofline, float64, torch {torch.__version__}, {torch.get_num_threads()} threads, one layer "
-          f"(d={d}, {heads}/{kv} heads, r={r}); medians of {repeats} rounds x {inner}; "
+          f"(d={d}, {heads}/{kv} heads, r={r}); medians of {len(loads)} interleaved iterations; "
           f"load {min(loads):.1f}-{max(loads):.1f}")
     for name, values in rates.items():
-        print(f"   {name:<40} {statistics.median(values):7.1f} GFLOP/s  (rounds: "
-              f"{', '.join(f'{v:.1f}' for v in values)})")
+        q1, q3 = statistics.quantiles(values, n=4)[0], statistics.quantiles(values, n=4)[2]
+        print(f"   {name:<40} {statistics.median(values):7.1f} GFLOP/s  [IQR {q1:.1f}-{q3:.1f}]")
     print(f"   FLOPs of one layer_scores call counted by torch.profiler: {counted / 1e9:.4f} GFLOP; analytic count "
           f"{(4 * heads + kv) * unit / 1e9:.4f} GFLOP")
     print(f"   kernel: {(4 * heads + kv) * unit / 1e9:.2f} GFLOP per layer (4 + 1/{group} products of 2dr² per head) "
-          f"at {kernel:.1f} GFLOP/s = {kernel / peak:.0%} of the square-GEMM peak, {kernel / shape_peak:.0%} of the "
-          f"median of its own product shapes")
+          f"at {kernel:.1f} GFLOP/s; per iteration {statistics.median(frac_square):.0%} of the square-GEMM rate "
+          f"[IQR {statistics.quantiles(frac_square, n=4)[0]:.0%}-{statistics.quantiles(frac_square, n=4)[2]:.0%}] "
+          f"and {statistics.median(frac_shapes):.0%} of the rate of its own products run alone")
     print(f"   dense way per head: 2d²r = {2 * d * d * r / 1e9:.2f} GFLOP to form W_qk (+ O(d²) passes); factored: "
           f"{(4 + 1 / group) * unit / 1e9:.3f} GFLOP -> {2 * d * d * r / ((4 + 1 / group) * unit):.1f}x fewer FLOPs")
 
