@@ -27,6 +27,7 @@ every timing):
 It is a benchmark, not a test.
 
     python benchmarks/bench_scores.py [--repeats 3] [--small] [--startup] [--baseline-src DIR] [--skip-dense]
+                                      [--threads N] [--device cuda]
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def write_checkpoint(folder: Path, layers: int, d: int, heads: int, kv_heads: in
 
 
 # ---------------------------------------------------------------------------------------------- roofline
-def roofline(shape: dict, repeats: int, inner: int = 7) -> None:
+def roofline(shape: dict, repeats: int, inner: int = 7, device: str = "cpu") -> None:
     """GEMM throughput at the square and at the kernel's shapes vs the kernel's achieved rate, interleaved."""
     import torch
 
@@ -117,11 +118,13 @@ def roofline(shape: dict, repeats: int, inner: int = 7) -> None:
     r, group = d // heads, heads // kv
     gen = torch.Generator().manual_seed(0)
     # one layer exactly as load_qk hands it over: float64, (n, d, r) views of (n, r, d) buffers
-    wq = _to_float64(torch.randn(heads, r, d, generator=gen).bfloat16().mT)
-    wk = _to_float64(torch.randn(kv, r, d, generator=gen).bfloat16().mT)
+    dev = torch.device(device)
+    wq = _to_float64(torch.randn(heads, r, d, generator=gen).bfloat16().mT, dev)
+    wk = _to_float64(torch.randn(kv, r, d, generator=gen).bfloat16().mT, dev)
     at, bt = wq.mT.reshape(kv, group, r, d), wk.mT
     gram_a, gram_b = at @ at.mT, bt @ bt.mT
-    square = torch.randn(2048, 2048, generator=gen, dtype=torch.float64)
+    square = torch.randn(2048, 2048, generator=gen, dtype=torch.float64).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     unit = 2 * d * r * r  # FLOPs of one (d × r)ᵀ(d × r)-sized product
     cases = {
         "GEMM 2048x2048x2048 (square)": (lambda: square @ square, 2 * 2048 ** 3),
@@ -142,8 +145,10 @@ def roofline(shape: dict, repeats: int, inner: int = 7) -> None:
     loads = []
     for _ in range(repeats * inner):
         for name, (fn, _) in cases.items():
+            sync()
             t0 = time.perf_counter()
             fn()
+            sync()
             times[name].append(time.perf_counter() - t0)
         loads.append(load())
     rates = {k: [cases[k][1] / t / 1e9 for t in v] for k, v in times.items()}
@@ -154,7 +159,8 @@ def roofline(shape: dict, repeats: int, inner: int = 7) -> None:
     frac_shapes = [sum(times[k][i] for k in shapes) * (4 * heads + kv) / (4 * heads) / times[kernel_name][i]
                    for i in range(len(loads))]
     kernel = statistics.median(rates[kernel_name])
-    print(f"\n1. roofline, float64, torch {torch.__version__}, {torch.get_num_threads()} threads, one layer "
+    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"\n1. roofline, float64, torch {torch.__version__}, {where}, one layer "
           f"(d={d}, {heads}/{kv} heads, r={r}); medians of {len(loads)} interleaved iterations; "
           f"load {min(loads):.1f}-{max(loads):.1f}")
     for name, values in rates.items():
@@ -200,9 +206,10 @@ def with_src(src: str | None) -> dict:
     return env
 
 
-def end_to_end(folder: Path, repeats: int, cli: str, baseline_src: str | None, skip_dense: bool) -> None:
+def end_to_end(folder: Path, repeats: int, cli: str, baseline_src: str | None, skip_dense: bool,
+               device: str = "cpu") -> None:
     here = str(Path(__file__).resolve().parents[1] / "src")
-    commands = {"qkgeometry": ([cli, "score", str(folder), "--per", "head"], with_src(here))}
+    commands = {"qkgeometry": ([cli, "score", str(folder), "--per", "head", "--device", device], with_src(here))}
     if baseline_src:
         commands["baseline"] = ([cli, "score", str(folder), "--per", "head"], with_src(baseline_src))
     if not skip_dense:
@@ -262,6 +269,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, help="BLAS/OpenMP threads for everything measured (default: torch's "
                     "choice, one per core). On a machine loaded beyond its cores, 1 avoids threads waiting on each "
                     "other at every parallel region")
+    ap.add_argument("--device", default="cpu", help="where qkgeometry computes (cpu, cuda): the roofline and the "
+                    "qkgeometry runs; the dense way and the baseline stay on the CPU")
     args = ap.parse_args()
     # Every measured process (dense too) gets the OpenMP wait policy that the qkgeometry command line sets for itself.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -270,12 +279,18 @@ def main() -> None:
             ap.error(f"--threads must be >= 1; got {args.threads}")
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch is imported, inherited by every child
             os.environ[var] = str(args.threads)
+    from qkgeometry.scores import resolve_device
+
+    try:
+        resolve_device(args.device)  # a clear message now rather than a traceback later
+    except ValueError as e:
+        ap.error(str(e))
     shape = SHAPES["small" if args.small else "bench"]
     cli = str(Path(sys.executable).with_name("qkgeometry"))
     print(f"shape {shape}; load at start {load():.1f}; {os.cpu_count()} CPUs; threads "
           f"{args.threads or 'default'}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    roofline(shape, args.repeats)
+    roofline(shape, args.repeats, device=args.device)
     if args.startup:
         startup(max(args.repeats, 5), cli, args.baseline_src)
     if args.skip_e2e:
@@ -286,7 +301,7 @@ def main() -> None:
         write_checkpoint(tmp, **shape)
         size = sum(f.stat().st_size for f in tmp.glob("*.safetensors")) / 2**30
         print(f"checkpoint: {size:.2f} GiB on disk")
-        end_to_end(tmp, args.repeats, cli, args.baseline_src, args.skip_dense)
+        end_to_end(tmp, args.repeats, cli, args.baseline_src, args.skip_dense, args.device)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
