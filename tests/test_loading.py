@@ -214,3 +214,18 @@ def test_hub_id_offline_suggests_local_alternatives(monkeypatch):
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
     with pytest.raises(SourceError, match=r"could not fetch 'some-org/some-model'.*offline:minilm-l6"):
         qg.load_qk("some-org/some-model")
+
+
+@pytest.mark.parametrize("model_type", sorted(__import__("qkgeometry.loading", fromlist=["_ConfigView"])
+                                              ._ConfigView._HEAD_DIM_IS_WIDTH_OVER_HEADS))
+def test_head_dim_fast_path_agrees_with_transformers(model_type):
+    """Without head_dim in config.json, the sizes come without importing transformers, and equal what it gives."""
+    from qkgeometry.architectures import get_architecture
+    from qkgeometry.loading import _ConfigView
+
+    raw = {"model_type": model_type, "hidden_size": 96, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "num_hidden_layers": 3}
+    view = _ConfigView(raw, lambda: pytest.fail("transformers was consulted"))
+    real = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k != "model_type"})
+    block = get_architecture(model_type).blocks[0]
+    assert block.dims(view) == block.dims(real) and block.dims(view).head_dim == 12

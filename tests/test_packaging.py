@@ -150,8 +150,9 @@ def test_makefile_installs_every_offline_package():
 def test_makefile_gates():
     """`make test` lints and runs every test; `make test-fast` deselects the slow ones."""
     text = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test: lint test-unit test-notebooks test-book$", text, re.MULTILINE)
-    assert re.search(r'^test-fast: lint\n\t\$\(BIN\)/python -m pytest -q -m "not slow"$', text, re.MULTILINE)
+    assert re.search(r"^test: lint test-unit test-notebooks test-book test-browser$", text, re.MULTILINE)
+    assert re.search(r'^test-fast: lint\n\t\$\(BIN\)/python -m pytest -q -m "not slow and not browser"$', text,
+                     re.MULTILINE)
     assert re.search(r"^lint: install\n\t\$\(BIN\)/ruff check src tests benchmarks$", text, re.MULTILINE)
     pytest_options = _pyproject()["tool"]["pytest"]["ini_options"]
     assert "--doctest-modules" in pytest_options["addopts"] and "src" in pytest_options["testpaths"]

@@ -221,3 +221,264 @@ def test_bad_factor_inputs():
         qg.scores_factored(np.array([[np.nan], [1.0]]), np.ones((2, 1)))
     with pytest.raises(ValueError, match=r"d=1"):
         qg.symmetry_score_factored(np.ones((1, 3)), np.ones((1, 3)))
+
+
+# ------------------------------------------------------------------------------ batched per-layer kernel
+def dense_reference(wq: np.ndarray, wk_kv: np.ndarray, num_std: float):
+    """Per-head and layer scores by forming every d × d matrix (the definitions), KV head g(h) = h // group."""
+    group = wq.shape[-3] // wk_kv.shape[-3]
+    heads = np.stack([wq[..., h, :, :] @ np.swapaxes(wk_kv[..., h // group, :, :], -1, -2)
+                      for h in range(wq.shape[-3])], axis=-3)
+    layer = heads.sum(axis=-3)
+    return (qg.symmetry_score(heads), qg.directionality_score(heads, num_std),
+            qg.symmetry_score(layer), qg.directionality_score(layer, num_std))
+
+
+# (n_heads, n_kv_heads, d, head_dim): MHA, GQA groups of 2/4/8, MQA; layer matrix dense (5R >= d) and factored (5R < d)
+KERNEL_SHAPES = [(4, 4, 20, 7), (8, 4, 48, 6), (8, 2, 48, 6), (8, 1, 40, 5), (16, 2, 200, 4), (6, 3, 90, 2),
+                 (2, 1, 10, 8)]
+
+
+@pytest.mark.parametrize("shape", KERNEL_SHAPES)
+@pytest.mark.parametrize("seed", range(3))
+def test_layer_scores_equal_dense(shape, seed):
+    n_heads, n_kv, d, hd = shape
+    wq = rand(seed, n_heads, d, hd)
+    wk = rand(seed + 50, n_kv, d, hd) * np.exp(rand(seed + 99, n_kv, d, 1))  # uneven rows: nonzero directionality
+    sym, dirn, layer_sym, layer_dirn = dense_reference(wq, wk, 1.5)
+    out = qg.layer_scores(wq, wk, 1.5)
+    np.testing.assert_allclose(out.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, dirn, atol=1e-10, rtol=0)
+    assert abs(out.layer.symmetry - layer_sym) < 1e-10 and abs(out.layer.directionality - layer_dirn) < 1e-10
+    assert isinstance(out.layer.symmetry, float) and out.heads.symmetry.shape == (n_heads,)
+    assert np.abs(dirn).max() > 0.05  # the directionality comparison is not a comparison of zeros
+
+
+def test_layer_scores_batched_layers_equal_one_by_one():
+    """A stack of layers (L, n_heads, d, r) in one call gives each layer's own scores (and the dense ones)."""
+    wq, wk = rand(0, 3, 8, 60, 5), rand(1, 3, 2, 60, 5) * np.exp(rand(2, 3, 2, 60, 1))
+    out = qg.layer_scores(wq, wk, 2.0)
+    assert out.heads.symmetry.shape == (3, 8) and out.layer.directionality.shape == (3,)
+    sym, dirn, layer_sym, layer_dirn = dense_reference(wq, wk, 2.0)
+    np.testing.assert_allclose(out.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, dirn, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.layer.symmetry, layer_sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(out.layer.directionality, layer_dirn, atol=1e-10, rtol=0)
+    for i in range(3):
+        one = qg.layer_scores(wq[i], wk[i], 2.0)
+        np.testing.assert_array_equal(one.heads.symmetry, out.heads.symmetry[i])
+        assert one.layer.symmetry == out.layer.symmetry[i]
+
+
+def test_layer_scores_agree_with_scores_factored_and_layer_factors():
+    wq, wk = rand(3, 8, 64, 8), rand(4, 2, 64, 8)
+    layer = qg.QKLayer(0, "self", torch.from_numpy(wq), torch.from_numpy(wk))
+    out = qg.layer_scores(layer.wq, layer.wk_kv)
+    ref = qg.scores_factored(layer.wq, layer.wk)  # the expanded form, per head
+    np.testing.assert_allclose(out.heads.symmetry, ref.symmetry, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(out.heads.directionality, ref.directionality, atol=1e-12, rtol=0)
+    ref_layer = qg.scores_factored(*layer.factors())
+    assert out.layer.symmetry == pytest.approx(ref_layer.symmetry, abs=1e-12)
+    assert out.layer.directionality == pytest.approx(ref_layer.directionality, abs=1e-12)
+
+
+def test_layer_scores_heads_or_layer_only():
+    wq, wk = rand(0, 4, 30, 5), rand(1, 2, 30, 5)
+    assert qg.layer_scores(wq, wk, heads=False).heads is None
+    assert qg.layer_scores(wq, wk, layer=False).layer is None
+    np.testing.assert_array_equal(qg.layer_scores(wq, wk, layer=False).heads.symmetry,
+                                  qg.layer_scores(wq, wk).heads.symmetry)
+
+
+def test_layer_scores_low_precision_is_converted_once_to_float64():
+    gen = torch.Generator().manual_seed(0)
+    wq, wk = torch.randn(8, 64, 16, generator=gen).bfloat16(), torch.randn(2, 64, 16, generator=gen).bfloat16()
+    exact = qg.layer_scores(wq.double(), wk.double())
+    for dtype in (torch.bfloat16, torch.float32):
+        out = qg.layer_scores(wq.to(dtype), wk.to(dtype))  # bf16 values are exact in float32 and float64
+        np.testing.assert_array_equal(out.heads.symmetry, exact.heads.symmetry)
+        np.testing.assert_array_equal(out.heads.directionality, exact.heads.directionality)
+    fp16 = qg.layer_scores(wq.half(), wk.half())
+    np.testing.assert_allclose(fp16.heads.symmetry, exact.heads.symmetry, atol=1e-2)
+    before = wq.clone()
+    qg.layer_scores(wq, wk)
+    assert torch.equal(wq, before) and wq.dtype == torch.bfloat16  # inputs untouched
+
+
+def test_layer_scores_device_cpu_equals_default():
+    wq, wk = torch.from_numpy(rand(5, 8, 48, 6)), torch.from_numpy(rand(6, 4, 48, 6))
+    default, cpu = qg.layer_scores(wq, wk), qg.layer_scores(wq, wk, device="cpu")
+    np.testing.assert_array_equal(default.heads.symmetry, cpu.heads.symmetry)
+    np.testing.assert_array_equal(default.heads.directionality, cpu.heads.directionality)
+    assert default.layer == cpu.layer
+    assert qg.layer_scores(wq, wk, device=torch.device("cpu")).layer == default.layer
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cuda_requested_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"`device` 'cuda' was requested but CUDA is not available.*device='cpu'"):
+        qg.layer_scores(np.ones((2, 4, 1)), np.ones((2, 4, 1)), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_equals_cpu():  # pragma: no cover (runs only where a GPU is present)
+    wq, wk = torch.from_numpy(rand(7, 16, 256, 32)).bfloat16(), torch.from_numpy(rand(8, 4, 256, 32)).bfloat16()
+    cpu, gpu = qg.layer_scores(wq, wk), qg.layer_scores(wq, wk, device="cuda")
+    np.testing.assert_allclose(gpu.heads.symmetry, cpu.heads.symmetry, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(gpu.heads.directionality, cpu.heads.directionality, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(gpu.layer.symmetry, cpu.layer.symmetry, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", 3.5, "mps"])
+def test_bad_device(device):
+    with pytest.raises(ValueError, match="`device` must be"):
+        qg.layer_scores(np.ones((2, 4, 1)), np.ones((2, 4, 1)), device=device)
+
+
+def test_layer_scores_bad_inputs():
+    with pytest.raises(ValueError, match=r"multiple of n_kv_heads"):
+        qg.layer_scores(rand(0, 6, 10, 2), rand(1, 4, 10, 2))
+    with pytest.raises(ValueError, match=r"`wq` and `wk_kv` must have shapes.*wq\(4, 10, 2\).*wk_kv\(2, 10, 3\)"):
+        qg.layer_scores(rand(0, 4, 10, 2), rand(1, 2, 10, 3))
+    with pytest.raises(ValueError, match=r"must have shapes"):
+        qg.layer_scores(rand(0, 10, 2), rand(1, 10, 2))
+    with pytest.raises(TypeError, match=r"`wk_kv` has integer dtype"):
+        qg.layer_scores(rand(0, 4, 10, 2), np.ones((2, 10, 2), dtype=int))
+    bad = rand(0, 4, 10, 2)
+    bad[3, 5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"`wq` contains NaN or Inf entries \(first in head 3,"):
+        qg.layer_scores(bad, rand(1, 2, 10, 2))
+    bad = rand(1, 2, 10, 2)
+    bad[1, 0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"`wk_kv` contains NaN or Inf"):
+        qg.layer_scores(rand(0, 4, 10, 2), bad)
+    zero = rand(0, 4, 10, 2)
+    zero[2] = 0
+    with pytest.raises(ValueError, match=r"query head 2 \(counting through the layers\) has an all-zero W_qk"):
+        qg.layer_scores(zero, rand(1, 2, 10, 2))
+    with pytest.raises(ValueError, match="num_std"):
+        qg.layer_scores(rand(0, 4, 10, 2), rand(1, 2, 10, 2), num_std=-1)
+
+
+def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
+    """Scoring a layer per head never reads QKLayer.wk (K expanded to every query head) nor repeat_interleave."""
+    from qkgeometry.survey import score_layer
+
+    monkeypatch.setattr(qg.QKLayer, "wk", property(lambda self: pytest.fail("QKLayer.wk used on the scoring path")))
+    monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: pytest.fail("repeat_interleave used"))
+    layer = qg.QKLayer(0, "self", torch.from_numpy(rand(0, 8, 40, 4)), torch.from_numpy(rand(1, 2, 40, 4)))
+    rows = score_layer(layer, "head")
+    assert [r["head"] for r in rows] == list(range(8))
+    sym, dirn, *_ = dense_reference(layer.wq.numpy(), layer.wk_kv.numpy(), 2.0)
+    np.testing.assert_allclose([r["symmetry"] for r in rows], sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose([r["directionality"] for r in rows], dirn, atol=1e-10, rtol=0)
+
+
+# ------------------------------------------------------------------ the read path and the device option
+def write_llama_folder(folder, layers=3, d=64, heads=8, kv_heads=2, dtype=torch.bfloat16):
+    """A Llama-named checkpoint holding only q_proj/k_proj (what the scores read) and its config.json."""
+    import json
+
+    from safetensors.torch import save_file
+
+    hd = d // heads
+    gen = torch.Generator().manual_seed(0)
+    tensors = {}
+    for i in range(layers):
+        tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.randn(heads * hd, d, generator=gen).to(dtype)
+        tensors[f"model.layers.{i}.self_attn.k_proj.weight"] = torch.randn(kv_heads * hd, d, generator=gen).to(dtype)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads, "intermediate_size": 2 * d, "vocab_size": 32}))
+    return tensors
+
+
+def test_read_path_converts_once_into_the_kernel_layout(tmp_path):
+    tensors = write_llama_folder(tmp_path / "m")
+    layer = qg.load_qk(tmp_path / "m").layer(1)
+    assert layer.wq.dtype == layer.wk_kv.dtype == torch.float64
+    assert layer.wq.shape == (8, 64, 8) and layer.wk_kv.shape == (2, 64, 8)
+    # W_Qᵀ per head is contiguous: the kernel multiplies it without another copy
+    assert layer.wq.mT.is_contiguous() and layer.wk_kv.mT.is_contiguous()
+    from qkgeometry.scores import _transposed_float64
+
+    assert _transposed_float64(layer.wq, "wq", None).data_ptr() == layer.wq.data_ptr()
+    q = tensors["model.layers.1.self_attn.q_proj.weight"].double()  # (heads·hd, d) = [W_Q^0ᵀ; W_Q^1ᵀ; ...]
+    torch.testing.assert_close(layer.wq[3], q[24:32].T, atol=0, rtol=0)
+
+
+def test_score_model_per_head_and_layer_equal_dense(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    model = qg.load_qk(tmp_path / "m")
+    heads, layers = qg.score_model(model, per="head"), qg.score_model(tmp_path / "m", per="layer")
+    assert len(heads) == 3 * 8 and len(layers) == 3
+    for layer in model:
+        sym, dirn, layer_sym, layer_dirn = dense_reference(layer.wq.numpy(), layer.wk_kv.numpy(), 2.0)
+        rows = heads[heads["layer"] == layer.index].sort_values("head")
+        np.testing.assert_allclose(rows["symmetry"], sym, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(rows["directionality"], dirn, atol=1e-10, rtol=0)
+        row = layers[layers["layer"] == layer.index].iloc[0]
+        assert abs(row["symmetry"] - layer_sym) < 1e-10 and abs(row["directionality"] - layer_dirn) < 1e-10
+
+
+def test_device_cpu_equals_default_end_to_end(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    assert qg.load_qk(tmp_path / "m").device == torch.device("cpu")
+    assert qg.load_qk(tmp_path / "m", device="cpu").layer(0).wq.device == torch.device("cpu")
+    for per in ("head", "layer"):
+        default = qg.score_model(tmp_path / "m", per=per)
+        cpu = qg.score_model(tmp_path / "m", per=per, device="cpu")
+        assert default.equals(cpu)
+    survey = qg.survey([str(tmp_path / "m")], per="head", progress=False, device="cpu")
+    np.testing.assert_array_equal(survey["symmetry"], qg.score_model(tmp_path / "m", per="head")["symmetry"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cuda_without_cuda_fails_before_reading(tmp_path):
+    write_llama_folder(tmp_path / "m")
+    for call in (lambda: qg.load_qk(tmp_path / "m", device="cuda"),
+                 lambda: qg.score_model(tmp_path / "m", device="cuda"),
+                 lambda: qg.survey([str(tmp_path / "m")], progress=False, device="cuda")):
+        with pytest.raises(ValueError, match=r"CUDA is not available"):
+            call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cli_device_cuda_without_cuda_is_one_clear_line(tmp_path, capsys):
+    from qkgeometry.cli import main
+
+    write_llama_folder(tmp_path / "m")
+    assert main(["score", str(tmp_path / "m"), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "CUDA is not available" in err[0] and "device='cpu'" in err[0]
+    assert main(["score", str(tmp_path / "m"), "--device", "cpu", "--per", "head"]) == 0
+
+
+def test_import_is_lazy_and_survey_stays_the_function():
+    import subprocess
+    import sys
+
+    code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
+            "import qkgeometry.survey; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.survey'; "
+            "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 3 * 8 * 2 * 5 * 60])
+def test_layer_scores_chunked_equals_one_chunk(monkeypatch, chunk_bytes):
+    """A few KV groups at a time (here 1 or 3 per chunk, across layer boundaries) gives the one-chunk numbers."""
+    wq = torch.from_numpy(rand(0, 4, 8, 60, 5)).bfloat16()
+    wk = torch.from_numpy(rand(1, 4, 4, 60, 5) * np.exp(rand(2, 4, 4, 60, 1))).bfloat16()
+    whole = qg.layer_scores(wq, wk)
+    monkeypatch.setattr("qkgeometry.scores.CHUNK_BYTES", chunk_bytes)
+    parts = qg.layer_scores(wq, wk)
+    np.testing.assert_allclose(parts.heads.symmetry, whole.heads.symmetry, atol=1e-14, rtol=0)
+    np.testing.assert_allclose(parts.heads.directionality, whole.heads.directionality, atol=1e-14, rtol=0)
+    np.testing.assert_allclose(parts.layer.symmetry, whole.layer.symmetry, atol=1e-14, rtol=0)
+    sym, dirn, layer_sym, _ = dense_reference(wq.double().numpy(), wk.double().numpy(), 2.0)
+    np.testing.assert_allclose(parts.heads.symmetry, sym, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(parts.heads.directionality, dirn, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(parts.layer.symmetry, layer_sym, atol=1e-10, rtol=0)

@@ -1,27 +1,38 @@
 """qkgeometry: the symmetric / skew-symmetric structure of the query-key bilinear form W_qk = W_Q W_Kᵀ.
 
-Conventions are stated once, on the book's Notation page; every public function's docstring
-names the chapter that explains it.
+Conventions are stated once, on the book's Notation page; every public function's docstring names the chapter that
+explains it.
 
 >>> import qkgeometry as qg
 >>> df = qg.score_model("offline:minilm-l6", per="layer")   # doctest: +SKIP
+
+The names below are imported on first use, so that ``import qkgeometry`` (and ``qkgeometry --help``) does not pay
+for torch and pandas until something needs them.
 """
 
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .decomposition import Energies, decompose, energies
-from .loading import QKLayer, QKModel, SourceError, load_qk
-from .scores import (
-    Scores,
-    directionality_score,
-    directionality_score_factored,
-    scores_factored,
-    symmetry_score,
-    symmetry_score_factored,
-)
-from .survey import score_model, summarize, survey
+
+#: public name -> submodule that defines it
+_EXPORTS = {
+    "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition",
+    "QKLayer": "loading", "QKModel": "loading", "SourceError": "loading", "load_qk": "loading",
+    "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
+    "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
+    "symmetry_score": "scores", "symmetry_score_factored": "scores",
+    "score_model": "survey", "summarize": "survey", "survey": "survey",
+}
 
 __all__ = [
     "Energies",
+    "LayerScores",
     "QKLayer",
     "QKModel",
     "Scores",
@@ -31,6 +42,7 @@ __all__ = [
     "directionality_score",
     "directionality_score_factored",
     "energies",
+    "layer_scores",
     "load_qk",
     "score_model",
     "scores_factored",
@@ -39,3 +51,46 @@ __all__ = [
     "symmetry_score",
     "symmetry_score_factored",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager imports)
+    from .decomposition import Energies, decompose, energies
+    from .loading import QKLayer, QKModel, SourceError, load_qk
+    from .scores import (
+        LayerScores,
+        Scores,
+        directionality_score,
+        directionality_score_factored,
+        layer_scores,
+        scores_factored,
+        symmetry_score,
+        symmetry_score_factored,
+    )
+    from .survey import score_model, summarize, survey
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. qkgeometry.zoo
+        raise AttributeError(f"module 'qkgeometry' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+class _Package(types.ModuleType):
+    """Keeps ``qkgeometry.survey`` the function: importing the submodule of the same name would otherwise rebind the
+    attribute to the module (the submodule stays available as ``sys.modules["qkgeometry.survey"]``)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

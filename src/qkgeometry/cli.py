@@ -13,11 +13,19 @@ SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf f
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
+    import pandas as pd
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime; an explicit setting
+# wins). On a machine with more runnable processes than cores, spinning threads took the CPU from the working ones
+# and made the per-head scoring 2-5x slower.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +35,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
     p.add_argument("--out", type=Path, help="write the tidy per-row results to this CSV file")
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    _add_device(p)
     p.set_defaults(func=_cmd_score)
 
 
@@ -36,7 +45,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
-    frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty())
+    frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty(),
+                        device=args.device)
     summary = summarize(frame)
     print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}, "
           f"{len(frame)} rows; scores are median [q25, q75]")
@@ -47,8 +57,15 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu",
+                   help="where to compute: cpu (default), cuda or cuda:N; float64 on every device")
+
+
 def format_summary(summary: pd.DataFrame) -> str:
     """Human table: one line per (model, component) with median [IQR] of both scores."""
+    import pandas as pd
+
     def cell(row, score: str) -> str:
         return f"{row[f'{score}_median']:+.3f} [{row[f'{score}_q25']:+.3f}, {row[f'{score}_q75']:+.3f}]"
 
@@ -67,6 +84,8 @@ def _add_architectures(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_architectures(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from .architectures import REGISTRY
 
     rows = []
@@ -95,6 +114,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("results.csv"), help="CSV cache and result (default results.csv)")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    _add_device(p)
     p.set_defaults(func=_cmd_survey)
 
 
@@ -109,7 +129,8 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix != ".csv":
         raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")
-    frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty())
+    frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
+                   device=args.device)
     computed = frame.attrs["computed"]
     cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]
     if len(frame):

@@ -59,7 +59,9 @@ class SourceError(ValueError):
 class QKLayer:
     """Q/K weights of one attention block.
 
-    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded.
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
+    (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). As read from a model, each is a view of
+    a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel multiplies as is.
     """
 
     index: int
@@ -81,7 +83,10 @@ class QKLayer:
 
     @property
     def wk(self) -> torch.Tensor:
-        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``."""
+        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``.
+
+        A new tensor group_size times the size of ``wk_kv``: convenient for small models and teaching; the scores
+        (:func:`qkgeometry.scores.layer_scores`) never use it."""
         return self.wk_kv.repeat_interleave(self.group_size, dim=0)
 
     def kv_head(self, head: int) -> int:
@@ -114,6 +119,20 @@ class QKLayer:
                 or not 0 <= head < self.n_heads:
             raise IndexError(f"`head` must be an int in [0, {self.n_heads}) (or None for the whole layer); "
                              f"got {head!r}.")
+
+
+def _to_float64(w: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """``w`` (n, d_model, head_dim), any dtype, as float64 on ``device`` in one conversion pass.
+
+    The result is a (n, d_model, head_dim) view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head:
+    the layout of a Linear weight (so the copy is a plain sequential conversion) and the one the batched scoring
+    kernel :func:`qkgeometry.scores.layer_scores` multiplies without another copy.
+    """
+    if device is not None and w.device != device:
+        w = w.to(device)  # move in the stored dtype (fewer bytes), convert on the device
+    out = torch.empty((w.shape[0], w.shape[2], w.shape[1]), dtype=torch.float64, device=w.device)
+    out.copy_(w.transpose(1, 2))
+    return out.transpose(1, 2)
 
 
 # ------------------------------------------------------------------------------------------------ models
@@ -149,6 +168,8 @@ class QKModel:
         self._on_close = on_close
         #: "folded" / "raw" for QK-norm models (set by load_qk), None otherwise.
         self.qk_norm: str | None = None
+        #: where layers are placed when read (set by load_qk); float64 on every device.
+        self.device: torch.device = torch.device("cpu")
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
@@ -166,9 +187,15 @@ class QKModel:
         return sum(p.dims.n_layers for p in self._plans)
 
     def __iter__(self) -> Iterator[QKLayer]:
+        return self.iter_layers()
+
+    def iter_layers(self, *, convert: bool = True) -> Iterator[QKLayer]:
+        """The layers one at a time (each read when reached). ``convert=False`` leaves the weights in their stored
+        dtype (bf16, fp16...) on :attr:`device`, not float64: for :func:`qkgeometry.scores.layer_scores`, which
+        converts them itself, a few KV groups at a time, so that a whole float64 copy of the layer never exists."""
         for plan in self._plans:
             for i in range(plan.dims.n_layers):
-                yield self._read(plan, i)
+                yield self._read(plan, i, convert)
 
     def layer(self, index: int, component: str | None = None) -> QKLayer:
         """One layer, by index (and component for encoder-decoder models)."""
@@ -193,8 +220,10 @@ class QKModel:
         """
         plans = [_BlockPlan(p.block, p.dims, p.get, _random_splitter(self, p.block.component, p.dims, seed))
                  for p in self._plans]
-        return QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
+        twin = QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
                        f"{RANDOM_PREFIX}{self.source}", f"random-seed{seed}")
+        twin.device = self.device
+        return twin
 
     def close(self) -> None:
         if self._on_close is not None:
@@ -219,10 +248,11 @@ class QKModel:
                 return plan
         raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
 
-    @staticmethod
-    def _read(plan: _BlockPlan, i: int) -> QKLayer:
+    def _read(self, plan: _BlockPlan, i: int, convert: bool = True) -> QKLayer:
         wq, wk = plan.split(i)
-        return QKLayer(i, plan.block.component, wq.to(torch.float64).contiguous(), wk.to(torch.float64).contiguous())
+        if not convert:
+            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device))
+        return QKLayer(i, plan.block.component, _to_float64(wq, self.device), _to_float64(wk, self.device))
 
 
 def _random_splitter(model: QKModel, component: str, dims: Dims, seed: int
@@ -240,17 +270,24 @@ def _random_splitter(model: QKModel, component: str, dims: Dims, seed: int
 
 # ------------------------------------------------------------------------------------------------ sources
 def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
-            qk_norm: QKNorm = "folded") -> QKModel:
+            qk_norm: QKNorm = "folded", device: Any = None) -> QKModel:
     """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources).
 
     ``qk_norm`` matters only for QK-norm models (Qwen3, Gemma-3, OLMo-2): ``"folded"`` (default) multiplies the
     RMSNorm gains into W_Q and W_K (:func:`qkgeometry.architectures.fold_qk_norm` says why that is the form the model
     applies, up to per-token scalars); ``"raw"`` uses the projection weights alone. Chapter 4 compares the two.
+
+    ``device`` (``"cpu"`` by default, ``"cuda"``, ``"cuda:1"``...): where each layer's float64 weights are placed when
+    read, and so where :func:`qkgeometry.score_model` computes. Every number is float64 on every device.
     """
     if qk_norm not in ("folded", "raw"):
         raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
+    from .scores import resolve_device
+
+    dev = resolve_device(device)  # before opening anything: a clear error if CUDA is asked for and absent
     model = _load(source, revision, name, qk_norm)
     model.qk_norm = qk_norm if model.has_qk_norm else None
+    model.device = dev
     return model
 
 
@@ -485,6 +522,11 @@ class _ConfigView:
     def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
         self._data, self._load, self._real = data, load, None
 
+    # Model types whose transformers config (or attention module) takes head_dim = hidden_size // num_attention_heads
+    # when config.json has no head_dim (Llama-2 checkpoints, for one): answered here, without importing transformers.
+    # Not Gemma or Qwen3, whose config classes default to a fixed head_dim.
+    _HEAD_DIM_IS_WIDTH_OVER_HEADS = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "olmo", "olmo2"})
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -492,6 +534,8 @@ class _ConfigView:
             value = self._data.get(key)
             if value is not None and key in self._data:
                 return _ConfigView(value, lambda: getattr(self._config(), name)) if isinstance(value, dict) else value
+        if name == "head_dim" and self._data.get("model_type") in self._HEAD_DIM_IS_WIDTH_OVER_HEADS:
+            return int(self.hidden_size) // int(self.num_attention_heads)
         return getattr(self._config(), name)
 
     def _config(self) -> Any:
@@ -670,7 +714,7 @@ def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, qk_norm: 
 
     def split(i: int):
         wq, wk = split_block(block, dims, getter, i)
-        return fold_qk_norm(wq, wk, *qk_norm_gains(block, getter, i))
+        return fold_qk_norm(wq.double(), wk.double(), *qk_norm_gains(block, getter, i))  # the product in float64
 
     return split
 
@@ -836,7 +880,8 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
         wq, wk = split_linear(q, k, dims, names)
         if spec.q_norm is not None and qk_norm == "folded":
             # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
-            wq, wk = fold_qk_norm(wq, wk, get(spec.q_norm.format(i=i)).double(), get(spec.k_norm.format(i=i)).double())
+            wq, wk = fold_qk_norm(wq.double(), wk.double(), get(spec.q_norm.format(i=i)).double(),
+                                  get(spec.k_norm.format(i=i)).double())
         return wq, wk
 
     plan = _BlockPlan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)

@@ -13,10 +13,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .loading import QKLayer, QKModel, load_qk
-from .scores import scores_factored
+from .scores import layer_scores
 
 __all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "read_cache", "score_layer", "score_model",
            "summarize", "survey"]
@@ -27,39 +26,38 @@ COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directi
 Per = Literal["layer", "head"]
 
 
-def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0,
-                heads_per_chunk: int = 8) -> list[dict[str, Any]]:
+def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0) -> list[dict[str, Any]]:
     """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``.
 
-    Per layer, the factored formulas run on ``layer.factors(None)`` (grouped form, rank ≤ n_kv_heads·head_dim).
-    Per head, the heads are scored ``heads_per_chunk`` at a time and the KV heads are indexed per chunk instead of
-    expanded for the whole layer, so the float64 temporaries stay at a few (heads_per_chunk, d_model, head_dim)
-    arrays. This is the only scoring path: :func:`score_model` and :func:`survey` both use it.
+    All heads in a few batched float64 products (:func:`qkgeometry.scores.layer_scores`), on the layer's device;
+    the KV heads are never expanded per query head. This is the only scoring path: :func:`score_model` and
+    :func:`survey` both use it.
     """
+    try:
+        s = layer_scores(layer.wq, layer.wk_kv, num_std, heads=per == "head", layer=per == "layer")
+    except ValueError as e:  # name the model's layer (the kernel counts within the stack it was given)
+        raise ValueError(f"{layer.component} layer {layer.index}: {e}") from e
     if per == "layer":
-        s = scores_factored(*layer.factors(None), num_std=num_std)
-        return [{"layer": layer.index, "head": pd.NA, "symmetry": s.symmetry, "directionality": s.directionality}]
-    out = []
-    for start in range(0, layer.n_heads, heads_per_chunk):
-        stop = min(start + heads_per_chunk, layer.n_heads)
-        heads = torch.arange(start, stop)
-        s = scores_factored(layer.wq[start:stop], layer.wk_kv[heads // layer.group_size], num_std=num_std)
-        sym, direc = np.atleast_1d(s.symmetry), np.atleast_1d(s.directionality)
-        out += [{"layer": layer.index, "head": int(h), "symmetry": float(sym[n]), "directionality": float(direc[n])}
-                for n, h in enumerate(heads)]
-    return out
+        return [{"layer": layer.index, "head": pd.NA, "symmetry": s.layer.symmetry,
+                 "directionality": s.layer.directionality}]
+    sym, dirn = np.atleast_1d(s.heads.symmetry), np.atleast_1d(s.heads.directionality)
+    return [{"layer": layer.index, "head": h, "symmetry": float(sym[h]), "directionality": float(dirn[h])}
+            for h in range(layer.n_heads)]
 
 
-def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False) -> pd.DataFrame:
+def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,
+                device: Any = None) -> pd.DataFrame:
     """Score every attention block of ``source`` (anything :func:`qkgeometry.load_qk` accepts, or a QKModel).
 
     Returns the tidy frame described in the module docstring, reading one layer at a time. Chapter 2 ("Per head
-    or per layer?") and chapter 4 use it.
+    or per layer?") and chapter 4 use it. ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere
+    (see :func:`qkgeometry.load_qk`).
     """
     _check_args(per, num_std)
     if isinstance(source, QKModel):
-        return _score_streaming(source, per, float(num_std), progress, source.name, leave=True)
-    with load_qk(source) as model:
+        return _score_streaming(_open(source, "folded", device), per, float(num_std), progress, source.name,
+                                leave=True)
+    with _open(source, "folded", device) as model:
         return _score_streaming(model, per, float(num_std), progress, model.name, leave=True)
 
 
@@ -104,15 +102,20 @@ def _package_version() -> str:
         return __version__
 
 
-def _open(source: Any, qk_norm: str) -> QKModel:
+def _open(source: Any, qk_norm: str, device: Any = None) -> QKModel:
     """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`)."""
+    from .scores import resolve_device
     from .zoo import RANDOM_PREFIX
 
     if isinstance(source, QKModel):
+        if device is not None:
+            source.device = resolve_device(device)
         return source
     if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
-        return load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
-    return load_qk(source, qk_norm=qk_norm)
+        model = load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
+        model.device = resolve_device(device)
+        return model
+    return load_qk(source, qk_norm=qk_norm, device=device)
 
 
 def read_cache(path: str | Path | None) -> pd.DataFrame:
@@ -191,7 +194,7 @@ class SurveyInterrupted(KeyboardInterrupt):
 
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
-           qk_norm: str = "folded", progress: bool = True) -> pd.DataFrame:
+           qk_norm: str = "folded", progress: bool = True, device: Any = None) -> pd.DataFrame:
     """Score many models, one layer at a time, with a resumable on-disk cache. Chapter 4 uses it.
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
@@ -215,6 +218,9 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
     * The output file is checked for writability before any model is computed.
+
+    ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere; it does not change the numbers beyond
+    round-off and is not part of the cache key.
 
     Failures: a model that cannot be opened or read, has no attention layers, or gives a non-finite score is
     reported (a warning and a line on the progress bar) and skipped; the run goes on. Failures are not cached, so
@@ -243,6 +249,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         raise ValueError(f"`cache` must be a .csv path; got {str(cache_path)!r}.")
     if cache_path is not None:
         check_writable_file(cache_path, "`cache`")
+    if device is not None:
+        from .scores import resolve_device
+
+        resolve_device(device)  # a clear error now, not one skipped model after another
     num_std = float(num_std)
     version = _package_version()
     cache_file = None if cache_path is None else _CacheFile(cache_path)
@@ -259,7 +269,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
             label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
             bar.set_postfix_str(label)
             try:
-                model = _open(source, qk_norm)
+                model = _open(source, qk_norm, device)
                 with model:
                     key = {"source": model.source if isinstance(source, QKModel) else str(source),
                            "revision": str(model.revision), "qkgeometry_version": version, "per": per,
@@ -410,7 +420,8 @@ def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, l
     from tqdm.auto import tqdm
 
     rows = []
-    for layer in tqdm(model, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):
+    layers = model.iter_layers(convert=False)  # score_layer converts to float64 itself, once
+    for layer in tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):
         dims = model.dims(layer.component)
         for row in score_layer(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,

@@ -9,18 +9,43 @@
 Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, accelerate) and torch.
 """
 
-from .data import TokenData, load_corpus, prepare_data, sotu_speeches
-from .loop import Run, TrainConfig, read_log, train, train_round_robin
-from .metrics import (
-    SpeedUp,
-    final_loss,
-    paired_differences,
-    seed_interval,
-    speedup,
-    speedup_table,
-    steps_to_threshold,
-)
-from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover (static analysers see the eager imports)
+    from .data import TokenData, load_corpus, prepare_data, sotu_speeches
+    from .loop import Run, TrainConfig, read_log, train, train_round_robin
+    from .metrics import (
+        SpeedUp,
+        final_loss,
+        paired_differences,
+        seed_interval,
+        speedup,
+        speedup_table,
+        steps_to_threshold,
+    )
+    from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
+
+# Imported on first use: `qkgeometry --help` registers the `train` subcommand without importing torch.
+_EXPORTS = {
+    **dict.fromkeys(["TokenData", "load_corpus", "prepare_data", "sotu_speeches"], "data"),
+    **dict.fromkeys(["Run", "TrainConfig", "read_log", "train", "train_round_robin"], "loop"),
+    **dict.fromkeys(["SpeedUp", "final_loss", "paired_differences", "seed_interval", "speedup",
+                     "speedup_table", "steps_to_threshold"], "metrics"),
+    **dict.fromkeys(["ARCHES", "INITS", "ModelSpec", "apply_init", "build_model", "qk_scores"], "models"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'qkgeometry.training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ARCHES", "INITS", "ModelSpec", "Run", "SpeedUp", "TokenData", "TrainConfig", "apply_init", "build_model",
