@@ -475,7 +475,7 @@ def trajectories_vs_paper(ours, theirs, y: str = "symmetry"):
     ax.set_ylabel(f"{y} score, median over layers")
     arch_colors = {"encoder": "#1f77b4", "decoder": "#ff7f0e"}
     seen = set()
-    for (arch, model), g in theirs.groupby(["arch", "model"]):
+    for (arch, _model), g in theirs.groupby(["arch", "model"]):
         g = g.sort_values("fraction")
         axes[1].plot(g["fraction"], g[y], color=arch_colors.get(arch, "0.5"), lw=1.0, alpha=0.8,
                      label=None if arch in seen else arch)

@@ -224,6 +224,10 @@ def loss_summary(logs: pd.DataFrame, loss: str = "val_loss") -> pd.DataFrame:
             .reset_index())
 
 
+#: How a loss column reads in a sentence.
+_LOSS_WORDS = {"val_loss": "validation loss", "train_loss": "training loss"}
+
+
 def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "shared"),
                  baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
     """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
@@ -239,7 +243,7 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
     table["verdict"] = [
         "one seed: no interval" if r.result is None else
         stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
-                      f"{r.treatment} − {r.baseline} final {loss}", digits=4)
+                      f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}", digits=4)
         for r in table.itertuples()]
     return table
 
