@@ -349,7 +349,7 @@ def test_replication_verdict_needs_a_consistent_effect():
 
     clear = _grid([([9, 7, 6], [9, 5.9, 5.5]), ([9, 7.1, 6.1], [9, 6.0, 5.6]), ([9, 7, 6.05], [9, 5.8, 5.5])])
     assert "a speed-up is detected" in replication_verdict(clear, "x")
-    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final val_loss -0.5")
+    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final validation loss -0.5")
     assert "95% t-interval, n = 3 seeds" in paired_table(clear).loc[0, "verdict"]
     noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
     verdict = replication_verdict(noise, "x")
