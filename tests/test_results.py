@@ -47,3 +47,36 @@ def test_runs_of_one_experiment_are_paired():
         shared = [{k: v for k, v in p["config"].items() if k not in ("init", "seed")} for p in provs]
         assert all(s == shared[0] for s in shared), experiment.name
         assert len({p["data"]["fingerprint"] for p in provs}) == 1, experiment.name
+
+
+def _recorded_logs() -> pd.DataFrame:
+    return pd.concat([pd.read_csv(run / "log.csv") for run in RUNS], ignore_index=True)
+
+
+def test_paired_curve_of_the_recorded_runs_ends_at_the_paired_final_difference():
+    """The chapter's paired-difference figure and its verdict read the same numbers: the curve's last point is the
+    paired final-loss difference, with the same t-interval over seeds."""
+    from qkgeometry.training import metrics as tm
+
+    logs = _recorded_logs()
+    encoder = logs[logs["arch"] == "encoder"]
+    curve = tm.paired_curve(encoder, "symmetric", "default", "val_loss")
+    final = tm.paired_differences(encoder, "symmetric", "default").iloc[0]
+    last = curve.sort_values("step").iloc[-1]
+    assert last["n"] == final["n"] == encoder["seed"].nunique()
+    np.testing.assert_allclose([last["diff_mean"], last["ci_low"], last["ci_high"]],
+                               [final["diff_mean"], final["ci_low"], final["ci_high"]], rtol=1e-12)
+    # same data and masks: at step 0 only the init differs, and the loss barely sees it
+    assert curve.loc[curve["step"] == 0, "diff_mean"].abs().max() < 1e-3
+    assert set(curve["step"]) == set(encoder["step"])
+
+
+def test_symmetry_dynamics_of_the_recorded_runs_match_the_logs():
+    from qkgeometry.training import metrics as tm
+
+    logs = _recorded_logs()
+    dyn = tm.symmetry_dynamics(logs).set_index("init")
+    for init, row in dyn.iterrows():
+        curve = logs[logs["init"] == init].groupby("step")["symmetry_mean"].mean()
+        assert row["end"] == pytest.approx(curve.iloc[-1]) and row["peak"] == pytest.approx(curve.iloc[1:].max())
+    assert dyn.loc["symmetric", "start"] == pytest.approx(1.0, abs=1e-6)  # exactly symmetric at step 0

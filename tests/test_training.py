@@ -349,7 +349,7 @@ def test_replication_verdict_needs_a_consistent_effect():
 
     clear = _grid([([9, 7, 6], [9, 5.9, 5.5]), ([9, 7.1, 6.1], [9, 6.0, 5.6]), ([9, 7, 6.05], [9, 5.8, 5.5])])
     assert "a speed-up is detected" in replication_verdict(clear, "x")
-    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final val_loss -0.5")
+    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final validation loss -0.5")
     assert "95% t-interval, n = 3 seeds" in paired_table(clear).loc[0, "verdict"]
     noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
     verdict = replication_verdict(noise, "x")
@@ -403,3 +403,27 @@ def test_runs_without_checkpoints_write_no_model_files(tiny_data, tmp_path):
                             data=tiny_data, progress=False, checkpoints=False)
     assert list(log["step"]) == [0, 1, 2]
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").rglob("*.safetensors"))
+
+
+def test_paired_curve_pairs_by_seed_and_step():
+    from qkgeometry.training.metrics import paired_curve, symmetry_dynamics
+
+    rows = []
+    for init, shift in (("default", 0.0), ("symmetric", -0.1)):
+        for seed in (0, 1, 2):
+            for step in (0, 10, 20):
+                rows.append({"arch": "encoder", "init": init, "seed": seed, "step": step,
+                             "val_loss": 9.0 - 0.1 * step + (shift * step / 20) + 0.01 * seed,
+                             "symmetry_mean": {"default": [0.0, 0.3, 0.1], "symmetric": [1.0, 0.2, 0.4]}[init][step // 10]})
+    logs = pd.DataFrame(rows)
+    curve = paired_curve(logs).set_index("step")
+    assert list(curve["n"]) == [3, 3, 3]
+    assert curve.loc[0, "diff_mean"] == pytest.approx(0.0) and curve.loc[20, "diff_mean"] == pytest.approx(-0.1)
+    assert curve.loc[20, "n_negative"] == 3 and curve.loc[0, "n_negative"] == 0
+    with pytest.raises(ValueError, match="logs"):
+        paired_curve(logs.drop(columns="seed"))
+    dyn = symmetry_dynamics(logs).set_index("init")
+    assert dyn.loc["default", "peak_step"] == 10 and dyn.loc["symmetric", "low_step"] == 10
+    np.testing.assert_allclose([dyn.loc["default", "peak"], dyn.loc["default", "end"], dyn.loc["symmetric", "low"]],
+                               [0.3, 0.1, 0.2])
+    assert dyn.loc["symmetric", "end_minus_low"] == pytest.approx(0.2)

@@ -31,6 +31,7 @@ __all__ = [
     "final_loss",
     "first_step_below",
     "loss_summary",
+    "paired_curve",
     "paired_differences",
     "paired_table",
     "replication_verdict",
@@ -40,6 +41,7 @@ __all__ = [
     "speedup_table",
     "steps_to_threshold",
     "summarize_speedups",
+    "symmetry_dynamics",
     "threshold_table",
 ]
 
@@ -222,6 +224,10 @@ def loss_summary(logs: pd.DataFrame, loss: str = "val_loss") -> pd.DataFrame:
             .reset_index())
 
 
+#: How a loss column reads in a sentence.
+_LOSS_WORDS = {"val_loss": "validation loss", "train_loss": "training loss"}
+
+
 def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "shared"),
                  baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
     """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
@@ -237,7 +243,7 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
     table["verdict"] = [
         "one seed: no interval" if r.result is None else
         stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
-                      f"{r.treatment} − {r.baseline} final {loss}", digits=4)
+                      f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}", digits=4)
         for r in table.itertuples()]
     return table
 
@@ -328,3 +334,65 @@ def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", t
     return (f"{label}: no consistent speed-up is detected for the {arch} (paired final-loss difference "
             f"{text}; {treatment} reaches {baseline}'s final loss in {fwd} of {n} seeds, {baseline} reaches "
             f"{treatment}'s in {rev} of {n})")
+
+
+def paired_curve(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                 column: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+    """``treatment − baseline`` of ``column`` at every logged step, paired by seed, per arch: where in the
+    schedule a difference appears.
+
+    ``logs`` holds many runs (columns ``arch, init, seed, step`` and ``column``). Only steps logged by both runs of
+    a seed count. Columns: ``arch, step, n`` (seeds paired at that step), ``diff_mean``, ``ci_low, ci_high`` (the
+    Student-t interval over seeds of :func:`qkgeometry.stats.paired_difference`; NaN with fewer than two seeds) and
+    ``n_negative`` (seeds whose difference is below 0). Negative = treatment lower.
+
+    >>> logs = pd.DataFrame({"arch": "encoder", "init": ["default"] * 4 + ["symmetric"] * 4,
+    ...                      "seed": [0, 0, 1, 1] * 2, "step": [0, 10] * 4,
+    ...                      "val_loss": [9.0, 6.0, 9.0, 6.2, 9.0, 5.9, 9.0, 6.0]})
+    >>> paired_curve(logs)[["step", "n", "diff_mean", "n_negative"]].round(3).to_dict("records")
+    [{'step': 0, 'n': 2, 'diff_mean': 0.0, 'n_negative': 0}, {'step': 10, 'n': 2, 'diff_mean': -0.15, 'n_negative': 2}]
+    """
+    needed = {"arch", "init", "seed", "step", column}
+    if not needed <= set(logs.columns):
+        raise ValueError(f"logs: needs columns {sorted(needed)}; it has {list(logs.columns)}")
+    rows = []
+    for arch in sorted(logs["arch"].unique()):
+        sub = logs[logs["arch"] == arch].dropna(subset=[column])
+        wide = sub[sub["init"].isin([treatment, baseline])].pivot_table(
+            index=["step", "seed"], columns="init", values=column, aggfunc="last")
+        if treatment not in wide or baseline not in wide:
+            continue
+        wide = wide[[treatment, baseline]].dropna()
+        for step, g in wide.groupby(level="step"):
+            values = (g[treatment] - g[baseline]).to_numpy(dtype=float)
+            low = high = math.nan
+            if len(values) >= 2:
+                interval = stats.paired_difference(g[treatment].to_numpy(), g[baseline].to_numpy(), level,
+                                                   unit="seed").interval
+                low, high = interval.low, interval.high
+            rows.append({"arch": arch, "step": int(step), "n": len(values), "diff_mean": float(values.mean()),
+                         "ci_low": low, "ci_high": high, "n_negative": int(np.sum(values < 0))})
+    return pd.DataFrame(rows, columns=["arch", "step", "n", "diff_mean", "ci_low", "ci_high", "n_negative"])
+
+
+def symmetry_dynamics(logs: pd.DataFrame, column: str = "symmetry_mean") -> pd.DataFrame:
+    """Landmarks of the ``column`` trajectory per (arch, init), on the mean over seeds at each logged step.
+
+    Columns: ``arch, init, n`` (seeds), ``start`` (first logged value), ``peak, peak_step`` (largest value after
+    the first logged step), ``low, low_step`` (smallest value after the first logged step), ``end, end_step``
+    (last logged value) and ``end_minus_low`` (how far it drifted back up after its lowest point). Chapter 5 reads
+    the rise and fall of the default runs' symmetry and the late drift of the symmetric runs from it.
+    """
+    needed = {"arch", "init", "seed", "step", column}
+    if not needed <= set(logs.columns):
+        raise ValueError(f"logs: needs columns {sorted(needed)}; it has {list(logs.columns)}")
+    rows = []
+    for (arch, init), g in logs.dropna(subset=[column]).groupby(["arch", "init"]):
+        curve = g.groupby("step")[column].mean().sort_index()
+        later = curve.iloc[1:] if len(curve) > 1 else curve
+        rows.append({"arch": arch, "init": init, "n": int(g["seed"].nunique()), "start": float(curve.iloc[0]),
+                     "peak": float(later.max()), "peak_step": int(later.idxmax()),
+                     "low": float(later.min()), "low_step": int(later.idxmin()),
+                     "end": float(curve.iloc[-1]), "end_step": int(curve.index[-1]),
+                     "end_minus_low": float(curve.iloc[-1] - later.min())})
+    return pd.DataFrame(rows)
