@@ -179,8 +179,8 @@ def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int 
                           two_sided: bool = False) -> pd.DataFrame:
     """Scores of ``n_samples`` rotated copies ``O A Bᵀ`` (or ``O₁ A Bᵀ O₂ᵀ``) of ``M = A Bᵀ``, A, B (d, r).
 
-    ``O A`` has the law of ``F Σ_A V_Aᵀ`` with F a uniformly random d × r orthonormal frame (QR of a Gaussian
-    matrix, signs fixed) and ``A = U_A Σ_A V_Aᵀ``: cost O(d r²) per sample, never a d × d rotation. The symmetry
+    ``O A`` has the law of ``F Σ_A V_Aᵀ`` with F a uniformly random d × r orthonormal frame (the polar factor of a
+    Gaussian matrix) and ``A = U_A Σ_A V_Aᵀ``: cost O(d r²) per sample, never a d × d rotation. The symmetry
     score has the same law one- and two-sided; the directionality score is symmetric about 0 only two-sided.
     Returns columns ``sample, symmetry, directionality``. Chapter 6.
     """
@@ -209,9 +209,11 @@ def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int 
 
 
 def _random_frames(rng: np.random.Generator, n: int, d: int, k: int) -> np.ndarray:
-    """``n`` Haar-random d × k orthonormal frames (QR with the sign convention that makes the law uniform)."""
-    q, r = np.linalg.qr(rng.standard_normal((n, d, k)))
-    return q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]
+    """``n`` Haar-random d × k orthonormal frames: the polar factor ``Z (ZᵀZ)^{-1/2}`` of a Gaussian d × k matrix Z
+    (its law is invariant under left rotations, hence uniform). Only k × k eigendecompositions, no QR."""
+    z = rng.standard_normal((n, d, k))
+    lam, vec = np.linalg.eigh(np.swapaxes(z, -1, -2) @ z)
+    return z @ ((vec / np.sqrt(lam)[..., None, :]) @ np.swapaxes(vec, -1, -2))
 
 
 def rotation_z_scores(model, per: str = "layer") -> pd.DataFrame:
