@@ -28,6 +28,7 @@ Notation page.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,16 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
     return RopeSpec(rope_frequencies(base, rotary_dim, factor), head_dim, _PAIRING[model_type], base)
 
 
-def _gguf_rope_spec(path: Path, layer: int, head_dim: int) -> RopeSpec:
+@functools.lru_cache(maxsize=8)
+def _gguf_fields(path: str, mtime: float, size: int) -> dict:
     from ._gguf import GGUFIndex
 
-    fields = GGUFIndex(path).fields
+    return {k: v for k, v in GGUFIndex(path).fields.items() if ".rope." in k or k.startswith(("general.arch", "gemma3.a"))}
+
+
+def _gguf_rope_spec(path: Path, layer: int, head_dim: int) -> RopeSpec:
+    stat = path.stat()
+    fields = _gguf_fields(str(path), stat.st_mtime, stat.st_size)
     arch = fields.get("general.architecture")
     if arch not in _GGUF_PAIRING:
         raise ValueError(f"the rotary layout of GGUF architecture {arch!r} has not been verified (supported: "
@@ -250,61 +257,99 @@ def _pair(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec) -> tuple[np.ndarray, np.
     return q, k
 
 
-def _offset_traces(q: np.ndarray, k: np.ndarray, spec: RopeSpec, deltas: np.ndarray, chunk: int = 64):
-    """``tr(M(Δ)²)``, ``‖M(Δ)‖²`` and ``tr(M(Δ) M(−Δ))`` for every Δ, from r × r matrices. q, k: (d, r)."""
+_J = np.array([[0.0, -1.0], [1.0, 0.0]])  # rotation by π/2 in one plane: R_k = cos φ_k I + sin φ_k J
+
+
+def _all_planes(spec: RopeSpec, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Planes over a factor of ``width = m·head_dim`` columns: index pairs (p, 2) and their frequencies (p,).
+
+    Dimensions outside ``rotary_dim`` are paired up as planes of frequency 0 (R = I there)."""
+    a, b = spec.planes()
+    rest = np.setdiff1d(np.arange(spec.head_dim), np.concatenate([a, b]))
+    if len(rest) % 2:
+        raise ValueError(f"head_dim - rotary_dim = {len(rest)} is odd; cannot pair the unrotated dimensions.")
+    pairs = np.concatenate([np.stack([a, b], -1), rest.reshape(-1, 2)])
+    freq = np.concatenate([spec.inv_freq, np.zeros(len(rest) // 2)])
+    blocks = width // spec.head_dim
+    offsets = (spec.head_dim * np.arange(blocks))[:, None, None]
+    return (pairs[None] + offsets).reshape(-1, 2), np.tile(freq, blocks)
+
+
+def _trig_coefficients(x: np.ndarray, y: np.ndarray, pairs: np.ndarray, transpose_right: bool) -> list[np.ndarray]:
+    """``T_AB[k, l] = tr(A X_kl B Y_lk)`` for A, B ∈ {I, J} (B ∈ {I, −J} when the right factor is Rᵀ), so that
+    ``Σ_kl tr(R_k X_kl R_l^(ᵀ) Y_lk) = cᵀT_II c + cᵀT_IJ s + sᵀT_JI c + sᵀT_JJ s`` with c, s = cos φ, sin φ."""
+    xb = x[pairs[:, None, :, None], pairs[None, :, None, :]]  # (p, p, 2, 2): X_kl
+    y_swapped = np.swapaxes(y[pairs[:, None, :, None], pairs[None, :, None, :]], 0, 1)  # [k, l] holds Y_lk
+    y_t = np.swapaxes(y_swapped, -1, -2)  # [k, l, i, m] = (Y_lk)_mi
+    right_j = -_J if transpose_right else _J
+    out = []
+    for left in (np.eye(2), _J):
+        ax = left @ xb
+        for right in (np.eye(2), right_j):
+            out.append(np.sum((ax @ right) * y_t, axis=(-1, -2)))  # tr(A X_kl B Y_lk)
+    return out
+
+
+def _trig_eval(coef: list[np.ndarray], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    t_ii, t_ij, t_ji, t_jj = coef
+    return np.sum((cos @ t_ii + sin @ t_ji) * cos + (cos @ t_ij + sin @ t_jj) * sin, axis=-1)
+
+
+def _offset_traces(q: np.ndarray, k: np.ndarray, spec: RopeSpec, deltas: np.ndarray, chunk: int = 4096):
+    """``tr(M(Δ)²)``, ``‖M(Δ)‖²`` and ``tr(M(Δ) M(−Δ))`` for every Δ. q, k: (d, m·head_dim).
+
+    Each is a quadratic form in (cos Δθ_k, sin Δθ_k): ``tr(RCRC) = Σ_kl tr(R_k C_kl R_l C_lk)`` over the 2 × 2 blocks
+    of C = W_KᵀW_Q in the rotary planes, with ``R_k = cos φ_k I + sin φ_k J``. The coefficient matrices (one per
+    choice of I or J on each side, r/2 × r/2) are computed once; each offset then costs O(r²).
+    """
     core = k.T @ q  # C = W_Kᵀ W_Q
-    gram_q, gram_k = q.T @ q, k.T @ k
-    out = {"cross": [], "total": [], "mirror": []}
+    pairs, freq = _all_planes(spec, q.shape[-1])
+    coefs = {"cross": _trig_coefficients(core, core, pairs, transpose_right=False),
+             "total": _trig_coefficients(k.T @ k, q.T @ q, pairs, transpose_right=True),
+             "mirror": _trig_coefficients(core, core, pairs, transpose_right=True)}
+    out = {key: [] for key in coefs}
     for start in range(0, len(deltas), chunk):
-        cos, sin = _angles(spec, deltas[start:start + chunk])
-        rc = np.swapaxes(_rotate_columns(core.T, spec, cos, -sin), -1, -2)  # R C = (Cᵀ Rᵀ)ᵀ, Rᵀ = R(−Δ)
-        out["cross"].append(np.einsum("nij,nji->n", rc, rc))
-        rgk = np.swapaxes(_rotate_columns(gram_k.T, spec, cos, -sin), -1, -2)  # R G_K
-        rgkr = _rotate_columns_batched(rgk, spec, cos, -sin)  # R G_K Rᵀ
-        out["total"].append(np.einsum("ij,nij->n", gram_q, rgkr))
-        rcr = _rotate_columns_batched(rc, spec, cos, -sin)  # R C Rᵀ
-        out["mirror"].append(np.einsum("nij,ji->n", rcr, core))
+        phase = np.multiply.outer(np.asarray(deltas[start:start + chunk], dtype=np.float64), freq)
+        cos, sin = np.cos(phase), np.sin(phase)
+        for key, coef in coefs.items():
+            out[key].append(_trig_eval(coef, cos, sin))
     return {key: np.concatenate(v) for key, v in out.items()}
 
 
-def _rotate_columns_batched(x: np.ndarray, spec: RopeSpec, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """``X_n R(Δ_n)`` for a batch (n_deltas, m, r) whose n-th matrix goes with the n-th offset."""
-    a, b = spec.planes()
-    blocks = x.reshape(*x.shape[:-1], -1, spec.head_dim)
-    c, s = cos[:, None, None, :], sin[:, None, None, :]
-    out = blocks.copy()
-    xa, xb = blocks[..., a], blocks[..., b]
-    out[..., a] = xa * c + xb * s
-    out[..., b] = xb * c - xa * s
-    return out.reshape(x.shape)
+def _heads(per: str, n_heads: int) -> list:
+    if per not in ("layer", "head", "both"):
+        raise ValueError(f"`per` must be 'layer', 'head' or 'both'; got {per!r}.")
+    return ([None] if per != "head" else []) + (list(range(n_heads)) if per != "layer" else [])
 
 
-def offset_scores(model: Any, deltas, per: str = "head", layers=None, specs: dict | None = None) -> pd.DataFrame:
-    """Offset-resolved scores of every head (``per="head"``) or layer (``per="layer"``) of a rotary model.
+def _layers(qk, layers):
+    """The model's layers, or only those with the given indices (read directly, not by iterating past others)."""
+    return iter(qk) if layers is None else (qk.layer(int(i)) for i in layers)
+
+
+def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.DataFrame:
+    """Offset-resolved scores of every head (``per="head"``), layer (``"layer"``) or both (``"both"``; layer rows
+    have ``head`` = <NA>) of a rotary model.
 
     ``model``: a :class:`qkgeometry.QKModel` (or a source for :func:`qkgeometry.load_qk`); ``deltas``: offsets
-    Δ = j − i. Columns: ``model, layer, head, delta, symmetry`` (s(M(Δ))), ``reciprocity``
-    (⟨M(Δ), M(−Δ)ᵀ⟩/(‖M(Δ)‖‖M(−Δ)‖)), ``energy`` (‖M(Δ)‖², relative to Δ = 0 when 0 is among the offsets,
-    else absolute), ``rope_base``. Cost O(d r²) per head plus O(r²) per offset. Chapter 6.
+    Δ = j − i; ``layers``: layer indices (default: all). Columns: ``model, layer, head, delta, symmetry``
+    (s(M(Δ))), ``reciprocity`` (⟨M(Δ), M(−Δ)ᵀ⟩/(‖M(Δ)‖‖M(−Δ)‖)), ``energy`` (‖M(Δ)‖²/‖M(0)‖²), ``rope_base``.
+    Cost O(d r²) per head plus O(r²) per offset. Chapter 6.
     """
     from .loading import QKModel, load_qk
 
-    if per not in ("layer", "head"):
-        raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
     qk = model if isinstance(model, QKModel) else load_qk(model)
     deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    all_deltas = np.unique(np.concatenate([deltas, -deltas, [0.0]]))
+    pos = {float(v): i for i, v in enumerate(all_deltas)}
+    idx = np.array([pos[float(v)] for v in deltas])
+    mirror_idx = np.array([pos[float(-v)] for v in deltas])
     frames = []
-    for layer in qk:
-        if layers is not None and layer.index not in layers:
-            continue
-        spec = (specs or {}).get(layer.index) or rope_spec(qk, layer.index)
-        for head in ([None] if per == "layer" else range(layer.n_heads)):
+    for layer in _layers(qk, layers):
+        spec = rope_spec(qk, layer.index)
+        for head in _heads(per, layer.n_heads):
             q, k = (t.numpy() for t in layer.factors(head))
-            all_deltas = np.unique(np.concatenate([deltas, -deltas, [0.0]]))
             tr = _offset_traces(q, k, spec, all_deltas)
-            pos = {float(v): i for i, v in enumerate(all_deltas)}
-            idx = np.array([pos[float(v)] for v in deltas])
-            mirror_idx = np.array([pos[float(-v)] for v in deltas])
             total = tr["total"][idx]
             frames.append(pd.DataFrame({
                 "model": qk.name, "layer": layer.index, "head": pd.NA if head is None else head, "delta": deltas,
@@ -319,30 +364,33 @@ def offset_scores(model: Any, deltas, per: str = "head", layers=None, specs: dic
 def offset_z_scores(model: Any, deltas, per: str = "layer", layers=None) -> pd.DataFrame:
     """Rotation-null z-scores ``(s(Δ) − 1/d)/sd(Δ)`` at each offset; ``sd(Δ)`` uses ρ of ``M(Δ)`` itself.
 
-    ρ(Δ) = tr((Rᵀ G_Q R G_K)²)/‖M(Δ)‖⁴ costs O(r³) per offset, so pass a modest grid of offsets. Columns as
-    :func:`offset_scores` plus ``rho, null_sd, z``. Chapter 6.
+    ρ(Δ) = tr((Rᵀ G_Q R G_K)²)/‖M(Δ)‖⁴ costs O(r³) per offset, so pass a modest grid of offsets. Columns:
+    ``model, layer, head, delta, symmetry, rho, null_sd, z``. Chapter 6.
     """
     from .loading import QKModel, load_qk
 
     qk = model if isinstance(model, QKModel) else load_qk(model)
-    scores = offset_scores(qk, deltas, per=per, layers=layers)
     deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
-    rhos = []
-    for layer in qk:
-        if layers is not None and layer.index not in layers:
-            continue
+    d = qk.d_model
+    frames = []
+    for layer in _layers(qk, layers):
         spec = rope_spec(qk, layer.index)
-        for head in ([None] if per == "layer" else range(layer.n_heads)):
+        for head in _heads(per, layer.n_heads):
             q, k = (t.numpy() for t in layer.factors(head))
             cos, sin = _angles(spec, deltas)
             qr = _rotate_columns(q, spec, cos, sin)  # (n, d, r): W_Q R(Δ)
+            core = k.T @ qr  # (n, r, r): W_Kᵀ W_Q R(Δ); tr(M(Δ)²) = tr(core²)
             prod = np.swapaxes(qr, -1, -2) @ qr @ (k.T @ k)  # Rᵀ G_Q R G_K
-            rhos.append(np.einsum("nij,nji->n", prod, prod) / np.trace(prod, axis1=1, axis2=2) ** 2)
-    d = qk.d_model
-    scores["rho"] = np.concatenate(rhos)
-    scores["null_sd"] = np.sqrt(rotation_null_variance(d, scores["rho"].to_numpy()))
-    scores["z"] = (scores["symmetry"] - 1.0 / d) / scores["null_sd"]
-    return scores
+            total = np.trace(prod, axis1=1, axis2=2)
+            sym = np.einsum("nij,nji->n", core, core) / total
+            rho = np.einsum("nij,nji->n", prod, prod) / total ** 2
+            sd = np.sqrt(rotation_null_variance(d, rho))
+            frames.append(pd.DataFrame({"model": qk.name, "layer": layer.index, "head": pd.NA if head is None else head,
+                                        "delta": deltas, "symmetry": sym, "rho": rho, "null_sd": sd,
+                                        "z": (sym - 1.0 / d) / sd}))
+    frame = pd.concat(frames, ignore_index=True)
+    frame["head"] = frame["head"].astype("Int64")
+    return frame
 
 
 def directionality_by_offset(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, deltas, num_std: float = 2.0) -> np.ndarray:

@@ -7,7 +7,8 @@ Book chapter 6, "The spectrum of the two parts". With ``U = [A, B]`` (d × 2r),
 
 With the Gram matrix ``G = UᵀU`` (O(d r²)) and its square root ``S = G^{1/2}``, ``U = W S`` for a W with
 orthonormal columns, so the non-zero eigenvalues of the symmetric d × d matrix M_s are those of the 2r × 2r matrix
-``S K_s S``, and the singular values of M_n those of ``S K_n S`` (skew: its eigenvalues come in pairs ±iσ, so its singular values come in equal pairs). The d × d
+``S K_s Sᵀ``, and the singular values of M_n those of ``S K_n Sᵀ`` (S: the symmetric square root, or the Cholesky
+factor ``Lᵀ`` when G is well conditioned; any S with ``SᵀS = G`` works) (skew: its eigenvalues come in pairs ±iσ, so its singular values come in equal pairs). The d × d
 matrices are never formed. Conventions: the book's Notation page.
 
 ``‖M_s‖² = Σ λ²``, so the **positive share** ``Σ_{λ>0} λ² / Σ λ²`` says how much of the symmetric energy rewards
@@ -42,23 +43,43 @@ def _factors(A: ArrayLike, B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _core(a: np.ndarray, b: np.ndarray, skew: bool) -> np.ndarray:
-    """``S K Sᵀ`` (..., 2r, 2r) with ``S = G^{1/2}`` the square root of the Gram matrix ``G = UᵀU``.
+    """``S K Sᵀ`` (..., 2r, 2r) with ``SᵀS = G = UᵀU`` (Cholesky factor, or the symmetric root ``G^{1/2}``).
 
-    ``U = [A, B] = W S`` with W having orthonormal columns on U's range (polar decomposition), so ``U K Uᵀ`` and
-    ``S K S`` have the same non-zero eigenvalues and singular values. Only r × r products and one symmetric
-    2r × 2r eigendecomposition: no QR of a d × 2r matrix, no d × d matrix.
+    ``U = [A, B] = W S`` with W having orthonormal columns on U's range (``W = U S⁺``), so ``U K Uᵀ`` and
+    ``S K Sᵀ`` have the same non-zero eigenvalues and singular values. Only r × r products and a 2r × 2r
+    Cholesky (or symmetric eigendecomposition) factorisation: no QR of a d × 2r matrix, no d × d matrix.
     """
     r = a.shape[-1]
     u = np.concatenate([a, b], axis=-1)
-    lam, vec = np.linalg.eigh(np.swapaxes(u, -1, -2) @ u)
+    gram = np.swapaxes(u, -1, -2) @ u
+    root = _cholesky_root(gram)
+    if root is None:
+        root = _symmetric_root(gram)
+    left, right = root[..., :, :r], root[..., :, r:]  # S K_s Sᵀ = ½(S_A S_Bᵀ + S_B S_Aᵀ), S = [S_A | S_B]
+    cross = left @ np.swapaxes(right, -1, -2)
+    return 0.5 * (cross - np.swapaxes(cross, -1, -2)) if skew else 0.5 * (cross + np.swapaxes(cross, -1, -2))
+
+
+def _cholesky_root(gram: np.ndarray) -> np.ndarray | None:
+    """``Lᵀ`` with ``G = L Lᵀ`` (then ``U = W Lᵀ`` with orthonormal W), or None when G is (numerically) singular."""
+    try:
+        low = np.linalg.cholesky(gram)
+    except np.linalg.LinAlgError:
+        return None
+    pivots = np.diagonal(low, axis1=-2, axis2=-1) ** 2
+    scale = np.max(np.diagonal(gram, axis1=-2, axis2=-1), axis=-1, keepdims=True)
+    if np.any(pivots < 1e4 * gram.shape[-1] * np.finfo(np.float64).eps * scale):
+        return None  # a tiny pivot: rank-deficient U (d < 2r or tied factors); use the eigendecomposition
+    return np.swapaxes(low, -1, -2)
+
+
+def _symmetric_root(gram: np.ndarray) -> np.ndarray:
+    lam, vec = np.linalg.eigh(gram)
     # Directions of U's null space (d < 2r, or tied factors) have eigenvalues at round-off level; their square
     # roots (~1e-8) would pollute the spectrum, so they are set to exactly 0.
     noise = lam.shape[-1] * np.finfo(np.float64).eps * np.max(np.abs(lam), axis=-1, keepdims=True)
     root_lam = np.where(lam > noise, np.sqrt(np.clip(lam, 0, None)), 0.0)
-    root = (vec * root_lam[..., None, :]) @ np.swapaxes(vec, -1, -2)  # G^{1/2}
-    left, right = root[..., :, :r], root[..., :, r:]  # S K_s S = ½(S_A S_Bᵀ + S_B S_Aᵀ), S = [S_A | S_B]
-    cross = left @ np.swapaxes(right, -1, -2)
-    return 0.5 * (cross - np.swapaxes(cross, -1, -2)) if skew else 0.5 * (cross + np.swapaxes(cross, -1, -2))
+    return (vec * root_lam[..., None, :]) @ np.swapaxes(vec, -1, -2)  # G^{1/2}
 
 
 def symmetric_eigenvalues(A: ArrayLike, B: ArrayLike) -> np.ndarray:
@@ -75,7 +96,12 @@ def skew_singular_values(A: ArrayLike, B: ArrayLike) -> np.ndarray:
     """Singular values of ``M_n`` (descending, shape (..., 2r), zero-padded as in :func:`symmetric_eigenvalues`);
     the non-zero ones come in equal pairs (eigenvalues ±iσ of a real skew matrix). Chapter 6."""
     a, b = _factors(A, B)
-    return np.linalg.svd(_core(a, b, skew=True), compute_uv=False)
+    return _skew_singular(_core(a, b, skew=True))
+
+
+def _skew_singular(core: np.ndarray) -> np.ndarray:
+    """Singular values of a real skew matrix X, descending: |eigenvalues| of the Hermitian matrix iX (±σ)."""
+    return np.sort(np.abs(np.linalg.eigvalsh(1j * core)), axis=-1)[..., ::-1]
 
 
 def trace_z_score(A: ArrayLike, B: ArrayLike) -> np.ndarray | float:
@@ -103,7 +129,7 @@ def spectral_summary(A: ArrayLike, B: ArrayLike) -> SpectralSummary:
     """Positive share, top-eigenvalue share, top skew-pair share and trace z-score of ``M = A Bᵀ``. Chapter 6."""
     a, b = _factors(A, B)
     lam = np.linalg.eigvalsh(_core(a, b, skew=False))
-    sig = np.linalg.svd(_core(a, b, skew=True), compute_uv=False)
+    sig = _skew_singular(_core(a, b, skew=True))
     energy = np.sum(lam ** 2, axis=-1)
     skew_energy = np.sum(sig ** 2, axis=-1)
     tiny = 1e-12 * (energy + skew_energy)  # round-off level: M_n = 0 for a tied W_Q = W_K
@@ -138,21 +164,21 @@ def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, see
     return np.concatenate(out)
 
 
-def spectrum_table(model, per: str = "head", null_samples: int = 0, seed: int = 0) -> pd.DataFrame:
+def spectrum_table(model, per: str = "head", null_samples: int = 0, seed: int = 0, layers=None) -> pd.DataFrame:
     """Spectral summary of every head (or layer) of ``model`` (a QKModel or a source for ``load_qk``). Chapter 6.
 
     Columns: ``model, family, layer, head, positive_share, top_eigenvalue_share, top_skew_share, trace_z`` and,
     when ``null_samples > 0``, ``null_share_mean, null_share_sd`` (rotation null of the positive share, simulated
-    with that many samples per head) and ``share_z``.
+    with that many samples per head) and ``share_z``. ``layers``: layer indices (default: all).
     """
     from .loading import QKModel, load_qk
 
-    if per not in ("layer", "head"):
-        raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
+    if per not in ("layer", "head", "both"):
+        raise ValueError(f"`per` must be 'layer', 'head' or 'both'; got {per!r}.")
     qk = model if isinstance(model, QKModel) else load_qk(model)
     rows = []
-    for layer in qk:
-        for head in ([None] if per == "layer" else range(layer.n_heads)):
+    for layer in (iter(qk) if layers is None else (qk.layer(int(i)) for i in layers)):
+        for head in ([None] if per != "head" else []) + (list(range(layer.n_heads)) if per != "layer" else []):
             a, b = (t.numpy() for t in layer.factors(head))
             row = {"model": qk.name, "family": qk.family, "layer": layer.index,
                    "head": pd.NA if head is None else head, **spectral_summary(a, b)._asdict()}
