@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from logit_harness import LogitCase, _qk_rms, build_tiny_model, capture_softmax_inputs
 
 import qkgeometry as qg
+from logit_harness import LogitCase, _qk_rms, build_tiny_model, capture_softmax_inputs
 from qkgeometry import rotary
 from qkgeometry.nulls import rotation_null_moments
 
-TINY = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-            vocab_size=99, max_position_embeddings=32)
+TINY = {"hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 64, "vocab_size": 99, "max_position_embeddings": 32}
 GEMMA3 = {**TINY, "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 64,
           "layer_types": ["sliding_attention", "full_attention"]}
 POSITIONS = torch.tensor([3, 7, 8, 20, 41, 42, 90])  # all non-zero, offsets from 1 to 87 in both directions

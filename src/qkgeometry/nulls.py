@@ -190,10 +190,10 @@ def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int 
         raise ValueError(f"`A` and `B` must be single (d, r) matrices; got shape {a.shape}.")
     n_samples = _check_int(n_samples, "n_samples", 1)
     rng = np.random.default_rng(seed)
-    u_a, sig_a, vt_a = np.linalg.svd(a, full_matrices=False)
+    _, sig_a, vt_a = np.linalg.svd(a, full_matrices=False)
     core_a = sig_a[:, None] * vt_a
     if two_sided:
-        u_b, sig_b, vt_b = np.linalg.svd(b, full_matrices=False)
+        _, sig_b, vt_b = np.linalg.svd(b, full_matrices=False)
         core_b = sig_b[:, None] * vt_b
     sym, direc = [], []
     for start in range(0, n_samples, 64):

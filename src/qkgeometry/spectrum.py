@@ -28,10 +28,10 @@ from ._validation import ArrayLike, check_factors, to_float64
 __all__ = [
     "SpectralSummary",
     "positive_share_rotation_null",
+    "skew_singular_values",
     "spectral_summary",
     "spectrum_table",
     "symmetric_eigenvalues",
-    "skew_singular_values",
     "trace_z_score",
 ]
 
