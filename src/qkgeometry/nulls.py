@@ -171,7 +171,9 @@ def _rotation_null(d: int, gram_sq: np.ndarray, total: np.ndarray) -> RotationNu
         raise ValueError("the matrix is zero: its symmetry score and rotation null are undefined.")
     rho = np.asarray(gram_sq / total ** 2, dtype=np.float64)
     var = rotation_null_variance(d, rho)
-    out = (lambda v: float(v) if np.ndim(v) == 0 else np.asarray(v))
+    def out(v):
+        return float(v) if np.ndim(v) == 0 else np.asarray(v)
+
     return RotationNull(out(np.full_like(rho, 1.0 / d)), out(var), out(rho))
 
 

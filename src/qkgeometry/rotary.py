@@ -57,9 +57,9 @@ __all__ = [
 Pairing = Literal["half", "interleaved"]
 
 # model_type -> pairing convention of the transformers forward code (rotate_half vs rotate_every_two)
-_PAIRING: dict[str, Pairing] = {m: "half" for m in (
+_PAIRING: dict[str, Pairing] = dict.fromkeys((
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gemma3", "olmo", "olmo2",
-    "phi", "phi3", "gpt_neox")}
+    "phi", "phi3", "gpt_neox"), "half")
 _PAIRING["gptj"] = "interleaved"
 # GGUF general.architecture values whose loaded factors we have verified to be in the rotate-half layout
 _GGUF_PAIRING: dict[str, Pairing] = {"llama": "half", "gemma3": "half"}
