@@ -436,3 +436,13 @@ def architecture_for_gguf(gguf_arch: str) -> Architecture:
     supported = sorted({a.gguf.arch for a in REGISTRY.values() if a.gguf is not None})
     raise ValueError(f"GGUF architecture {gguf_arch!r} is not supported. Supported GGUF architectures: "
                      f"{', '.join(supported)}.")
+
+
+# ---------------------------------------------------------------------------------------------- appended
+#: MPNet (all-mpnet-base-v2): BERT-shaped encoder whose attention adds a learned relative position bias.
+MPNET = register(Architecture(
+    "mpnet", "encoder",
+    (AttentionBlock("self", "encoder.layer.{i}.attention.attn.q.weight", "encoder.layer.{i}.attention.attn.k.weight"),),
+    notes="MPNet's logit is x_iᵀ W_qk x_j / sqrt(head_dim) plus b_qᵀ k_j-type bias terms plus a relative position "
+          "bias: a learned per-head scalar for the bucketed offset j − i (shared by all layers, computed once in "
+          "the encoder). That bias depends only on positions, never on the token content x, so it is outside W_qk."))

