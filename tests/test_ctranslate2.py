@@ -14,8 +14,7 @@ from qkgeometry.ctranslate2 import (
     CT2FormatError,
     CT2Index,
     is_ctranslate2,
-    load_ctranslate2,
-    write_ctranslate2,
+        write_ctranslate2,
 )
 from qkgeometry.loading import SourceError
 
@@ -151,7 +150,7 @@ def test_whisper_int8_layer_is_close_and_other_layers_exact(tmp_path):
     model = _tiny_whisper()
     _to_ctranslate2(model, tmp_path / "f32.bin")
     _to_ctranslate2(model, tmp_path / "i8.bin", int8_layer=1)
-    exact, quant = load_ctranslate2(tmp_path / "f32.bin"), load_ctranslate2(tmp_path / "i8.bin")
+    exact, quant = qg.load_qk(tmp_path / "f32.bin"), qg.load_qk(tmp_path / "i8.bin")
     for i in (0, 2):
         assert torch.equal(exact.layer(i, "decoder").wq, quant.layer(i, "decoder").wq)
     a, b = exact.layer(1, "decoder"), quant.layer(1, "decoder")

@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from qkgeometry._multipart import Part, PartError, assemble, extract_zip, part_paths
+from qkgeometry.zoo import Part, PartError, extract_zip, part_paths
+from qkgeometry.zoo import assemble_parts as assemble
 
 PAYLOAD = bytes(range(256)) * 40  # 10,240 bytes, split in three unequal slices
 CUTS = (0, 4000, 8000, len(PAYLOAD))

@@ -7,7 +7,7 @@ import torch
 
 import qkgeometry as qg
 from qkgeometry import zoo
-from qkgeometry._multipart import Part, PartError
+from qkgeometry.zoo import Part, PartError
 
 NEW_ALIASES = {"mpnet-base": "sentence-transformers/all-mpnet-base-v2",
                "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct"}

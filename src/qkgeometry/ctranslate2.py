@@ -25,13 +25,14 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "load_ctranslate2", "write_ctranslate2"]
+__all__ = ["CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "whisper_blocks", "write_ctranslate2"]
 
 #: binary versions whose variable table has the layout above
 SUPPORTED_VERSIONS = (4, 5, 6)
@@ -209,42 +210,43 @@ def _count_layers(index: CT2Index, template: str) -> int:
     return n
 
 
-def load_ctranslate2(path: str | os.PathLike, name: str | None = None) -> Any:
-    """Open a CTranslate2 Whisper ``model.bin`` as a lazy :class:`qkgeometry.QKModel` with components
-    ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring). Other CTranslate2 specs are refused
-    by name."""
+def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any], Callable[[int], tuple[Any, Any]]]]:
+    """The attention blocks of a CTranslate2 Whisper model: ``(AttentionBlock, Dims, get, split)`` for the components
+    ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring), where ``split(i)`` returns layer i's
+    ``(wq, wk)`` of shapes (n_heads, d_model, head_dim). :func:`qkgeometry.load_qk` builds the model from them.
+
+    Other CTranslate2 specs, and files without the expected variables, raise :class:`CT2FormatError`.
+    """
     import torch
 
-    from .architectures import AttentionBlock, Dims, get_architecture, split_fused_blocked, split_linear
-    from .loading import QKModel, SourceError, _BlockPlan, _fingerprint
+    from .architectures import AttentionBlock, Dims, split_fused_blocked, split_linear
 
-    path = Path(path)
-    try:
-        index = CT2Index(path)
-    except CT2FormatError as e:
-        raise SourceError(str(e)) from e
+    where = str(index.path)
     if index.spec != "WhisperSpec":
-        raise SourceError(f"{str(path)!r} is a CTranslate2 {index.spec!r} model; only WhisperSpec (Whisper) is "
-                          "supported. Load the original model from a safetensors folder instead.")
+        raise CT2FormatError(f"{where!r} is a CTranslate2 {index.spec!r} model; only WhisperSpec (Whisper) is "
+                             "supported. Load the original model from a safetensors folder instead.")
 
     def get(var: str) -> torch.Tensor:
         try:
             return torch.from_numpy(index.tensor(var).copy())
         except KeyError as e:
-            raise SourceError(str(e.args[0])) from None
+            raise CT2FormatError(f"{where!r}: {e.args[0]} The Whisper model is incomplete.") from None
 
     self_q = "{side}/layer_{{i}}/self_attention/linear_0/weight"
     cross_q, cross_kv = "decoder/layer_{i}/attention/linear_0/weight", "decoder/layer_{i}/attention/linear_1/weight"
-    plans = []
+    blocks = []
     for component, side in (("encoder", "encoder"), ("decoder", "decoder"), ("cross", "decoder")):
-        n_heads = index.scalar(f"{side}/num_heads")
+        try:
+            n_heads = index.scalar(f"{side}/num_heads")
+        except KeyError:
+            raise CT2FormatError(f"{where!r}: no {side}/num_heads; the Whisper model is incomplete.") from None
         template = self_q.format(side=side) if component != "cross" else cross_q
         n_layers = _count_layers(index, template)
         if n_layers == 0:
-            raise SourceError(f"{str(path)!r}: no {template.format(i=0)!r}; the Whisper model is incomplete.")
+            raise CT2FormatError(f"{where!r}: no {template.format(i=0)!r}; the Whisper model is incomplete.")
         d_model = index.variables[template.format(i=0)].shape[1]
-        if d_model % n_heads:
-            raise SourceError(f"{str(path)!r}: d_model {d_model} is not a multiple of {side}/num_heads {n_heads}.")
+        if n_heads <= 0 or d_model % n_heads:
+            raise CT2FormatError(f"{where!r}: d_model {d_model} is not a multiple of {side}/num_heads {n_heads}.")
         dims = Dims(n_layers, d_model, n_heads, n_heads, d_model // n_heads)
 
         if component == "cross":
@@ -256,5 +258,5 @@ def load_ctranslate2(path: str | os.PathLike, name: str | None = None) -> Any:
             def split(i: int, dims: Dims = dims, template: str = template) -> tuple[torch.Tensor, torch.Tensor]:
                 return split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i))
             block = AttentionBlock(component, template, None, "fused_blocked")
-        plans.append(_BlockPlan(block, dims, get, split))
-    return QKModel(name or path.parent.name, get_architecture("whisper"), plans, str(path), _fingerprint([path]))
+        blocks.append((block, dims, get, split))
+    return blocks
