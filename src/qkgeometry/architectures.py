@@ -376,7 +376,9 @@ for _arch in (
     _llama_like("llama", gguf=GGUFSpec("llama"), notes="Grouped-query attention; rotary embeddings are outside W_qk."),
     _llama_like("mistral"),
     _llama_like("mixtral", notes="Mixture-of-experts MLP; attention as Llama."),
-    _llama_like("qwen2", gguf=GGUFSpec("qwen2")),
+    _llama_like("qwen2", gguf=GGUFSpec("qwen2", rope_permuted=False),
+                notes="llama.cpp rotates Qwen2 with its NEOX rope (pairs j, j + head_dim/2, as HF): its converter "
+                      "does not permute Q/K rows. Q/K biases are outside W_qk."),
     _llama_like("qwen3", q_norm="q_norm.weight", k_norm="k_norm.weight",
                 notes=QK_NORM_NOTES.format(scope="per head (gain of length head_dim)")),
     _llama_like("gemma", notes="Gemma scales logits by 1/sqrt(head_dim)."),
