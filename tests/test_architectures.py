@@ -109,6 +109,9 @@ CASES = [
               lambda m, i: m.layers[i].attn, _call_rope_partial("head_dim"), bias_names=QK_BIASES),
     LogitCase("vit", "vit", TINY_VISION, lambda m, i: m.layers[i].attention),
     LogitCase("dinov2", "dinov2", TINY_VISION, lambda m, i: m.encoder.layer[i].attention),
+    # MPNet without its relative position bias (outside W_qk; tests/test_mpnet.py checks it with the bias)
+    LogitCase("mpnet-no-position-bias", "mpnet", TINY_BERT, lambda m, i: m.encoder.layer[i].attention.attn,
+              bias_names=("attn.q.bias", "attn.k.bias")),
     # ---- decoders
     LogitCase("gpt2", "gpt2", dict(n_embd=48, n_layer=2, n_head=4, vocab_size=99, n_positions=32),
               lambda m, i: m.h[i].attn),

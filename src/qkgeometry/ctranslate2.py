@@ -1,0 +1,262 @@
+"""A small reader for CTranslate2 ``model.bin`` files, and the Whisper adapter on top of it.
+
+CTranslate2 (the engine behind faster-whisper) stores a converted model as one binary file, read here without the
+``ctranslate2`` package and without unpickling anything. Layout (little-endian; strings are a uint16 byte count
+including a final NUL, then the UTF-8 bytes and the NUL)::
+
+    uint32 binary version (4 to 6 are read here)
+    string spec name (e.g. "WhisperSpec"), uint32 spec revision
+    uint32 number of variables, then for each:
+        string name, uint8 rank, uint32 × rank shape, uint8 dtype id, uint32 byte count, the raw bytes
+    uint32 number of aliases, then pairs (string alias, string variable name)
+
+dtype ids: 0 float32, 1 int8, 2 int16, 3 int32, 4 float16, 5 bfloat16. An int8 weight ``w`` comes with a float32
+``w_scale`` of one scale per output row, and the float weight is ``w / w_scale[:, None]``.
+
+Whisper in CTranslate2's layout (the book's chapter 4 surveys it): encoder and decoder self-attention keep Q, K and
+V in one Linear ``self_attention/linear_0`` of shape (3·d_model, d_model), blocked [Q; K; V]; cross-attention
+(``decoder/layer_{i}/attention``) keeps Q in ``linear_0`` (d_model, d_model) and [K; V] fused in ``linear_1``
+(2·d_model, d_model). Each Linear weight is ``W_Qᵀ`` stacked over heads, as in torch (Notation page). Biases and
+the pre-attention LayerNorm gains are outside W_qk.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "whisper_blocks", "write_ctranslate2"]
+
+#: binary versions whose variable table has the layout above
+SUPPORTED_VERSIONS = (4, 5, 6)
+DTYPES: dict[int, np.dtype] = {0: np.dtype("<f4"), 1: np.dtype("i1"), 2: np.dtype("<i2"), 3: np.dtype("<i4"),
+                               4: np.dtype("<f2"), 5: np.dtype("<u2")}  # 5: bfloat16, widened on read
+_DTYPE_IDS = {np.dtype("float32"): 0, np.dtype("int8"): 1, np.dtype("int16"): 2, np.dtype("int32"): 3,
+              np.dtype("float16"): 4}
+
+
+class CT2FormatError(ValueError):
+    """The file is not a readable CTranslate2 model (bad header, unsupported version, truncated table or data)."""
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One entry of the variable table: shape in numpy (row-major) order, dtype id, absolute byte offset."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype_id: int
+    offset: int
+    nbytes: int
+
+
+def is_ctranslate2(path: str | os.PathLike) -> bool:
+    """True when ``path`` starts like a CTranslate2 model: a small version number, then a ``...Spec`` name.
+
+    A PyTorch ``.bin`` (a zip or a pickle) never does, so this check never opens a pickle.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6 + 256)
+    except OSError:
+        return False
+    if len(head) < 6:
+        return False
+    version, length = struct.unpack_from("<IH", head)
+    if version not in range(1, 100) or not 2 <= length <= 256 or len(head) < 6 + length:
+        return False
+    name = head[6:6 + length]
+    return name.endswith(b"\0") and name[:-1].isascii() and name[:-1].endswith(b"Spec")
+
+
+class CT2Index:
+    """Header, variable table and aliases of a CTranslate2 ``model.bin``; tensors are read on demand.
+
+    ``spec`` is the model spec's name (``"WhisperSpec"``), ``revision`` its revision, ``variables`` maps a name to
+    its :class:`Variable`, ``aliases`` maps an alias to the variable it stands for.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        mode = os.stat(self.path).st_mode  # OSError (missing, EACCES...) goes to the caller
+        if not stat.S_ISREG(mode):
+            raise CT2FormatError(f"{str(self.path)!r} is not a regular file; pass a CTranslate2 model.bin")
+        self._data = np.memmap(self.path, mode="r") if os.stat(self.path).st_size else np.zeros(0, np.uint8)
+        self._buf = memoryview(self._data)
+        self._pos = 0
+        try:
+            self._parse()
+        except (struct.error, UnicodeDecodeError) as e:
+            raise CT2FormatError(f"{str(self.path)!r}: the CTranslate2 header or variable table is truncated or "
+                                 f"malformed ({type(e).__name__}: {e}); download or assemble the file again.") from e
+
+    def _read(self, fmt: str) -> Any:
+        value = struct.unpack_from("<" + fmt, self._buf, self._pos)
+        self._pos += struct.calcsize("<" + fmt)
+        return value[0] if len(value) == 1 else value
+
+    def _string(self) -> str:
+        n = self._read("H")
+        if n == 0 or self._pos + n > len(self._buf):
+            raise struct.error(f"string of {n} bytes at offset {self._pos - 2}")
+        text = bytes(self._buf[self._pos:self._pos + n - 1]).decode("utf-8")
+        self._pos += n
+        return text
+
+    def _parse(self) -> None:
+        self.version = self._read("I")
+        if self.version not in SUPPORTED_VERSIONS:
+            raise CT2FormatError(f"{str(self.path)!r}: CTranslate2 binary version {self.version} is not supported "
+                                 f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))}); it is not a CTranslate2 "
+                                 "model.bin, or re-convert it with a CTranslate2 release from 3.0 on.")
+        self.spec, self.revision = self._string(), self._read("I")
+        self.variables: dict[str, Variable] = {}
+        for _ in range(self._read("I")):
+            name = self._string()
+            rank = self._read("B")
+            shape = tuple(self._read("I") for _ in range(rank))
+            dtype_id, nbytes = self._read("B"), self._read("I")
+            if dtype_id not in DTYPES:
+                raise CT2FormatError(f"{str(self.path)!r}: variable {name!r} has unknown dtype id {dtype_id}.")
+            expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype_id].itemsize
+            if nbytes != expected or self._pos + nbytes > len(self._buf):
+                raise CT2FormatError(f"{str(self.path)!r}: variable {name!r} {shape} claims {nbytes} bytes (expected "
+                                     f"{expected}) at offset {self._pos} of a {len(self._buf)}-byte file: the file "
+                                     "is truncated or corrupt.")
+            self.variables[name] = Variable(name, shape, dtype_id, self._pos, nbytes)
+            self._pos += nbytes
+        self.aliases: dict[str, str] = {}
+        for _ in range(self._read("I")):
+            alias = self._string()
+            self.aliases[alias] = self._string()
+
+    def names(self) -> list[str]:
+        """Variable names in file order (aliases not included)."""
+        return list(self.variables)
+
+    def raw(self, name: str) -> np.ndarray:
+        """The stored array of ``name`` (alias resolved), in its stored dtype, without dequantisation."""
+        var = self.variables.get(self.aliases.get(name, name))
+        if var is None:
+            raise KeyError(f"variable {name!r} is not in {str(self.path)!r} (a {self.spec} model).")
+        dtype = DTYPES[var.dtype_id]
+        return np.frombuffer(self._buf, dtype=dtype, count=var.nbytes // dtype.itemsize,
+                             offset=var.offset).reshape(var.shape)
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Variable ``name`` as float32: float16 / bfloat16 widened, an int8 weight divided by its per-row
+        ``<name>_scale``. Shape in numpy order, e.g. (out_features, in_features) for a Linear weight."""
+        var = self.variables.get(self.aliases.get(name, name))
+        raw = self.raw(name)
+        if var.dtype_id == 5:
+            return (raw.astype(np.uint32) << 16).view(np.float32)
+        if var.dtype_id == 1:
+            scale_name = var.name + "_scale"
+            if scale_name not in self.variables:
+                raise CT2FormatError(f"{str(self.path)!r}: int8 variable {var.name!r} has no {scale_name!r}.")
+            scale = self.tensor(scale_name)
+            return raw.astype(np.float32) / scale.reshape(-1, *([1] * (raw.ndim - 1)))
+        return raw.astype(np.float32)
+
+    def scalar(self, name: str) -> int:
+        """An integer scalar variable (e.g. ``encoder/num_heads``)."""
+        value = self.raw(name)
+        if value.shape != ():
+            raise CT2FormatError(f"{str(self.path)!r}: {name!r} has shape {value.shape}, expected a scalar.")
+        return int(value)
+
+
+def write_ctranslate2(path: str | os.PathLike, spec: str, variables: dict[str, np.ndarray], revision: int = 1,
+                      aliases: dict[str, str] | None = None, version: int = 6) -> Path:
+    """Write ``variables`` (name -> float32 / float16 / int8 / int16 / int32 array) as a CTranslate2 model.bin.
+
+    The inverse of :class:`CT2Index`, for building small test models; int8 weights need their ``<name>_scale``.
+    """
+    def string(text: str) -> bytes:
+        data = text.encode("utf-8") + b"\0"
+        return struct.pack("<H", len(data)) + data
+
+    out = [struct.pack("<I", version), string(spec), struct.pack("<I", revision),
+           struct.pack("<I", len(variables))]
+    for name, array in variables.items():
+        array = np.array(array, order="C", copy=True)  # not ascontiguousarray: it turns a scalar into shape (1,)
+        if array.dtype not in _DTYPE_IDS:
+            raise ValueError(f"variables[{name!r}] has dtype {array.dtype}; use one of "
+                             f"{', '.join(str(d) for d in _DTYPE_IDS)}.")
+        out += [string(name), struct.pack("<B", array.ndim), struct.pack(f"<{array.ndim}I", *array.shape),
+                struct.pack("<BI", _DTYPE_IDS[array.dtype], array.nbytes), array.astype(array.dtype.newbyteorder("<"))
+                .tobytes()]
+    aliases = aliases or {}
+    out.append(struct.pack("<I", len(aliases)))
+    for alias, target in aliases.items():
+        out += [string(alias), string(target)]
+    path = Path(path)
+    path.write_bytes(b"".join(out))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ Whisper
+def _count_layers(index: CT2Index, template: str) -> int:
+    n = 0
+    while template.format(i=n) in index.variables:
+        n += 1
+    return n
+
+
+def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any], Callable[[int], tuple[Any, Any]]]]:
+    """The attention blocks of a CTranslate2 Whisper model: ``(AttentionBlock, Dims, get, split)`` for the components
+    ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring), where ``split(i)`` returns layer i's
+    ``(wq, wk)`` of shapes (n_heads, d_model, head_dim). :func:`qkgeometry.load_qk` builds the model from them.
+
+    Other CTranslate2 specs, and files without the expected variables, raise :class:`CT2FormatError`.
+    """
+    import torch
+
+    from .architectures import AttentionBlock, Dims, split_fused_blocked, split_linear
+
+    where = str(index.path)
+    if index.spec != "WhisperSpec":
+        raise CT2FormatError(f"{where!r} is a CTranslate2 {index.spec!r} model; only WhisperSpec (Whisper) is "
+                             "supported. Load the original model from a safetensors folder instead.")
+
+    def get(var: str) -> torch.Tensor:
+        try:
+            return torch.from_numpy(index.tensor(var).copy())
+        except KeyError as e:
+            raise CT2FormatError(f"{where!r}: {e.args[0]} The Whisper model is incomplete.") from None
+
+    self_q = "{side}/layer_{{i}}/self_attention/linear_0/weight"
+    cross_q, cross_kv = "decoder/layer_{i}/attention/linear_0/weight", "decoder/layer_{i}/attention/linear_1/weight"
+    blocks = []
+    for component, side in (("encoder", "encoder"), ("decoder", "decoder"), ("cross", "decoder")):
+        try:
+            n_heads = index.scalar(f"{side}/num_heads")
+        except KeyError:
+            raise CT2FormatError(f"{where!r}: no {side}/num_heads; the Whisper model is incomplete.") from None
+        template = self_q.format(side=side) if component != "cross" else cross_q
+        n_layers = _count_layers(index, template)
+        if n_layers == 0:
+            raise CT2FormatError(f"{where!r}: no {template.format(i=0)!r}; the Whisper model is incomplete.")
+        d_model = index.variables[template.format(i=0)].shape[1]
+        if n_heads <= 0 or d_model % n_heads:
+            raise CT2FormatError(f"{where!r}: d_model {d_model} is not a multiple of {side}/num_heads {n_heads}.")
+        dims = Dims(n_layers, d_model, n_heads, n_heads, d_model // n_heads)
+
+        if component == "cross":
+            def split(i: int, dims: Dims = dims) -> tuple[torch.Tensor, torch.Tensor]:
+                q, kv = get(cross_q.format(i=i)), get(cross_kv.format(i=i))
+                return split_linear(q, kv[:dims.d_model], dims, (cross_q.format(i=i), cross_kv.format(i=i)))
+            block = AttentionBlock("cross", cross_q, cross_kv)
+        else:
+            def split(i: int, dims: Dims = dims, template: str = template) -> tuple[torch.Tensor, torch.Tensor]:
+                return split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i))
+            block = AttentionBlock(component, template, None, "fused_blocked")
+        blocks.append((block, dims, get, split))
+    return blocks

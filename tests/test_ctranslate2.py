@@ -1,0 +1,170 @@
+"""CTranslate2 reader (on files the tests write) and the Whisper adapter against transformers' own logits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import qkgeometry as qg
+from logit_harness import capture_softmax_inputs
+from qkgeometry.ctranslate2 import (
+    CT2FormatError,
+    CT2Index,
+    is_ctranslate2,
+        write_ctranslate2,
+)
+from qkgeometry.loading import SourceError
+
+
+def test_reader_round_trip_of_every_written_dtype(tmp_path):
+    rng = np.random.default_rng(0)
+    w32 = rng.normal(size=(6, 4)).astype(np.float32)
+    w16 = rng.normal(size=(3, 5)).astype(np.float16)
+    w_float = rng.normal(size=(4, 8)).astype(np.float32)
+    scale = (127 / np.abs(w_float).max(axis=1)).astype(np.float32)  # CTranslate2's per-row int8 scale
+    w8 = np.round(w_float * scale[:, None]).astype(np.int8)
+    path = write_ctranslate2(tmp_path / "model.bin", "TinySpec", {
+        "a/weight": w32, "b/weight": w16, "c/weight": w8, "c/weight_scale": scale,
+        "num_heads": np.array(8, dtype=np.int16), "ids": np.arange(3, dtype=np.int32)},
+        revision=3, aliases={"tied/weight": "a/weight"})
+    assert is_ctranslate2(path)
+    index = CT2Index(path)
+    assert (index.version, index.spec, index.revision) == (6, "TinySpec", 3)
+    assert index.names() == ["a/weight", "b/weight", "c/weight", "c/weight_scale", "num_heads", "ids"]
+    assert index.variables["b/weight"].shape == (3, 5) and index.variables["c/weight"].dtype_id == 1
+    np.testing.assert_array_equal(index.tensor("a/weight"), w32)
+    np.testing.assert_array_equal(index.tensor("tied/weight"), w32)  # alias resolved
+    np.testing.assert_array_equal(index.tensor("b/weight"), w16.astype(np.float32))
+    np.testing.assert_array_equal(index.raw("c/weight"), w8)
+    np.testing.assert_allclose(index.tensor("c/weight"), w_float, atol=0.5 / scale.min())  # half an int8 step
+    assert index.scalar("num_heads") == 8 and index.tensor("ids").tolist() == [0, 1, 2]
+
+
+def test_bfloat16_is_widened(tmp_path):
+    values = np.array([1.0, -2.5, 0.15625], dtype=np.float32)
+    path = write_ctranslate2(tmp_path / "model.bin", "TinySpec", {"x": (values.view(np.uint32) >> 16).astype(
+        np.int16)})
+    data = bytearray(path.read_bytes())
+    data[data.index(b"x\0") + 2 + 1 + 4] = 5  # after name, rank 1, one uint32 dim: the dtype id -> bfloat16
+    path.write_bytes(bytes(data))
+    np.testing.assert_array_equal(CT2Index(path).tensor("x"), values)
+
+
+def test_truncated_and_foreign_files_are_refused(tmp_path):
+    path = write_ctranslate2(tmp_path / "model.bin", "TinySpec", {"w": np.ones((64, 64), np.float32)})
+    data = path.read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[:-100])
+    with pytest.raises(CT2FormatError, match=r"'w' \(64, 64\) claims 16384 bytes .* truncated or corrupt"):
+        CT2Index(tmp_path / "cut.bin")
+    (tmp_path / "head.bin").write_bytes(data[:9])
+    with pytest.raises(CT2FormatError, match="truncated or malformed"):
+        CT2Index(tmp_path / "head.bin")
+    (tmp_path / "v9.bin").write_bytes(b"\x09\0\0\0" + data[4:])
+    with pytest.raises(CT2FormatError, match="binary version 9 is not supported"):
+        CT2Index(tmp_path / "v9.bin")
+    # a PyTorch checkpoint (zip or pickle) is never taken for a CTranslate2 file, and never unpickled
+    torch.save({"w": torch.ones(2)}, tmp_path / "pytorch_model.bin")
+    assert not is_ctranslate2(tmp_path / "pytorch_model.bin")
+    with pytest.raises(SourceError, match=r"neither a model folder nor a \.gguf file"):
+        qg.load_qk(tmp_path / "pytorch_model.bin")
+    # another CTranslate2 spec is refused by name
+    with pytest.raises(SourceError, match="'TinySpec' model; only WhisperSpec"):
+        qg.load_qk(path)
+
+
+# ------------------------------------------------------------------------------------------------ Whisper
+TINY_WHISPER = dict(d_model=48, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+                    decoder_attention_heads=6, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=99,
+                    num_mel_bins=8, max_source_positions=16, max_target_positions=16, pad_token_id=1,
+                    bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+
+
+def _tiny_whisper():
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(**TINY_WHISPER)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()  # eager: softmax is seen
+    assert type(model).__name__ == "WhisperModel"
+    return model.to(torch.float64)  # float32 values held in float64: the float32 file below is exact
+
+
+def _to_ctranslate2(model, path, int8_layer: int | None = None) -> None:
+    """Write ``model``'s attention weights in CTranslate2's Whisper layout (what its converter produces), with
+    the decoder's self-attention of ``int8_layer`` stored as int8 + per-row scale."""
+    def w(linear):
+        return linear.weight.detach().numpy().astype(np.float32)
+
+    variables = {"encoder/num_heads": np.array(model.config.encoder_attention_heads, np.int16),
+                 "decoder/num_heads": np.array(model.config.decoder_attention_heads, np.int16)}
+    for i, layer in enumerate(model.encoder.layers):
+        a = layer.self_attn
+        variables[f"encoder/layer_{i}/self_attention/linear_0/weight"] = np.concatenate(
+            [w(a.q_proj), w(a.k_proj), w(a.v_proj)])
+    for i, layer in enumerate(model.decoder.layers):
+        a, c = layer.self_attn, layer.encoder_attn
+        fused = np.concatenate([w(a.q_proj), w(a.k_proj), w(a.v_proj)])
+        name = f"decoder/layer_{i}/self_attention/linear_0/weight"
+        if i == int8_layer:
+            scale = (127 / np.abs(fused).max(axis=1)).astype(np.float32)
+            variables[name], variables[name + "_scale"] = np.round(fused * scale[:, None]).astype(np.int8), scale
+        else:
+            variables[name] = fused
+        variables[f"decoder/layer_{i}/attention/linear_0/weight"] = w(c.q_proj)
+        variables[f"decoder/layer_{i}/attention/linear_1/weight"] = np.concatenate([w(c.k_proj), w(c.v_proj)])
+    write_ctranslate2(path, "WhisperSpec", variables, revision=3)
+
+
+@pytest.mark.parametrize("component", ["encoder", "decoder", "cross"])
+def test_whisper_ctranslate2_reproduces_transformers_logits(tmp_path, component):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    qk = qg.load_qk(tmp_path / "model.bin")
+    assert qk.architecture == "whisper" and qk.components == ["encoder", "decoder", "cross"]
+    dims = qk.dims(component)
+    side = model.encoder if component == "encoder" else model.decoder
+    assert dims.n_layers == len(side.layers) and dims.n_heads == (4 if component == "encoder" else 6)
+    gen = torch.Generator().manual_seed(1)
+    for layer in (lyr for lyr in qk if lyr.component == component):
+        x = torch.randn(2, 7, dims.d_model, generator=gen, dtype=torch.float64)
+        block = side.layers[layer.index]
+        with torch.no_grad(), capture_softmax_inputs() as captured:
+            if component == "cross":
+                block.encoder_attn(x, key_value_states=x)
+            else:
+                block.self_attn(x)
+        assert len(captured) == 1
+        w = torch.stack([layer.matrix(h) for h in range(dims.n_heads)])
+        predicted = torch.einsum("bid,hde,bje->bhij", x, w, x) / math.sqrt(dims.head_dim)
+        assert (captured[0] - predicted).abs().max().item() < 1e-10, (component, layer.index)
+    # the fused layout matters: reading [Q; K; V] as [K; Q; V] would transpose every W_qk
+    if component != "cross":
+        layer = qk.layer(0, component)
+        assert not torch.allclose(layer.matrix(0), layer.matrix(0).T, atol=1e-3)
+
+
+def test_whisper_int8_layer_is_close_and_other_layers_exact(tmp_path):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "f32.bin")
+    _to_ctranslate2(model, tmp_path / "i8.bin", int8_layer=1)
+    exact, quant = qg.load_qk(tmp_path / "f32.bin"), qg.load_qk(tmp_path / "i8.bin")
+    for i in (0, 2):
+        assert torch.equal(exact.layer(i, "decoder").wq, quant.layer(i, "decoder").wq)
+    a, b = exact.layer(1, "decoder"), quant.layer(1, "decoder")
+    assert not torch.equal(a.wq, b.wq)
+    torch.testing.assert_close(a.wq, b.wq, atol=0.5 / 127 * a.wq.abs().max().item() * 1.01, rtol=0)
+    assert qg.symmetry_score(a.matrix()) == pytest.approx(qg.symmetry_score(b.matrix()), abs=0.02)
+
+
+@pytest.mark.slow
+def test_offline_whisper_base_has_three_components():
+    qk = qg.load_qk("offline:whisper-base")
+    assert qk.components == ["encoder", "decoder", "cross"]
+    for component in qk.components:
+        d = qk.dims(component)
+        assert (d.n_layers, d.d_model, d.n_heads, d.head_dim) == (6, 512, 8, 64)
+    frame = qg.score_model(qk)
+    assert sorted(frame["component"].unique()) == ["cross", "decoder", "encoder"] and len(frame) == 18
