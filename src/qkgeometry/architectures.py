@@ -8,7 +8,7 @@ An :class:`Architecture` lists one :class:`AttentionBlock` per kind of attention
 ``decoder`` / ``cross`` for encoder-decoder models). Each block says where its tensors are (a name template with
 ``{i}`` for the layer index, matched as a dotted suffix so that ``bert.``/``model.``/``transformer.`` prefixes of
 task heads are found automatically) and which :data:`Layout` they use. Adding an architecture is adding an entry to
-:data:`REGISTRY` plus a logit-equivalence test in ``tests/test_architectures.py``.
+:data:`REGISTRY` plus a logit-equivalence test in the package's test suite.
 
 Every layout converter returns ``(wq, wk)`` with ``wq`` of shape (n_heads, d_model, head_dim) and ``wk`` of shape
 (n_kv_heads, d_model, head_dim), i.e. KV heads *not* yet expanded.
@@ -231,7 +231,7 @@ def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------- registry
 # Every layout below was read off the model's own forward code in transformers (models/*/modeling_*.py) and is
-# checked against the module's pre-softmax logits in tests/test_architectures.py.
+# checked against the module's pre-softmax logits by the test suite.
 def _bert_like(model_type: str, prefix: str = "encoder.layer.{i}.attention.self.", **kw) -> Architecture:
     return Architecture(model_type, "encoder",
                         (AttentionBlock("self", prefix + "query.weight", prefix + "key.weight"),), **kw)

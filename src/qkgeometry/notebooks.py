@@ -107,7 +107,7 @@ def execute_notebook(src: Path, dst: Path, quick: bool, kernel_name: str = "pyth
                          f"runner can switch the notebook to quick mode.")
     dst.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    # The kernel inherits our environment. A non-interactive MPLBACKEND (e.g. Agg, which the Makefile and many CI
+    # The kernel inherits our environment. A non-interactive MPLBACKEND (e.g. Agg, which the Makefile and many build
     # setups export) would stop ipykernel from installing its inline backend, and every figure would silently vanish
     # from the book. Force the inline backend for the kernel only.
     saved = os.environ.get("MPLBACKEND")
@@ -179,7 +179,7 @@ def execute_all(notebooks: Sequence[Path], out_dir: Path, quick: bool, kernel_na
 
 def _describe(e: Exception) -> str:
     text = str(e)
-    # Strip ANSI colours from IPython tracebacks so that CI logs stay readable.
+    # Strip ANSI colours from IPython tracebacks so that build logs stay readable.
     return re.sub(r"\x1b\[[0-9;]*m", "", text) or type(e).__name__
 
 
