@@ -61,7 +61,7 @@ def test_trace_z_is_standardised_under_the_rotation_null():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((12, 3)), rng.standard_normal((12, 3))
     a[:, 0] *= 4
-    frames = nulls._random_frames(np.random.default_rng(3), 20_000, 12, 3)
+    frames = nulls.random_frames(np.random.default_rng(3), 20_000, 12, 3)
     _, sig, vt = np.linalg.svd(a, full_matrices=False)
     rotated = frames @ (sig[:, None] * vt)  # O A for Haar O
     z = spectrum.trace_z_score(rotated, np.broadcast_to(b, rotated.shape))

@@ -48,6 +48,7 @@ __all__ = [
     "lowrank_rho_ratio_of_means",
     "lowrank_symmetry_variance",
     "max_z_score",
+    "random_frames",
     "rank_one_symmetry_law",
     "rotation_null_moments",
     "rotation_null_moments_factored",
@@ -200,8 +201,8 @@ def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int 
     sym, direc = [], []
     for start in range(0, n_samples, 64):
         n = min(64, n_samples - start)
-        rot_a = _random_frames(rng, n, a.shape[0], core_a.shape[0]) @ core_a
-        rot_b = _random_frames(rng, n, b.shape[0], core_b.shape[0]) @ core_b if two_sided else \
+        rot_a = random_frames(rng, n, a.shape[0], core_a.shape[0]) @ core_a
+        rot_b = random_frames(rng, n, b.shape[0], core_b.shape[0]) @ core_b if two_sided else \
             np.broadcast_to(b, (n, *b.shape)).copy()
         s = scores_factored(rot_a, rot_b, num_std=num_std)
         sym.append(np.atleast_1d(s.symmetry))
@@ -210,7 +211,7 @@ def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int 
                          "directionality": np.concatenate(direc)})
 
 
-def _random_frames(rng: np.random.Generator, n: int, d: int, k: int) -> np.ndarray:
+def random_frames(rng: np.random.Generator, n: int, d: int, k: int) -> np.ndarray:
     """``n`` Haar-random d × k orthonormal frames: the polar factor ``Z (ZᵀZ)^{-1/2}`` of a Gaussian d × k matrix Z
     (its law is invariant under left rotations, hence uniform). Only k × k eigendecompositions, no QR."""
     z = rng.standard_normal((n, d, k))

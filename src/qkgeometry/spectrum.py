@@ -145,7 +145,7 @@ def spectral_summary(A: ArrayLike, B: ArrayLike) -> SpectralSummary:
 def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int = 0) -> np.ndarray:
     """Positive shares of ``n_samples`` rotated copies ``O A Bᵀ`` (O Haar on ℝ^d, drawn as a random frame times
     ``Σ_A V_Aᵀ``: O(d r²) per sample, no d × d rotation). No closed form is known; this is its simulation."""
-    from .nulls import _random_frames
+    from .nulls import random_frames
 
     a, b = _factors(A, B)
     if a.ndim != 2:
@@ -158,7 +158,7 @@ def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, see
     out = []
     for start in range(0, n_samples, 16):
         n = min(16, n_samples - start)
-        rotated = _random_frames(rng, n, a.shape[0], core.shape[0]) @ core
+        rotated = random_frames(rng, n, a.shape[0], core.shape[0]) @ core
         lam = np.linalg.eigvalsh(_core(rotated, np.broadcast_to(b, rotated.shape), skew=False))
         out.append(np.sum(np.where(lam > 0, lam ** 2, 0.0), axis=-1) / np.sum(lam ** 2, axis=-1))
     return np.concatenate(out)
