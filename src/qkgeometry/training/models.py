@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..scores import scores_factored
+from .config import ARCHES, INITS, OBJECTIVES
 
 __all__ = [
     "ARCHES",
@@ -43,9 +44,6 @@ __all__ = [
     "self_attentions",
 ]
 
-ARCHES = ("encoder", "decoder")
-INITS = ("default", "symmetric", "skew", "shared")
-OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,11 @@ class ModelSpec:
     max_len: int = 64
     dropout: float = 0.0
     init_range: float = 0.02  # BERT's N(0, init_range) init
+
+    @classmethod
+    def of(cls, config) -> ModelSpec:
+        """The shape fields of a :class:`~qkgeometry.training.config.TrainConfig`."""
+        return cls(config.vocab_size, config.hidden, config.layers, config.heads, config.ffn, config.seq_len)
 
     def bert_config(self, arch: str):
         from transformers import BertConfig

