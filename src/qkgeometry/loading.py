@@ -927,7 +927,7 @@ def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QK
 
 # ------------------------------------------------------------------------------------------------ Hub
 def _looks_like_path(source: str) -> bool:
-    return (source.startswith((".", "/", "~")) or source.endswith((".gguf", ".safetensors", ".json"))
+    return (source.startswith((".", "/", "~")) or source.endswith((".gguf", ".safetensors", ".json", ".bin", "/"))
             or source.count("/") > 1 or "\\" in source)
 
 
