@@ -14,7 +14,7 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
   a difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
   interval includes 0) and "no detectable difference".
 
-State n, the seeds and the unit (model, layer, head) next to every interval; :class:`Interval` carries them.
+State n, which seeds, and the unit (model, layer, head) next to every interval; :class:`Interval` carries them.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Interval:
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """``treated − baseline`` paired by unit (usually the seed): the differences, their t-interval and tests.
+    """``treated − baseline`` paired by unit (usually the training seed): the differences, their t-interval and tests.
 
     ``p_value`` is the two-sided paired t-test (:func:`scipy.stats.ttest_rel`); ``n_negative`` /
     ``n_positive`` count the units whose difference has that sign.

@@ -2,7 +2,7 @@
 
 * :mod:`.data`: corpora (Wikipedia leads, State of the Union), cached WordPiece tokenizer, seeded batches.
 * :mod:`.models`: BERT encoder (MLM) / causal decoder, the initialisations, per-layer Q/K scores.
-* :mod:`.loop`: the seeded, resumable, CSV-logging training loop (and round-robin grids).
+* :mod:`.loop`: a seeded, resumable, CSV-logging training loop (and round-robin grids).
 * :mod:`.metrics`: speed-up (with "not reached"), steps to a threshold, paired differences over seeds (intervals
   and verdicts from :mod:`qkgeometry.stats`).
 

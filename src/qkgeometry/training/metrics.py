@@ -184,7 +184,7 @@ def speedup_table(logs: pd.DataFrame, treatment: str = "symmetric", baseline: st
 
 
 def summarize_speedups(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per arch and direction: how many seeds reached the target, and the mean fraction saved over the seeds
+    """Per arch and direction: how many seeds reached the target, and the mean fraction saved over seeds
     that did, with a Student-t interval over those seeds (:func:`seed_interval`; NaN with fewer than two). The
     mean
     over
@@ -251,7 +251,7 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
 def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
                     loss: str = "val_loss") -> pd.DataFrame:
     """Both directions of the speed-up per arch, in words: per-seed values, how many seeds reached the target,
-    and the mean fraction over the seeds that did, with a t-interval over those seeds."""
+    and the mean fraction over seeds that did, with a t-interval over those seeds."""
     summary = summarize_speedups(speedup_table(logs, treatment, baseline, loss))
     summary["direction"] = summary["direction"].map({
         "forward": f"{treatment} reaches {baseline}'s final loss",
@@ -277,7 +277,7 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
     step nearest to half its last step: a level the baseline reaches half-way, so a treatment that trains
     faster reaches it sooner and one that trains slower later (or never, None). The resolution is the logging
     interval. Columns: ``arch, treatment, threshold, n, baseline_steps, treatment_steps`` (per seed, None =
-    never), ``diff_mean`` (treatment − baseline steps over the seeds where both reached; negative = treatment
+    never), ``diff_mean`` (treatment − baseline steps over seeds where both reached; negative = treatment
     sooner) and ``ci_text`` (its Student-t interval over those seeds, :func:`seed_interval`).
     """
     rows = []

@@ -445,7 +445,7 @@ def _layer_filter(frame: pandas.DataFrame, layers: str | int) -> pandas.DataFram
 def run_medians(scores: pandas.DataFrame, layers: str | int = "all") -> pandas.DataFrame:
     """One row per (objective, seed, step): the median over heads (and over ``layers``) of the per-head scores of
     W_qk, and the training loss. ``scores``: the first frame of :func:`compare_objectives` /
-    :func:`read_recorded`. The unit of every later interval is the seed. Chapter 3."""
+    :func:`read_recorded`. The unit of every later interval is one training seed. Chapter 3."""
     heads = _layer_filter(scores[scores["head"] >= 0], layers)
     return (heads.groupby(["objective", "seed", "step"], sort=False)
             .agg(symmetry=("symmetry", "median"), directionality=("directionality", "median"), loss=("loss", "first"))
