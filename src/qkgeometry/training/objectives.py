@@ -35,7 +35,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -414,21 +414,29 @@ def compare_objectives(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[in
     """
     import pandas as pd
 
+    scores, grads = [], []
+    for s, g, seconds in _paired_runs(data, cfg, seeds, objectives, gradient_batches):
+        scores.append(s)
+        grads.append(g)
+        if progress:
+            print(f"seed {s['seed'].iloc[0]} {s['objective'].iloc[0]:>6}: {seconds:.0f} s, "
+                  f"final loss {s['loss'].iloc[-1]:.3f}", flush=True)
+    return pd.concat(scores, ignore_index=True), pd.concat(grads, ignore_index=True)
+
+
+def _paired_runs(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[int], objectives: Sequence[str],
+                 gradient_batches: int) -> Iterator[tuple[pandas.DataFrame, pandas.DataFrame, float]]:
+    """Train every (seed, objective), one initialisation per seed shared by all objectives; yield each run's
+    ``(scores, gradients, seconds)`` as it finishes, the logs carrying ``seed`` and ``objective`` columns."""
     for objective in objectives:
         _check_objective(objective)
-    scores, grads = [], []
     for seed in seeds:
         torch.manual_seed(seed)
         init = ObjectiveTransformer(data.vocab_size, cfg)
         for objective in objectives:
             t0 = time.time()
             s, g = train_with_objective(copy.deepcopy(init), data, objective, cfg, seed, gradient_batches)
-            scores.append(s.assign(seed=seed, objective=objective))
-            grads.append(g.assign(seed=seed, objective=objective))
-            if progress:
-                print(f"seed {seed} {objective:>6}: {time.time() - t0:.0f} s, final loss {s['loss'].iloc[-1]:.3f}",
-                      flush=True)
-    return pd.concat(scores, ignore_index=True), pd.concat(grads, ignore_index=True)
+            yield s.assign(seed=seed, objective=objective), g.assign(seed=seed, objective=objective), time.time() - t0
 
 
 # ============================================================================================== summaries
@@ -536,23 +544,17 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
         tmp.replace(out / "provenance.json")
 
     write_prov()
-    for seed in seeds:
-        torch.manual_seed(seed)
-        init = ObjectiveTransformer(data.vocab_size, cfg)
-        for objective in objectives:
-            t0 = time.time()
-            s, g = train_with_objective(copy.deepcopy(init), data, objective, cfg, seed, gradient_batches)
-            for frame, name in ((s, "scores.csv"), (g, "gradients.csv")):
-                path = out / name
-                frame.assign(seed=seed, objective=objective).to_csv(path, mode="a", header=not path.exists(),
-                                                                    index=False, float_format="%.6g")
-            prov["runs_done"] += 1
-            prov["run_seconds"][f"{objective}-s{seed}"] = round(time.time() - t0, 1)
-            prov["wall_seconds"] = round(time.time() - t_start, 1)
-            write_prov()
-            if progress:
-                print(f"[{prov['runs_done']}/{prov['runs_total']}] seed {seed} {objective}: "
-                      f"{time.time() - t0:.0f} s", flush=True)
+    for s, g, seconds in _paired_runs(data, cfg, seeds, objectives, gradient_batches):
+        seed, objective = int(s["seed"].iloc[0]), s["objective"].iloc[0]
+        for frame, name in ((s, "scores.csv"), (g, "gradients.csv")):
+            path = out / name
+            frame.to_csv(path, mode="a", header=not path.exists(), index=False, float_format="%.6g")
+        prov["runs_done"] += 1
+        prov["run_seconds"][f"{objective}-s{seed}"] = round(seconds, 1)
+        prov["wall_seconds"] = round(time.time() - t_start, 1)
+        write_prov()
+        if progress:
+            print(f"[{prov['runs_done']}/{prov['runs_total']}] seed {seed} {objective}: {seconds:.0f} s", flush=True)
     return out
 
 
