@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import qkgeometry as qg
@@ -113,3 +116,40 @@ def test_paper_per_layer_ships_every_group_in_book_conventions():
     assert runs["model"].nunique() == 12 and runs["step"].min() == 1000 and runs["step"].max() == 200_000
     with pytest.raises(ValueError, match="group"):
         zoo.paper_per_layer("nonsense")
+
+
+def test_paper_init_runs_are_twelve_paired_encoder_curves():
+    runs = zoo.paper_init_runs()
+    assert list(runs.columns) == ["size", "layers", "d_model", "corpus", "init", "step", "train_loss"]
+    assert len(runs) == 12 * 1000
+    keys = ["size", "corpus", "init"]
+    assert runs.groupby(keys).ngroups == 12 and not runs.duplicated([*keys, "step"]).any()
+    assert set(runs["init"]) == {"default", "symmetric"} and set(runs["corpus"]) == {"jigsaw", "wikipedia", "red_pajama"}
+    shape = runs.groupby("size")[["layers", "d_model"]].agg(lambda v: set(v)).to_dict("index")
+    assert shape == {"bert_small": {"layers": {4}, "d_model": {256}}, "bert": {"layers": {12}, "d_model": {768}}}
+    assert np.isfinite(runs["train_loss"]).all() and (runs["train_loss"] > 0).all()
+    for (size, corpus), pair in runs.groupby(["size", "corpus"]):
+        grids = {init: g.sort_values("step")["step"].to_numpy() for init, g in pair.groupby("init")}
+        assert np.array_equal(grids["default"], grids["symmetric"]), f"{size}/{corpus}: step grids differ"
+        assert np.array_equal(grids["default"], np.arange(200, 200_001, 200)), f"{size}/{corpus}: not every 200 steps"
+    # the 12-layer Jigsaw pair as logged: the symmetric run ends above the default run
+    last = runs[(runs["size"] == "bert") & (runs["corpus"] == "jigsaw") & (runs["step"] == 200_000)]
+    assert last.set_index("init")["train_loss"].to_dict() == {"default": 1.4195, "symmetric": 1.4303}
+
+
+def test_paper_data_files_are_declared_package_data():
+    """Every file in the package's data folder matches a package-data pattern of pyproject.toml, so a wheel (a
+    Colab install) carries it."""
+    import fnmatch
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["qkgeometry"]
+    data = root / "src" / "qkgeometry" / "data"
+    files = sorted(p.relative_to(data.parent).as_posix() for p in data.iterdir() if p.is_file())
+    assert "data/paper_init_runs.csv.gz" in files
+    unshipped = [f for f in files if not any(fnmatch.fnmatch(f, pat) for pat in patterns)]
+    assert not unshipped, f"not declared as package data in pyproject.toml: {unshipped}"

@@ -39,6 +39,7 @@ __all__ = [
     "model_source",
     "offline_path",
     "on_colab",
+    "paper_init_runs",
     "paper_per_layer",
     "part_paths",
     "preset",
@@ -408,6 +409,27 @@ def paper_per_layer(group: str | None = None) -> Any:
     step = frame["checkpoint"].str.extract(r"(\d+)$", expand=False)
     frame.insert(frame.columns.get_loc("checkpoint") + 1, "step", pd.to_numeric(step).astype("Int64"))
     return frame
+
+
+def paper_init_runs() -> Any:
+    """The authors' training-loss curves for their symmetric-initialisation table (package data
+    ``data/paper_init_runs.csv.gz``; its README gives the provenance): 12 encoder runs, one default and one
+    symmetric-init run for each of two sizes and three corpora, logged every 200 steps up to step 200,000.
+
+    One row per (run, logged step), 12,000 rows. Columns: ``size`` (``bert_small``: 4 layers, d = 256, the bert-mini
+    shape; ``bert``: 12 layers, d = 768), ``layers``, ``d_model``, ``corpus`` (``jigsaw``, ``wikipedia``,
+    ``red_pajama``), ``init`` (``default`` or ``symmetric``), ``step`` and ``train_loss`` (masked-LM training loss,
+    as logged). Chapter 5, "The paper's numbers in context", recomputes the paper's speed-ups from it with
+    :func:`qkgeometry.training.metrics.speedup`.
+
+    >>> runs = paper_init_runs()
+    >>> runs.groupby(["size", "corpus", "init"]).ngroups, int(runs["step"].max())
+    (12, 200000)
+    """
+    import pandas as pd
+
+    return pd.read_csv(Path(__file__).with_name("data") / "paper_init_runs.csv.gz",
+                       dtype={"size": str, "corpus": str, "init": str})
 
 
 # ------------------------------------------------------------------------------------------------ split files
