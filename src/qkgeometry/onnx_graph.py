@@ -38,11 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from .loading import SourceError
+
 __all__ = ["AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files", "find_attention",
            "onnx_blocks"]
 
 
-class ONNXGraphError(ValueError):
+class ONNXGraphError(SourceError):
     """The file is not a readable ONNX model, or its attention cannot be found unambiguously."""
 
 
@@ -263,7 +265,7 @@ class OnnxGraph:
         opsets = [o for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
         model = onnx.helper.make_model(graph, opset_imports=opsets, ir_version=self.model.ir_version)
         try:
-            (out,) = ReferenceEvaluator(model).run(None, feeds)
+            (out,) = ReferenceEvaluator(model, new_ops=[_dequantize_linear()]).run(None, feeds)
         except Exception as e:  # any failure of the reference ops on odd constants
             raise ONNXGraphError(f"{str(self.path)!r}: could not evaluate the constant expression that produces "
                                  f"{name!r} ({type(e).__name__}: {e}).") from e
@@ -285,6 +287,17 @@ class OnnxGraph:
         node = self.nodes[k]
         op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
         return f"{op} node {node.name!r} (#{k})" if node.name else f"{op} node #{k}"
+
+
+def _dequantize_linear() -> type:
+    """``DequantizeLinear`` for every opset: onnx.reference implements it from opset 19 on, and opsets 10 and 13
+    (per-tensor and per-axis int8/uint8) compute the same ``(x − zero_point) · scale``."""
+    from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_25
+
+    class DequantizeLinear(DequantizeLinear_25):
+        op_domain = ""
+
+    return DequantizeLinear
 
 
 def _widen(array: np.ndarray) -> np.ndarray:
