@@ -240,7 +240,7 @@ def test_external_data_and_folder_source(tmp_path):
     qk = qg.load_qk(tmp_path)  # a folder without config.json holding one model.onnx
     assert torch.equal(qk.layer(0).wq, _heads(used["q"]))
     (tmp_path / "weights.bin").unlink()
-    with pytest.raises(SourceError, match="external data file 'weights.bin'.*missing"):
+    with pytest.raises(SourceError, match=r"external data file 'weights.bin'.*missing"):
         qg.load_qk(tmp_path / "model.onnx").layer(0)
 
 
@@ -292,10 +292,10 @@ def test_truncated_and_foreign_files_are_refused(tmp_path):
     _attention_graph(tmp_path / "model.onnx")
     data = (tmp_path / "model.onnx").read_bytes()
     (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
-    with pytest.raises(SourceError, match="not a readable ONNX model.*truncated"):
+    with pytest.raises(SourceError, match=r"not a readable ONNX model.*truncated"):
         qg.load_qk(tmp_path / "cut.onnx")
     (tmp_path / "text.onnx").write_text("this is not a model")
-    with pytest.raises(SourceError, match="text.onnx"):
+    with pytest.raises(SourceError, match=r"text\.onnx"):
         qg.load_qk(tmp_path / "text.onnx")
 
 
@@ -317,7 +317,7 @@ def test_quantised_and_qk_norm_projections_are_refused_by_name(tmp_path):
             node.op_type, node.domain = "MatMulNBits", "com.microsoft"
     model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.save(model, str(tmp_path / "nbits.onnx"))
-    with pytest.raises(SourceError, match="quantised com.microsoft.MatMulNBits"):
+    with pytest.raises(SourceError, match=r"quantised com\.microsoft\.MatMulNBits"):
         qg.load_qk(tmp_path / "nbits.onnx")
     model = onnx.load(str(tmp_path / "model.onnx"))
     nodes = list(model.graph.node)
@@ -328,7 +328,7 @@ def test_quantised_and_qk_norm_projections_are_refused_by_name(tmp_path):
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     onnx.save(model, str(tmp_path / "qknorm.onnx"))
-    with pytest.raises(SourceError, match="normalisation .*LayerNormalization.*QK-norm"):
+    with pytest.raises(SourceError, match=r"normalisation .*LayerNormalization.*QK-norm"):
         qg.load_qk(tmp_path / "qknorm.onnx")
 
 
@@ -359,6 +359,7 @@ def _installed(alias: str):
         pytest.skip(f"offline model {alias} is not installed")
 
 
+@pytest.mark.slow
 def test_offline_minilm_l3_reproduces_onnxruntime_logits():
     path = _installed("minilm-l3")
     qk = qg.load_qk("offline:minilm-l3")

@@ -556,9 +556,8 @@ def find_attention(g: OnnxGraph) -> list[AttentionSite]:
             if logits is None:
                 continue
             sites.append(_site_from_product(g, k, a, b, logits))
-        elif op in ("Attention", "MultiHeadAttention", "GroupQueryAttention") and domain == "com.microsoft":
-            sites.append(_site_from_fused(g, k))
-        elif op == "Attention" and domain in ("", "ai.onnx"):
+        elif (op in ("Attention", "MultiHeadAttention", "GroupQueryAttention") and domain == "com.microsoft") \
+                or (op == "Attention" and domain in ("", "ai.onnx")):
             sites.append(_site_from_fused(g, k))
     return sites
 
@@ -592,8 +591,8 @@ def _site_from_fused(g: OnnxGraph, k: int) -> AttentionSite:
     inputs = list(node.input) + [""] * 3
 
     def proj(operand: str, side: str) -> tuple[Projection, int]:
-        j, path = _projection_of(g, operand, side, where)
-        d, n, transposed = _weight_shape(g, j)
+        j, _ = _projection_of(g, operand, side, where)
+        _, n, transposed = _weight_shape(g, j)
         return Projection(j, g.nodes[j].input[1], transposed, g.nodes[j].input[0]), n
 
     if op == "Attention" and node.domain == "com.microsoft":  # packed weight (d, q + k + v)
