@@ -239,6 +239,8 @@ def test_external_data_and_folder_source(tmp_path):
     assert (tmp_path / "weights.bin").is_file() and (tmp_path / "model.onnx").stat().st_size < 2000
     qk = qg.load_qk(tmp_path)  # a folder without config.json holding one model.onnx
     assert torch.equal(qk.layer(0).wq, _heads(used["q"]))
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')  # an exporter's folder: config, no safetensors
+    assert torch.equal(qg.load_qk(tmp_path).layer(0).wq, _heads(used["q"]))
     (tmp_path / "weights.bin").unlink()
     with pytest.raises(SourceError, match=r"external data file 'weights.bin'.*missing"):
         qg.load_qk(tmp_path / "model.onnx").layer(0)

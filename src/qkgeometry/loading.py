@@ -9,7 +9,7 @@ Sources:
 
 * a local folder with ``config.json`` and ``*.safetensors`` (sharded or not);
 * a ``.gguf`` file;
-* an ONNX graph (``.onnx``, or a folder without config.json holding one ``model.onnx``), read by
+* an ONNX graph (``.onnx``, or a folder without safetensors holding one ``model.onnx``), read by
   :mod:`qkgeometry.onnx_graph`, which finds Q and K from the graph's structure;
 * a CTranslate2 ``model.bin`` of Whisper (:mod:`qkgeometry.ctranslate2`; recognised by its header);
 * ``offline:<name>``, a model shipped as a PyPI package (see :mod:`qkgeometry.zoo`);
@@ -400,7 +400,8 @@ def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKMo
 
 def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     config_path = folder / "config.json"
-    if not _exists(config_path, "config file") and (onnx := _single_onnx(folder)) is not None:
+    if (not _exists(config_path, "config file") or not any(folder.glob("*.safetensors"))) \
+            and (onnx := _single_onnx(folder)) is not None:  # an ONNX export (with or without its config.json)
         return _from_onnx(onnx, name)
     if not _exists(config_path, "config file"):
         raise SourceError(f"`source` folder {str(folder)!r} has no config.json; a Hugging Face model folder needs one "
@@ -914,7 +915,8 @@ def _from_ctranslate2(path: Path, name: str | None) -> QKModel:
 
 # ------------------------------------------------------------------------------------------------ ONNX
 def _single_onnx(folder: Path) -> Path | None:
-    """The ONNX model of a folder without config.json: its only ``*.onnx`` file, or ``model.onnx`` among several."""
+    """The ONNX model of a folder without safetensors weights: its only ``*.onnx`` file, or ``model.onnx`` among
+    several."""
     try:
         found = sorted(folder.glob("*.onnx"))
     except OSError as e:
