@@ -502,7 +502,7 @@ for _arch in (
               + QK_NORM_NOTES.format(scope="per head, gain 1 + weight")),
     _llama_like("phi", dims=_phi_dims, input_norm=None, notes="Partial rotary (partial_rotary_factor) outside W_qk."),
     Architecture("phi3", "decoder", (AttentionBlock("self", "layers.{i}.self_attn.qkv_proj.weight", None,
-                                                    "fused_blocked"),),
+                                                    "fused_blocked", input_norm="layers.{i}.input_layernorm.weight"),),
                  notes="Fused qkv_proj sliced as [Q (n_heads·head_dim); K (n_kv·head_dim); V]: blocked."),
     _llama_like("olmo", input_norm=None,
                 notes="clip_qkv (OLMo-7B-0424: 8) clamps q and k elementwise: a nonlinearity outside W_qk."),
