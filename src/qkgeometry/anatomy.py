@@ -28,8 +28,8 @@ import torch
 
 from .loading import QKLayer, QKModel
 
-__all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "key_bias_ratio", "key_bias_ratio_per_head",
-           "layer_anatomy"]
+__all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
+           "key_bias_ratio_per_head", "layer_anatomy"]
 
 #: Columns of :func:`layer_anatomy`.
 ANATOMY_COLUMNS = ["model", "source", "family", "modality", "init", "component", "layer", "within_head_share",
@@ -136,10 +136,11 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     """
     from tqdm.auto import tqdm
 
-    from .survey import _check_args, _open
+    from .survey import open_source
     from .zoo import RANDOM_PREFIX, PresetEntry
 
-    _check_args("layer", 2.0, input_norm)
+    if input_norm not in ("raw", "folded"):
+        raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
                         "qkgeometry.zoo.preset(...); got a single " + type(sources).__name__ + ".")
@@ -147,7 +148,7 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     for entry in tqdm(list(sources), desc="models", unit="model", disable=not progress):
         meta = entry if isinstance(entry, PresetEntry) else None
         source = meta.source if meta else entry
-        with _open(source, "folded", None, input_norm) as model:
+        with open_source(source, input_norm=input_norm) as model:
             name = meta.name if meta else model.name
             init = meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX) else "pretrained")
             for layer in tqdm(model, total=len(model), desc=name, unit="layer", leave=False, disable=not progress):
@@ -161,3 +162,26 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
                              "within_head_share_frobenius": share["within_head_frobenius"],
                              "input_norm": model.input_norm})
     return pd.DataFrame(rows, columns=ANATOMY_COLUMNS)
+
+
+def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: bool = False) -> pd.DataFrame:
+    """Layer scores of the raw and the γ-folded bilinear forms side by side, one row per (model, component, layer).
+
+    Runs :func:`qkgeometry.survey` twice (``input_norm="raw"`` and ``"folded"``, same ``sources`` and ``cache``)
+    and joins the layer rows. Columns: ``model, family, component, layer, symmetry_raw, symmetry_folded,
+    directionality_raw, directionality_folded``. A model whose normalisation gain is not known fails in the folded
+    survey and is left out (``frame.attrs["failures"]`` lists it). Chapter 4 ("Which bilinear form").
+    """
+    from .survey import survey
+
+    keys = ["model", "family", "component", "layer"]
+    entries = list(sources)
+    raw = survey(entries, per="layer", cache=cache, progress=progress, input_norm="raw")
+    folded = survey(entries, per="layer", cache=cache, progress=progress, input_norm="folded")
+    failures = pd.concat([raw.attrs["failures"], folded.attrs["failures"]], ignore_index=True)
+    raw.attrs, folded.attrs = {}, {}
+    out = raw[keys + ["symmetry", "directionality"]].merge(
+        folded[keys + ["symmetry", "directionality"]], on=keys, suffixes=("_raw", "_folded"), sort=False)
+    out = out[keys + ["symmetry_raw", "symmetry_folded", "directionality_raw", "directionality_folded"]]
+    out.attrs["failures"] = failures
+    return out

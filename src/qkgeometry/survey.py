@@ -18,8 +18,8 @@ from .architectures import InputNorm
 from .loading import QKLayer, QKModel, load_qk
 from .scores import layer_scores
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "read_cache", "score_layer", "score_model",
-           "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "open_source", "read_cache", "score_layer",
+           "score_model", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -126,6 +126,14 @@ def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw"
         model.device = resolve_device(device)
         return model
     return load_qk(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
+
+
+def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm = "raw",
+                device: Any = None) -> QKModel:
+    """Open one survey source as :func:`survey` does: anything :func:`qkgeometry.load_qk` accepts, a QKModel (used
+    as is), or ``"random:<source>"`` for the random-init twin of ``source``. ``input_norm`` is checked."""
+    _check_args("layer", 2.0, input_norm)
+    return _open(source, qk_norm, device, input_norm)
 
 
 def read_cache(path: str | Path | None) -> pd.DataFrame:
