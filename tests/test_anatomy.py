@@ -143,3 +143,14 @@ def test_minilm_layer_4_is_almost_all_cross_head():
     assert isinstance(frame, pd.DataFrame) and len(frame) == 6
     assert frame.loc[4, "within_head_share"] < 0.05  # ≈ 97% of tr(M M) from cross-head terms
     assert (frame["key_bias_ratio"] > 0).all()
+
+
+def test_input_norm_comparison_joins_the_two_surveys(tmp_path):
+    case = next(c for c in CASES if c.id == "llama")
+    build_tiny_model(dataclasses.replace(case, randomize=("input_layernorm.weight",)), tmp_path / "m")
+    frame = qg.anatomy.input_norm_comparison([str(tmp_path / "m")], cache=tmp_path / "s.csv")
+    assert list(frame.columns) == ["model", "family", "component", "layer", "symmetry_raw", "symmetry_folded",
+                                   "directionality_raw", "directionality_folded"]
+    folded = qg.load_qk(tmp_path / "m", input_norm="folded").layer(1)
+    assert frame.loc[1, "symmetry_folded"] == pytest.approx(qg.symmetry_score(folded.matrix()), abs=1e-10)
+    assert frame.loc[1, "symmetry_raw"] != pytest.approx(frame.loc[1, "symmetry_folded"], abs=1e-6)

@@ -180,8 +180,8 @@ def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: b
     folded = survey(entries, per="layer", cache=cache, progress=progress, input_norm="folded")
     failures = pd.concat([raw.attrs["failures"], folded.attrs["failures"]], ignore_index=True)
     raw.attrs, folded.attrs = {}, {}
-    out = raw[keys + ["symmetry", "directionality"]].merge(
-        folded[keys + ["symmetry", "directionality"]], on=keys, suffixes=("_raw", "_folded"), sort=False)
-    out = out[keys + ["symmetry_raw", "symmetry_folded", "directionality_raw", "directionality_folded"]]
+    out = raw[[*keys, "symmetry", "directionality"]].merge(
+        folded[[*keys, "symmetry", "directionality"]], on=keys, suffixes=("_raw", "_folded"), sort=False)
+    out = out[[*keys, "symmetry_raw", "symmetry_folded", "directionality_raw", "directionality_folded"]]
     out.attrs["failures"] = failures
     return out
