@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from qkgeometry.cli import main
 
@@ -36,3 +37,16 @@ def test_errors_are_one_clear_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("qkgeometry score: error: `source` './no/such/folder' does not exist")
     assert "Traceback" not in err
+
+
+def test_score_and_survey_input_norm(capsys, tmp_path):
+    assert main(["score", "offline:minilm-l6", "--input-norm", "folded", "--out", str(tmp_path / "f.csv")]) == 0
+    assert "input-norm gains folded" in capsys.readouterr().out
+    folded = pd.read_csv(tmp_path / "f.csv")
+    assert main(["score", "offline:minilm-l6", "--out", str(tmp_path / "r.csv")]) == 0
+    assert not folded["symmetry"].equals(pd.read_csv(tmp_path / "r.csv")["symmetry"])
+    out = tmp_path / "s.csv"
+    assert main(["survey", "offline:minilm-l6", "--input-norm", "folded", "--out", str(out)]) == 0
+    survey = pd.read_csv(out)
+    assert (survey["input_norm"] == "folded").all()
+    assert survey["symmetry"].tolist() == pytest.approx(folded["symmetry"].tolist(), abs=1e-12)

@@ -168,3 +168,57 @@ def test_offline_whisper_base_has_three_components():
         assert (d.n_layers, d.d_model, d.n_heads, d.head_dim) == (6, 512, 8, 64)
     frame = qg.score_model(qk)
     assert sorted(frame["component"].unique()) == ["cross", "decoder", "encoder"] and len(frame) == 18
+
+
+def test_whisper_ctranslate2_norms_and_query_bias_match_transformers(tmp_path):
+    """Layer norms and biases written where CTranslate2's Whisper converter puts them read back as the transformers
+    model's: the same query bias and, with input_norm="folded", the same folded factors (the query side of
+    cross-attention with the decoder block's norm, the key side with the encoder's final norm). The transformers
+    path is checked against the model's own logits in the architectures tests."""
+    model = _tiny_whisper()
+    with torch.no_grad():  # float32-representable values, so the float32 file is exact
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.copy_((p.uniform_(0.5, 1.5) if name.endswith("weight") else p.normal_(0, 0.5)).float().double())
+            elif name.endswith("bias"):
+                p.copy_(p.normal_(0, 0.5).float().double())
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    index = CT2Index(tmp_path / "model.bin")
+    variables = {n: index.raw(n).copy() for n in index.names()}
+
+    def ln(prefix, module):
+        variables[f"{prefix}/gamma"] = module.weight.detach().numpy().astype(np.float32)
+        variables[f"{prefix}/beta"] = module.bias.detach().numpy().astype(np.float32)
+
+    def b(linear):
+        return linear.bias.detach().numpy().astype(np.float32) if linear.bias is not None else \
+            np.zeros(linear.out_features, np.float32)
+
+    ln("encoder/layer_norm", model.encoder.layer_norm)
+    for side, layers in (("encoder", model.encoder.layers), ("decoder", model.decoder.layers)):
+        for i, layer in enumerate(layers):
+            a = layer.self_attn
+            ln(f"{side}/layer_{i}/self_attention/layer_norm", layer.self_attn_layer_norm)
+            variables[f"{side}/layer_{i}/self_attention/linear_0/bias"] = np.concatenate(
+                [b(a.q_proj), b(a.k_proj), b(a.v_proj)])
+            if side == "decoder":
+                c = layer.encoder_attn
+                ln(f"decoder/layer_{i}/attention/layer_norm", layer.encoder_attn_layer_norm)
+                variables[f"decoder/layer_{i}/attention/linear_0/bias"] = b(c.q_proj)
+                variables[f"decoder/layer_{i}/attention/linear_1/bias"] = np.concatenate([b(c.k_proj), b(c.v_proj)])
+    write_ctranslate2(tmp_path / "model.bin", "WhisperSpec", variables, revision=3)
+    model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    for mode in ("raw", "folded"):
+        ct2, hf = qg.load_qk(tmp_path / "model.bin", input_norm=mode), qg.load_qk(tmp_path / "hf", input_norm=mode)
+        for lc, lh in zip(ct2, hf, strict=True):
+            assert (lc.component, lc.index) == (lh.component, lh.index)
+            torch.testing.assert_close(lc.wq, lh.wq, atol=1e-12, rtol=0)
+            torch.testing.assert_close(lc.wk_kv, lh.wk_kv, atol=1e-12, rtol=0)
+            torch.testing.assert_close(lc.bq, lh.bq, atol=1e-12, rtol=0)
+    cross_raw, cross = qg.load_qk(tmp_path / "model.bin").layer(1, "cross"), \
+        qg.load_qk(tmp_path / "model.bin", input_norm="folded").layer(1, "cross")
+    gq = model.decoder.layers[1].encoder_attn_layer_norm.weight.detach()
+    gk = model.encoder.layer_norm.weight.detach()
+    torch.testing.assert_close(cross.wq, cross_raw.wq * gq[None, :, None], atol=1e-12, rtol=0)
+    torch.testing.assert_close(cross.wk_kv, cross_raw.wk_kv * gk[None, :, None], atol=1e-12, rtol=0)
+    assert not torch.allclose(gq, gk)

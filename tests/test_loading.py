@@ -229,3 +229,73 @@ def test_head_dim_fast_path_agrees_with_transformers(model_type):
     real = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k != "model_type"})
     block = get_architecture(model_type).blocks[0]
     assert block.dims(view) == block.dims(real) and block.dims(view).head_dim == 12
+
+
+# ------------------------------------------------------------------------------------------ input norm (GGUF)
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3"])
+def test_gguf_input_norm_and_query_bias_match_transformers(tmp_path, arch):
+    """A tiny model written as llama.cpp's converter writes it (Llama: Q/K rows and the Q bias permuted; Gemma-3:
+    every norm weight stored as 1 + w) reads back with the same folded factors and query bias as the
+    transformers model, whose folded form is checked against its own logits in the architectures tests."""
+    import gguf
+    import transformers
+
+    torch.manual_seed(0)
+    common = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=96, vocab_size=99)
+    if arch == "gemma3":
+        config = transformers.Gemma3TextConfig(**common, head_dim=16, query_pre_attn_scalar=16)
+    elif arch == "qwen2":
+        config = transformers.Qwen2Config(**common)
+    else:
+        config = transformers.LlamaConfig(**common, attention_bias=True)
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(-0.5, 1.5)
+            elif name.endswith("bias"):
+                p.normal_(0, 0.5)
+    hf_folder = tmp_path / "hf"
+    model.save_pretrained(hf_folder, safe_serialization=True)
+    offset = 1.0 if arch == "gemma3" else 0.0
+    path = tmp_path / f"tiny-{arch}.gguf"
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(2)
+    writer.add_embedding_length(64)
+    writer.add_head_count(8)
+    writer.add_head_count_kv(2)
+    if arch == "gemma3":
+        writer.add_key_length(16)
+    for i, layer in enumerate(model.layers):
+        a = layer.self_attn
+        for short, linear, heads in (("q", a.q_proj, 8), ("k", a.k_proj, 2)):
+            w = linear.weight.detach().numpy()
+            b = None if linear.bias is None else linear.bias.detach().numpy()
+            if arch == "llama":
+                w = llama_cpp_permute(w, heads)
+                b = None if b is None else llama_cpp_permute(b[:, None], heads)[:, 0]
+            writer.add_tensor(f"blk.{i}.attn_{short}.weight", w)
+            if b is not None:
+                writer.add_tensor(f"blk.{i}.attn_{short}.bias", b)
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", layer.input_layernorm.weight.detach().numpy() + offset)
+        if arch == "gemma3":
+            writer.add_tensor(f"blk.{i}.attn_q_norm.weight", a.q_norm.weight.detach().numpy() + 1)
+            writer.add_tensor(f"blk.{i}.attn_k_norm.weight", a.k_norm.weight.detach().numpy() + 1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for mode in ("raw", "folded"):
+        from_gguf, from_hf = qg.load_qk(path, input_norm=mode), qg.load_qk(hf_folder, input_norm=mode)
+        assert from_gguf.input_norm == mode
+        for lg, lh in zip(from_gguf, from_hf, strict=True):
+            torch.testing.assert_close(lg.wq, lh.wq, atol=1e-6, rtol=0)  # float32 storage + (1 + w) in float32
+            torch.testing.assert_close(lg.wk_kv, lh.wk_kv, atol=1e-6, rtol=0)
+            if arch == "gemma3":
+                assert lg.bq is None and lh.bq is None
+            else:
+                torch.testing.assert_close(lg.bq, lh.bq, atol=1e-6, rtol=0)
+    raw, folded = qg.load_qk(path).layer(1), qg.load_qk(path, input_norm="folded").layer(1)
+    gamma = offset + model.layers[1].input_layernorm.weight.detach().double()
+    torch.testing.assert_close(folded.wq, raw.wq * gamma[None, :, None], atol=1e-6, rtol=0)

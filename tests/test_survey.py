@@ -52,3 +52,33 @@ def test_summarize_and_bad_per():
     assert summary.loc[0, "symmetry_median"] == pytest.approx(frame.symmetry.median())
     with pytest.raises(ValueError, match=r"`per` must be 'layer' or 'head'; got 'neuron'"):
         qg.score_model("offline:minilm-l6", per="neuron")
+
+
+def test_input_norm_folded_scores_and_survey_cache_key(tmp_path):
+    raw = qg.score_model("offline:minilm-l6")
+    folded = qg.score_model("offline:minilm-l6", input_norm="folded")
+    qk = qg.load_qk("offline:minilm-l6", input_norm="folded")
+    assert folded.loc[2, "symmetry"] == pytest.approx(qg.symmetry_score(qk.layer(2).matrix()), abs=1e-10)
+    assert (folded["symmetry"] - raw["symmetry"]).abs().max() > 0.01  # the gains move the scores
+    with pytest.raises(ValueError, match="`input_norm` must be 'raw' or 'folded'"):
+        qg.score_model("offline:minilm-l6", input_norm="yes")
+    with pytest.raises(ValueError, match=r"loaded with input_norm='raw'"):
+        qg.score_model(qg.load_qk("offline:minilm-l6"), input_norm="folded")
+    cache = tmp_path / "s.csv"
+    a = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    b = qg.survey(["offline:minilm-l6"], cache=cache, progress=False, input_norm="folded")
+    assert b.attrs["computed"] == ["offline:minilm-l6"]  # a different key: computed, not reused
+    assert (a["input_norm"] == "raw").all() and (b["input_norm"] == "folded").all()
+    pd.testing.assert_series_equal(b["symmetry"], folded["symmetry"], check_names=False)
+    again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False, input_norm="folded")
+    from qkgeometry.survey import read_cache
+
+    assert again.attrs["computed"] == [] and len(read_cache(cache)) == 12
+
+
+def test_cache_written_before_input_norm_reads_as_raw(tmp_path):
+    cache = tmp_path / "old.csv"
+    frame = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    frame.drop(columns="input_norm").to_csv(cache, index=False)
+    again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    assert again.attrs["computed"] == [] and (again["input_norm"] == "raw").all()

@@ -75,6 +75,17 @@ class AttentionBlock:
     #: Other (q, k) name templates of the same tensors, tried in order when ``q`` is not in the checkpoint (e.g. the
     #: in-memory names of a transformers-5 ViT, ``attention.q_proj``, versus the on-disk ``attention.attention.query``).
     alternatives: tuple[tuple[str, str | None], ...] = ()
+    #: Input normalisation (``load_qk(input_norm="folded")``, see :func:`fold_input_norm`): the name template of the
+    #: gain γ of the LayerNorm/RMSNorm whose output this block reads. Pre-norm blocks name their own input norm
+    #: (``{i}``); post-LN encoders name the previous layer's output norm (``{prev}`` is i − 1) and give layer 0's,
+    #: the embeddings norm, in ``input_norm_first``. None: the gain is not known for this architecture.
+    input_norm: str | None = None
+    input_norm_first: str | None = None
+    #: Cross-attention whose keys read another stack's output: the gain on the key side (Whisper: the encoder's
+    #: final LayerNorm). None: the keys read the same normalised input as the queries.
+    input_norm_k: str | None = None
+    #: Gemma's RMSNorm multiplies by ``1 + weight``: the input-norm gain is ``input_norm_offset + stored weight``.
+    input_norm_offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,9 @@ class GGUFSpec:
     # QK-norm gains (llama.cpp's converter already adds Gemma's +1 to every norm weight, so no offset here).
     q_norm: str | None = None
     k_norm: str | None = None
+    # Gain of the pre-attention RMSNorm/LayerNorm, stored as applied (Gemma's 1 + weight already added).
+    input_norm: str | None = "blk.{i}.attn_norm.weight"
+    q_bias: str = "blk.{i}.attn_q.bias"
 
 
 @dataclass(frozen=True)
@@ -219,6 +233,80 @@ def qk_norm_gains(block: AttentionBlock, get: Callable[[str], torch.Tensor], i: 
             block.norm_offset + get(block.k_norm.format(i=i)).to(torch.float64))
 
 
+InputNorm = Literal["raw", "folded"]
+
+
+def input_norm_names(block: AttentionBlock, i: int) -> tuple[str, str]:
+    """Names of the (query-side, key-side) input-norm gains of layer ``i`` of ``block`` (equal for self-attention).
+
+    Raises ``ValueError`` when the block does not declare them (see :attr:`AttentionBlock.input_norm`).
+    """
+    if block.input_norm is None:
+        raise ValueError(f"the gain of the normalisation before the {block.component} attention is not known")
+    q = block.input_norm_first if i == 0 and block.input_norm_first is not None else \
+        block.input_norm.format(i=i, prev=i - 1)
+    return q, (q if block.input_norm_k is None else block.input_norm_k.format(i=i))
+
+
+def norm_shift_name(gain_name: str) -> str | None:
+    """The name of a LayerNorm's shift β next to its gain γ (``….weight`` -> ``….bias``, ``…/gamma`` -> ``…/beta``)."""
+    for gain, shift in ((".weight", ".bias"), ("/gamma", "/beta"), ("weight", "bias")):
+        if gain_name.endswith(gain):
+            return gain_name[: -len(gain)] + shift
+    return None
+
+
+def fold_input_norm(wq: torch.Tensor, wk: torch.Tensor, bq: torch.Tensor | None, gq: torch.Tensor,
+                    gk: torch.Tensor, beta_q: torch.Tensor | None = None):
+    """Fold the gains of the normalisation before attention into the factors: ``W_Q ← diag(γ_q) W_Q``,
+    ``W_K ← diag(γ_k) W_K``, so that ``W_qk ← diag(γ_q) W_qk diag(γ_k)`` (a congruence when γ_q = γ_k: it keeps
+    exact symmetry, but it moves both scores).
+
+    The normalisation maps the residual stream x to ``h = γ ⊙ x̂ + β`` with ``x̂ = (x − mean(x)) / std(x)``
+    (LayerNorm) or ``x̂ = x / rms(x)`` (RMSNorm, β = 0). With ``q = W_Qᵀ h + b_q`` the logit is then
+
+        (W_Q'ᵀ x̂_i + b_q')ᵀ (W_K'ᵀ x̂_j + b_k') · scale,   W_Q' = diag(γ_q) W_Q,   b_q' = b_q + W_Qᵀ β_q,
+
+    and likewise on the key side. The folded form is the bilinear form the model applies to the standardised
+    vectors x̂; the raw form is the one it applies to h. The shift β is not part of any bilinear form: on the query
+    side it moves into the query bias (returned as ``bq``, so the key-only logit term stays exact); on the key side
+    it moves into the key bias, whose terms depend on the query token only and cancel in the softmax, so it is not
+    kept. ``1/std(x)`` (or ``1/rms(x)``) is one positive scalar per token, outside any fixed bilinear form.
+
+    ``wq``: (n_heads, d, head_dim), ``wk``: (n_kv_heads, d, head_dim), ``bq``: (n_heads, head_dim) or None,
+    ``gq``/``gk``/``beta_q``: (d,). Returns ``(wq, wk, bq)`` in float64. Chapter 4 ("Which bilinear form").
+    """
+    wq, wk = wq.to(torch.float64), wk.to(torch.float64)
+    gq, gk = gq.to(torch.float64).reshape(1, -1, 1), gk.to(torch.float64).reshape(1, -1, 1)
+    if beta_q is not None:
+        shift = torch.einsum("hde,d->he", wq, beta_q.to(torch.float64))
+        bq = shift if bq is None else bq.to(torch.float64) + shift
+    return wq * gq, wk * gk, bq
+
+
+def split_query_bias(block: AttentionBlock, dims: Dims, get: Callable[[str], torch.Tensor],
+                     has: Callable[[str], bool], i: int) -> torch.Tensor | None:
+    """The query bias ``b_q`` of layer ``i`` as (n_heads, head_dim), or None when the checkpoint has none.
+
+    Read next to the query weight (``….weight`` -> ``….bias``) in the block's layout: a Linear's own bias, the
+    first n_heads·head_dim entries of a blocked fused bias ([b_Q; b_K; b_V]), or slot 0 of an interleaved one
+    (viewed as (n_heads, 3, head_dim)).
+    """
+    name = norm_shift_name(block.q.format(i=i))
+    if name is None or not has(name):
+        return None
+    b = get(name).reshape(-1)
+    nq = dims.n_heads * dims.head_dim
+    if block.layout == "fused_interleaved":
+        if b.numel() != 3 * nq:
+            raise ValueError(f"tensor {name!r} has {b.numel()} entries, expected {3 * nq} (n_heads·3·head_dim).")
+        return b.reshape(dims.n_heads, 3, dims.head_dim)[:, 0]
+    if b.numel() < nq or (block.layout == "linear" and b.numel() != nq):
+        raise ValueError(f"tensor {name!r} has {b.numel()} entries, expected {nq} (n_heads·head_dim) for the query "
+                         "bias; the checkpoint and its config disagree.")
+    return b[:nq].reshape(dims.n_heads, dims.head_dim)
+
+
 def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Undo llama.cpp's per-head row permutation (HF rotate-half -> interleaved pairs) of a Q or K weight.
 
@@ -232,13 +320,20 @@ def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------- registry
 # Every layout below was read off the model's own forward code in transformers (models/*/modeling_*.py) and is
 # checked against the module's pre-softmax logits by the test suite.
-def _bert_like(model_type: str, prefix: str = "encoder.layer.{i}.attention.self.", **kw) -> Architecture:
-    return Architecture(model_type, "encoder",
-                        (AttentionBlock("self", prefix + "query.weight", prefix + "key.weight"),), **kw)
+#: Post-LN BERT-style encoders: layer i reads the output LayerNorm of layer i − 1; layer 0 the embeddings LayerNorm.
+_POST_LN = dict(input_norm="encoder.layer.{prev}.output.LayerNorm.weight", input_norm_first="embeddings.LayerNorm.weight")
 
 
-def _llama_like(model_type: str, prefix: str = "layers.{i}.self_attn.", **kw) -> Architecture:
-    block_kw = {k: kw.pop(k) for k in ("q_norm", "k_norm", "norm_offset", "dims") if k in kw}
+def _bert_like(model_type: str, prefix: str = "encoder.layer.{i}.attention.self.", post_ln: bool = True,
+               **kw) -> Architecture:
+    return Architecture(model_type, "encoder", (AttentionBlock("self", prefix + "query.weight", prefix + "key.weight",
+                                                               **(_POST_LN if post_ln else {})),), **kw)
+
+
+def _llama_like(model_type: str, prefix: str = "layers.{i}.self_attn.",
+                input_norm: str | None = "layers.{i}.input_layernorm.weight", **kw) -> Architecture:
+    block_kw = {k: kw.pop(k) for k in ("q_norm", "k_norm", "norm_offset", "dims", "input_norm_offset") if k in kw}
+    block_kw["input_norm"] = input_norm
     if "q_norm" in block_kw:
         block_kw["q_norm"], block_kw["k_norm"] = prefix + block_kw["q_norm"], prefix + block_kw["k_norm"]
     return Architecture(model_type, "decoder",
@@ -292,10 +387,16 @@ def _seq2seq_dims(side: str) -> Callable[[Any], Dims]:
     return dims
 
 
-def _seq2seq(model_type: str, self_attn: str = "self_attn", cross_attn: str = "encoder_attn", **kw) -> Architecture:
+def _seq2seq(model_type: str, self_attn: str = "self_attn", cross_attn: str = "encoder_attn", pre_ln: bool = False,
+             **kw) -> Architecture:
     def block(component: Component, side: str, attn: str) -> AttentionBlock:
         prefix = f"{side}.layers.{{i}}.{attn}."
-        return AttentionBlock(component, prefix + "q_proj.weight", prefix + "k_proj.weight", dims=_seq2seq_dims(side))
+        norms = {}
+        if pre_ln:  # Whisper: each block normalises its own input; cross-attention keys read the encoder's output
+            norms = dict(input_norm=f"{side}.layers.{{i}}.{attn}_layer_norm.weight",
+                         input_norm_k="encoder.layer_norm.weight" if component == "cross" else None)
+        return AttentionBlock(component, prefix + "q_proj.weight", prefix + "k_proj.weight", dims=_seq2seq_dims(side),
+                              **norms)
     return Architecture(model_type, "encoder-decoder",
                         (block("encoder", "encoder", self_attn), block("decoder", "decoder", self_attn),
                          block("cross", "decoder", cross_attn)), **kw)
@@ -331,7 +432,7 @@ for _arch in (
     _bert_like("bert", notes="BERT and its checkpoints (MiniLM, BERT-tiny...)."),
     _bert_like("roberta"),
     _bert_like("xlm-roberta"),
-    _bert_like("electra"),
+    _bert_like("electra", post_ln=False),
     Architecture("albert", "encoder", (AttentionBlock(
         "self", "encoder.albert_layer_groups.{i}.albert_layers.0.attention.query.weight",
         "encoder.albert_layer_groups.{i}.albert_layers.0.attention.key.weight", dims=_albert_dims),),
@@ -339,7 +440,8 @@ for _arch in (
               "(num_hidden_groups, 1 in every released checkpoint)."),
     Architecture("distilbert", "encoder", (AttentionBlock(
         "self", "transformer.layer.{i}.attention.q_lin.weight", "transformer.layer.{i}.attention.k_lin.weight",
-        dims=_distilbert_dims),)),
+        dims=_distilbert_dims, input_norm="transformer.layer.{prev}.output_layer_norm.weight",
+        input_norm_first="embeddings.LayerNorm.weight"),)),
     Architecture("deberta-v2", "encoder", (AttentionBlock(
         "self", "encoder.layer.{i}.attention.self.query_proj.weight", "encoder.layer.{i}.attention.self.key_proj.weight",
         dims=_deberta_dims),),
@@ -352,7 +454,8 @@ for _arch in (
     _vit_like("vit", in_memory="layers.{i}.attention."),
     _vit_like("dinov2", in_memory="encoder.layer.{i}.attention."),
     # ---- decoders
-    Architecture("gpt2", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused"),),
+    Architecture("gpt2", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused",
+                                                    input_norm="h.{i}.ln_1.weight"),),
                  notes="Fused Conv1D c_attn of shape (d, 3d), blocked [Q|K|V]."),
     Architecture("openai-gpt", "decoder", (AttentionBlock("self", "h.{i}.attn.c_attn.weight", None, "conv1d_fused"),),
                  notes="GPT-1: fused Conv1D c_attn (d, 3d), blocked [Q|K|V], as GPT-2; causal mask value -1e4."),
@@ -381,10 +484,10 @@ for _arch in (
                       "does not permute Q/K rows. Q/K biases are outside W_qk."),
     _llama_like("qwen3", q_norm="q_norm.weight", k_norm="k_norm.weight",
                 notes=QK_NORM_NOTES.format(scope="per head (gain of length head_dim)")),
-    _llama_like("gemma", notes="Gemma scales logits by 1/sqrt(head_dim)."),
-    _llama_like("gemma2", notes="Scale query_pre_attn_scalar**-0.5 and logit soft-capping tanh(z/c)·c: both act on "
+    _llama_like("gemma", input_norm_offset=1.0, notes="Gemma scales logits by 1/sqrt(head_dim)."),
+    _llama_like("gemma2", input_norm_offset=1.0, notes="Scale query_pre_attn_scalar**-0.5 and logit soft-capping tanh(z/c)·c: both act on "
                                 "the logit after W_qk (soft-capping is monotone, not bilinear)."),
-    _llama_like("gemma3_text", q_norm="q_norm.weight", k_norm="k_norm.weight", norm_offset=1.0,
+    _llama_like("gemma3_text", q_norm="q_norm.weight", k_norm="k_norm.weight", norm_offset=1.0, input_norm_offset=1.0,
                 gguf=GGUFSpec("gemma3", rope_permuted=False, q_norm="blk.{i}.attn_q_norm.weight",
                               k_norm="blk.{i}.attn_k_norm.weight"),
                 notes=QK_NORM_NOTES.format(scope="per head, gain 1 + weight") + " Scale query_pre_attn_scalar**-0.5."),
@@ -392,16 +495,18 @@ for _arch in (
         "self", "language_model.layers.{i}.self_attn.q_proj.weight", "language_model.layers.{i}.self_attn.k_proj.weight",
         dims=_text_dims, q_norm="language_model.layers.{i}.self_attn.q_norm.weight",
         k_norm="language_model.layers.{i}.self_attn.k_norm.weight", norm_offset=1.0,
+        input_norm="language_model.layers.{i}.input_layernorm.weight", input_norm_offset=1.0,
         alternatives=(("language_model.model.layers.{i}.self_attn.q_proj.weight",
                        "language_model.model.layers.{i}.self_attn.k_proj.weight"),)),),
         notes="Gemma-3 multimodal checkpoints: the language model only (the SigLIP vision tower is not surveyed). "
               + QK_NORM_NOTES.format(scope="per head, gain 1 + weight")),
-    _llama_like("phi", dims=_phi_dims, notes="Partial rotary (partial_rotary_factor) outside W_qk."),
+    _llama_like("phi", dims=_phi_dims, input_norm=None, notes="Partial rotary (partial_rotary_factor) outside W_qk."),
     Architecture("phi3", "decoder", (AttentionBlock("self", "layers.{i}.self_attn.qkv_proj.weight", None,
-                                                    "fused_blocked"),),
+                                                    "fused_blocked", input_norm="layers.{i}.input_layernorm.weight"),),
                  notes="Fused qkv_proj sliced as [Q (n_heads·head_dim); K (n_kv·head_dim); V]: blocked."),
-    _llama_like("olmo", notes="clip_qkv (OLMo-7B-0424: 8) clamps q and k elementwise: a nonlinearity outside W_qk."),
-    _llama_like("olmo2", q_norm="q_norm.weight", k_norm="k_norm.weight",
+    _llama_like("olmo", input_norm=None,
+                notes="clip_qkv (OLMo-7B-0424: 8) clamps q and k elementwise: a nonlinearity outside W_qk."),
+    _llama_like("olmo2", input_norm=None, q_norm="q_norm.weight", k_norm="k_norm.weight",
                 notes=QK_NORM_NOTES.format(scope="over all heads at once (gain of length n_heads·head_dim)")),
     # ---- encoder-decoders
     Architecture("t5", "encoder-decoder", (
@@ -413,7 +518,7 @@ for _arch in (
                        "decoder.block.{i}.layer.1.EncDecAttention.k.weight", dims=_t5_dims(True))),
         notes="T5 has NO 1/sqrt(d_kv) scaling; the learned relative position bias is outside W_qk."),
     _seq2seq("bart"),
-    _seq2seq("whisper", notes="Encoder self-attention over audio frames, decoder self-attention over text, and "
+    _seq2seq("whisper", pre_ln=True, notes="Encoder self-attention over audio frames, decoder self-attention over text, and "
                               "cross-attention (query: text, key: audio)."),
 ):
     register(_arch)
@@ -444,7 +549,8 @@ def architecture_for_gguf(gguf_arch: str) -> Architecture:
 #: MPNet (all-mpnet-base-v2): BERT-shaped encoder whose attention adds a learned relative position bias.
 MPNET = register(Architecture(
     "mpnet", "encoder",
-    (AttentionBlock("self", "encoder.layer.{i}.attention.attn.q.weight", "encoder.layer.{i}.attention.attn.k.weight"),),
+    (AttentionBlock("self", "encoder.layer.{i}.attention.attn.q.weight", "encoder.layer.{i}.attention.attn.k.weight",
+                    **_POST_LN),),
     notes="MPNet's logit is x_iᵀ W_qk x_j / sqrt(head_dim) plus b_qᵀ k_j-type bias terms plus a relative position "
           "bias: a learned per-head scalar for the bucketed offset j − i (shared by all layers, computed once in "
           "the encoder). That bias depends only on positions, never on the token content x, so it is outside W_qk."))

@@ -1,8 +1,9 @@
 """``qkgeometry`` command line.
 
-    qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2]
+    qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2] [--input-norm raw|folded]
     qkgeometry architectures
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
+                      [--input-norm raw|folded]
     qkgeometry plot results.csv [--out-dir DIR]
     qkgeometry train ...   (chapter 5; see ``qkgeometry train --help``)
 
@@ -35,6 +36,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
     p.add_argument("--out", type=Path, help="write the tidy per-row results to this CSV file")
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    _add_input_norm(p)
     _add_device(p)
     p.set_defaults(func=_cmd_score)
 
@@ -46,15 +48,22 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
     frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty(),
-                        device=args.device)
+                        device=args.device, input_norm=args.input_norm)
     summary = summarize(frame)
-    print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}, "
+    form = ", input-norm gains folded" if args.input_norm == "folded" else ""
+    print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}{form}, "
           f"{len(frame)} rows; scores are median [q25, q75]")
     print(format_summary(summary))
     if args.out is not None:
         write_csv_atomic(frame, args.out, "--out")  # all or nothing: the previous file survives a failed write
         print(f"wrote {len(frame)} rows to {args.out}")
     return 0
+
+
+def _add_input_norm(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-norm", choices=("raw", "folded"), default="raw",
+                   help="raw (default): W_qk as stored; folded: diag(g) W_qk diag(g) with the gains g of the "
+                        "LayerNorm/RMSNorm whose output the attention reads")
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
@@ -114,6 +123,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("results.csv"), help="CSV cache and result (default results.csv)")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
+    _add_input_norm(p)
     _add_device(p)
     p.set_defaults(func=_cmd_survey)
 
@@ -130,7 +140,7 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     if args.out.suffix != ".csv":
         raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")
     frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
-                   device=args.device)
+                   device=args.device, input_norm=args.input_norm)
     computed = frame.attrs["computed"]
     cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]
     if len(frame):

@@ -16,8 +16,10 @@ dtype ids: 0 float32, 1 int8, 2 int16, 3 int32, 4 float16, 5 bfloat16. An int8 w
 Whisper in CTranslate2's layout (the book's chapter 4 surveys it): encoder and decoder self-attention keep Q, K and
 V in one Linear ``self_attention/linear_0`` of shape (3·d_model, d_model), blocked [Q; K; V]; cross-attention
 (``decoder/layer_{i}/attention``) keeps Q in ``linear_0`` (d_model, d_model) and [K; V] fused in ``linear_1``
-(2·d_model, d_model). Each Linear weight is ``W_Qᵀ`` stacked over heads, as in torch (Notation page). Biases and
-the pre-attention LayerNorm gains are outside W_qk.
+(2·d_model, d_model). Each Linear weight is ``W_Qᵀ`` stacked over heads, as in torch (Notation page). The query
+bias is the first d_model entries of ``linear_0/bias``. Each attention block normalises its own input with
+``…/layer_norm/{gamma,beta}`` (pre-LN); cross-attention keys read the encoder's output, normalised by
+``encoder/layer_norm``. Biases and those gains are outside W_qk unless ``load_qk(input_norm="folded")``.
 """
 
 from __future__ import annotations
@@ -213,7 +215,8 @@ def _count_layers(index: CT2Index, template: str) -> int:
 def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any], Callable[[int], tuple[Any, Any]]]]:
     """The attention blocks of a CTranslate2 Whisper model: ``(AttentionBlock, Dims, get, split)`` for the components
     ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring), where ``split(i)`` returns layer i's
-    ``(wq, wk)`` of shapes (n_heads, d_model, head_dim). :func:`qkgeometry.load_qk` builds the model from them.
+    ``(wq, wk, bq)``: the weights of shapes (n_heads, d_model, head_dim) and the query bias (n_heads, head_dim), or
+    None when the file has no bias. :func:`qkgeometry.load_qk` builds the model from them.
 
     Other CTranslate2 specs, and files without the expected variables, raise :class:`CT2FormatError`.
     """
@@ -233,6 +236,16 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
             raise CT2FormatError(f"{where!r}: {e.args[0]} The Whisper model is incomplete.") from None
 
     self_q = "{side}/layer_{{i}}/self_attention/linear_0/weight"
+    norms = {"encoder": ("encoder/layer_{i}/self_attention/layer_norm/gamma", None),
+             "decoder": ("decoder/layer_{i}/self_attention/layer_norm/gamma", None),
+             "cross": ("decoder/layer_{i}/attention/layer_norm/gamma", "encoder/layer_norm/gamma")}
+
+    def query_bias(weight_name: str, dims: Dims) -> torch.Tensor | None:
+        name = weight_name.removesuffix("weight") + "bias"
+        if index.aliases.get(name, name) not in index.variables:
+            return None
+        return get(name)[:dims.d_model].reshape(dims.n_heads, dims.head_dim)
+
     cross_q, cross_kv = "decoder/layer_{i}/attention/linear_0/weight", "decoder/layer_{i}/attention/linear_1/weight"
     blocks = []
     for component, side in (("encoder", "encoder"), ("decoder", "decoder"), ("cross", "decoder")):
@@ -250,13 +263,16 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
         dims = Dims(n_layers, d_model, n_heads, n_heads, d_model // n_heads)
 
         if component == "cross":
-            def split(i: int, dims: Dims = dims) -> tuple[torch.Tensor, torch.Tensor]:
+            def split(i: int, dims: Dims = dims) -> tuple[torch.Tensor, ...]:
                 q, kv = get(cross_q.format(i=i)), get(cross_kv.format(i=i))
-                return split_linear(q, kv[:dims.d_model], dims, (cross_q.format(i=i), cross_kv.format(i=i)))
-            block = AttentionBlock("cross", cross_q, cross_kv)
+                return (*split_linear(q, kv[:dims.d_model], dims, (cross_q.format(i=i), cross_kv.format(i=i))),
+                        query_bias(cross_q.format(i=i), dims))
+            block = AttentionBlock("cross", cross_q, cross_kv, input_norm=norms[component][0],
+                                   input_norm_k=norms[component][1])
         else:
-            def split(i: int, dims: Dims = dims, template: str = template) -> tuple[torch.Tensor, torch.Tensor]:
-                return split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i))
-            block = AttentionBlock(component, template, None, "fused_blocked")
+            def split(i: int, dims: Dims = dims, template: str = template) -> tuple[torch.Tensor, ...]:
+                return (*split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i)),
+                        query_bias(template.format(i=i), dims))
+            block = AttentionBlock(component, template, None, "fused_blocked", input_norm=norms[component][0])
         blocks.append((block, dims, get, split))
     return blocks

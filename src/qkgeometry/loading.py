@@ -38,14 +38,19 @@ from .architectures import (
     Architecture,
     AttentionBlock,
     Dims,
+    InputNorm,
     QKNorm,
     architecture_for_gguf,
+    fold_input_norm,
     fold_qk_norm,
     get_architecture,
+    input_norm_names,
+    norm_shift_name,
     pack_heads,
     qk_norm_gains,
     split_block,
     split_linear,
+    split_query_bias,
     unpermute_gguf_rope,
 )
 from .zoo import RANDOM_PREFIX
@@ -65,12 +70,18 @@ class QKLayer:
     ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
     (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). As read from a model, each is a view of
     a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel multiplies as is.
+
+    ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
+    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
+    ``input_norm="folded"`` it also carries the LayerNorm shift, ``b_q + W_Qᵀ β`` (so it can be set where the
+    checkpoint has no bias).
     """
 
     index: int
     component: str
     wq: torch.Tensor
     wk_kv: torch.Tensor
+    bq: torch.Tensor | None = None
 
     @property
     def n_heads(self) -> int:
@@ -149,7 +160,10 @@ class _BlockPlan:
     block: AttentionBlock
     dims: Dims
     get: TensorGetter  # layer-template-resolved getter: name template already prefixed
-    split: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    #: layer i -> (wq, wk_kv) or (wq, wk_kv, bq)
+    split: Callable[[int], tuple[torch.Tensor, ...]]
+    #: does the source hold tensor ``name`` (same naming as ``get``)? None: unknown
+    has: Callable[[str], bool] | None = None
 
 
 class QKModel:
@@ -172,6 +186,8 @@ class QKModel:
         self._on_close = on_close
         #: "folded" / "raw" for QK-norm models (set by load_qk), None otherwise.
         self.qk_norm: str | None = None
+        #: "raw" or "folded": whether the gains of the normalisation before attention are folded in (load_qk).
+        self.input_norm: str = "raw"
         #: where layers are placed when read (set by load_qk); float64 on every device.
         self.device: torch.device = torch.device("cpu")
         first = plans[0].dims
@@ -253,10 +269,53 @@ class QKModel:
         raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
 
     def _read(self, plan: _BlockPlan, i: int, convert: bool = True) -> QKLayer:
-        wq, wk = plan.split(i)
+        wq, wk, bq = _unpack(plan.split(i))
         if not convert:
-            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device))
-        return QKLayer(i, plan.block.component, _to_float64(wq, self.device), _to_float64(wk, self.device))
+            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device),
+                           None if bq is None else bq.to(self.device))
+        return QKLayer(i, plan.block.component, _to_float64(wq, self.device), _to_float64(wk, self.device),
+                       None if bq is None else bq.to(self.device, torch.float64))
+
+
+def _unpack(parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """A splitter's ``(wq, wk_kv)`` or ``(wq, wk_kv, bq)`` as a triple."""
+    return parts[0], parts[1], (parts[2] if len(parts) > 2 else None)
+
+
+def _fold_input_norms(model: QKModel) -> None:
+    """Make every layer of ``model`` read with the input-norm gains folded in (:func:`fold_input_norm`)."""
+    for plan in model._plans:
+        if plan.block.input_norm is None:
+            raise SourceError(
+                f"`input_norm='folded'` is not available for model type {model.architecture!r} "
+                f"({plan.block.component} attention): the gain of the normalisation whose output that attention "
+                "reads is not known for it (no such norm, a norm without a gain, or one not registered). Use "
+                "input_norm='raw' (the default).")
+        plan.split = _input_norm_splitter(plan)
+    model.input_norm = "folded"
+
+
+def _input_norm_splitter(plan: _BlockPlan) -> Callable[[int], tuple[torch.Tensor, ...]]:
+    inner, block, get, has = plan.split, plan.block, plan.get, plan.has or (lambda name: False)
+    d = plan.dims.d_model
+
+    def gain(name: str) -> torch.Tensor:
+        g = get(name).to(torch.float64).reshape(-1)
+        if g.numel() != d:
+            raise SourceError(f"input-norm gain {name!r} has {g.numel()} entries, expected d_model = {d}; the "
+                              "checkpoint does not match its architecture.")
+        return block.input_norm_offset + g
+
+    def split(i: int) -> tuple[torch.Tensor, ...]:
+        wq, wk, bq = _unpack(inner(i))
+        q_name, k_name = input_norm_names(block, i)
+        gq = gain(q_name)
+        gk = gq if k_name == q_name else gain(k_name)
+        shift = norm_shift_name(q_name)
+        beta = get(shift).to(torch.float64).reshape(-1) if shift is not None and has(shift) else None
+        return fold_input_norm(wq, wk, bq, gq, gk, beta)
+
+    return split
 
 
 def _random_splitter(model: QKModel, component: str, dims: Dims, seed: int
@@ -274,24 +333,41 @@ def _random_splitter(model: QKModel, component: str, dims: Dims, seed: int
 
 # ------------------------------------------------------------------------------------------------ sources
 def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
-            qk_norm: QKNorm = "folded", device: Any = None) -> QKModel:
+            qk_norm: QKNorm = "folded", input_norm: InputNorm = "raw", device: Any = None) -> QKModel:
     """Open ``source`` and return a lazy :class:`QKModel` (see the module docstring for accepted sources).
 
     ``qk_norm`` matters only for QK-norm models (Qwen3, Gemma-3, OLMo-2): ``"folded"`` (default) multiplies the
     RMSNorm gains into W_Q and W_K (:func:`qkgeometry.architectures.fold_qk_norm` says why that is the form the model
     applies, up to per-token scalars); ``"raw"`` uses the projection weights alone. Chapter 4 compares the two.
 
+    ``input_norm``: ``"raw"`` (default; the form the paper scores) uses W_Q and W_K as stored; ``"folded"`` scores
+    ``diag(γ_q) W_qk diag(γ_k)``, where γ is the gain of the LayerNorm/RMSNorm whose output the attention reads: the
+    block's own input norm in pre-norm models (Llama, Qwen2, Gemma, GPT-2, Whisper), the previous layer's output
+    LayerNorm in post-LN encoders (BERT, MPNet; layer 0: the embeddings LayerNorm). Whisper's cross-attention has
+    γ_q (the decoder block's norm) ≠ γ_k (the encoder's final norm). Gemma's ``1 + weight`` is applied. A
+    LayerNorm's shift β is outside the bilinear form; it moves into :attr:`QKLayer.bq`
+    (:func:`qkgeometry.architectures.fold_input_norm` gives the algebra). Architectures whose gain is not known
+    raise a :class:`SourceError` naming ``input_norm``. Chapter 4 ("Which bilinear form") compares the two.
+
     ``device`` (``"cpu"`` by default, ``"cuda"``, ``"cuda:1"``...): where each layer's float64 weights are placed when
     read, and so where :func:`qkgeometry.score_model` computes. Every number is float64 on every device.
     """
     if qk_norm not in ("folded", "raw"):
         raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
+    if input_norm not in ("folded", "raw"):
+        raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
     from .scores import resolve_device
 
     dev = resolve_device(device)  # before opening anything: a clear error if CUDA is asked for and absent
     model = _load(source, revision, name, qk_norm)
     model.qk_norm = qk_norm if model.has_qk_norm else None
     model.device = dev
+    if input_norm == "folded":
+        try:
+            _fold_input_norms(model)
+        except SourceError:
+            model.close()
+            raise
     return model
 
 
@@ -683,7 +759,11 @@ def _resolve_plans(arch: Architecture, config: Any, names: dict[str, Any] | set[
         _warn_extra_layers(dims.n_layers, prefix + block.q.format(i=dims.n_layers), names,
                            f"this {arch.model_type} checkpoint")
         getter = _prefixed_getter(prefix, names, get)
-        plans.append(_BlockPlan(block, dims, getter, _splitter(block, dims, getter, qk_norm)))
+
+        def has(name: str, prefix: str = prefix) -> bool:
+            return prefix + name in names
+
+        plans.append(_BlockPlan(block, dims, getter, _splitter(block, dims, getter, has, qk_norm), has))
     return plans
 
 
@@ -713,21 +793,33 @@ def _with_present_names(block: AttentionBlock, names) -> AttentionBlock:
     for q, k in block.alternatives:
         if present(q):
             renamed = {}
+            base_old, base_new = block.q.rsplit(".", 2)[0], q.rsplit(".", 2)[0]
             if block.q_norm is not None:  # norms live next to the projections: same renaming
-                base_old, base_new = block.q.rsplit(".", 2)[0], q.rsplit(".", 2)[0]
                 renamed = {"q_norm": block.q_norm.replace(base_old, base_new, 1),
                            "k_norm": block.k_norm.replace(base_old, base_new, 1)}
+            if block.input_norm is not None:  # the layer's own input norm: the same layer prefix
+                layer_old, layer_new = base_old.rsplit(".", 1)[0], base_new.rsplit(".", 1)[0]
+                renamed["input_norm"] = block.input_norm.replace(layer_old, layer_new, 1)
             return dataclasses.replace(block, q=q, k=k, **renamed)
     return block
 
 
-def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, qk_norm: QKNorm = "folded"):
+def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, has: Callable[[str], bool],
+              qk_norm: QKNorm = "folded"):
+    """Layer i -> (wq, wk_kv, bq): the split weights (QK-norm gains folded when asked) and the query bias."""
+    def bias(i: int) -> torch.Tensor | None:
+        try:
+            return split_query_bias(block, dims, getter, has, i)
+        except ValueError as e:
+            raise SourceError(str(e)) from e
+
     if block.q_norm is None or qk_norm == "raw":
-        return lambda i: split_block(block, dims, getter, i)
+        return lambda i: (*split_block(block, dims, getter, i), bias(i))
 
     def split(i: int):
         wq, wk = split_block(block, dims, getter, i)
-        return fold_qk_norm(wq.double(), wk.double(), *qk_norm_gains(block, getter, i))  # the product in float64
+        # the product in float64; the bias stays raw (QK-norm acts after it, so it is not a logit term of its own)
+        return (*fold_qk_norm(wq.double(), wk.double(), *qk_norm_gains(block, getter, i)), bias(i))
 
     return split
 
@@ -895,9 +987,23 @@ def _from_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> QKModel:
             # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
             wq, wk = fold_qk_norm(wq.double(), wk.double(), get(spec.q_norm.format(i=i)).double(),
                                   get(spec.k_norm.format(i=i)).double())
-        return wq, wk
+        return wq, wk, query_bias(i)
 
-    plan = _BlockPlan(AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm), dims, get, split)
+    def query_bias(i: int) -> torch.Tensor | None:
+        name = spec.q_bias.format(i=i)
+        if name not in index.tensors:
+            return None
+        b = get(name).reshape(-1)
+        if b.numel() != dims.n_heads * dims.head_dim:
+            raise SourceError(f"tensor {name!r} in GGUF file {str(path)!r} has {b.numel()} entries, expected "
+                              f"{dims.n_heads * dims.head_dim} (n_heads·head_dim). The file is corrupt.")
+        if spec.rope_permuted:  # the converter permutes a bias's rows like its weight's
+            b = unpermute_gguf_rope(b[:, None], dims.n_heads)[:, 0]
+        return b.reshape(dims.n_heads, dims.head_dim)
+
+    # llama.cpp stores every norm gain as applied (its converter adds Gemma's 1 to each norm weight): no offset
+    block = AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm, input_norm=spec.input_norm)
+    plan = _BlockPlan(block, dims, get, split, lambda name: name in index.tensors)
     return QKModel(name, arch, [plan], str(path), _fingerprint([path]))
 
 
@@ -906,10 +1012,15 @@ def _from_ctranslate2(path: Path, name: str | None) -> QKModel:
     from .ctranslate2 import CT2FormatError, CT2Index, whisper_blocks
 
     try:
-        blocks = whisper_blocks(CT2Index(path))
+        index = CT2Index(path)
+        blocks = whisper_blocks(index)
     except CT2FormatError as e:
         raise SourceError(str(e)) from e
-    plans = [_BlockPlan(block, dims, get, split) for block, dims, get, split in blocks]
+
+    def has(name: str) -> bool:
+        return index.aliases.get(name, name) in index.variables
+
+    plans = [_BlockPlan(block, dims, get, split, has) for block, dims, get, split in blocks]
     return QKModel(name or path.parent.name, get_architecture("whisper"), plans, str(path), _fingerprint([path]))
 
 

@@ -14,11 +14,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from .architectures import InputNorm
 from .loading import QKLayer, QKModel, load_qk
 from .scores import layer_scores
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "read_cache", "score_layer", "score_model",
-           "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "open_source", "read_cache", "score_layer",
+           "score_model", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -46,26 +47,30 @@ def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0) -> lis
 
 
 def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,
-                device: Any = None) -> pd.DataFrame:
+                device: Any = None, input_norm: InputNorm = "raw") -> pd.DataFrame:
     """Score every attention block of ``source`` (anything :func:`qkgeometry.load_qk` accepts, or a QKModel).
 
     Returns the tidy frame described in the module docstring, reading one layer at a time. Chapter 2 ("Per head
     or per layer?") and chapter 4 use it. ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere
-    (see :func:`qkgeometry.load_qk`).
+    (see :func:`qkgeometry.load_qk`). ``input_norm``: ``"raw"`` (default, the paper's form) or ``"folded"``
+    (``diag(γ) W_qk diag(γ)`` with the gains of the normalisation before attention; see :func:`qkgeometry.load_qk`).
+    A QKModel is scored in the form it was loaded with; asking ``"folded"`` of a raw one is an error.
     """
-    _check_args(per, num_std)
+    _check_args(per, num_std, input_norm)
     if isinstance(source, QKModel):
-        return _score_streaming(_open(source, "folded", device), per, float(num_std), progress, source.name,
-                                leave=True)
-    with _open(source, "folded", device) as model:
+        return _score_streaming(_open(source, "folded", device, input_norm), per, float(num_std), progress,
+                                source.name, leave=True)
+    with _open(source, "folded", device, input_norm) as model:
         return _score_streaming(model, per, float(num_std), progress, model.name, leave=True)
 
 
-def _check_args(per: Any, num_std: Any) -> None:
+def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
     from ._validation import check_num_std
 
     if per not in ("layer", "head"):
         raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
+    if input_norm not in ("raw", "folded"):
+        raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
     check_num_std(num_std)
 
 
@@ -86,9 +91,9 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ survey
 #: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
 SURVEY_COLUMNS = COLUMNS + ["init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
-                            "qk_norm"]
+                            "qk_norm", "input_norm"]
 #: A cached model is reused only when all of these match.
-CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm"]
+CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 
 
 def _package_version() -> str:
@@ -102,12 +107,17 @@ def _package_version() -> str:
         return __version__
 
 
-def _open(source: Any, qk_norm: str, device: Any = None) -> QKModel:
-    """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`)."""
+def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
+    """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has
+    no normalisation gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
     from .scores import resolve_device
     from .zoo import RANDOM_PREFIX
 
     if isinstance(source, QKModel):
+        if input_norm == "folded" and source.input_norm != "folded":
+            raise ValueError(f"`input_norm='folded'` was asked for, but the QKModel {source.name!r} was loaded with "
+                             "input_norm='raw'; load it with qkgeometry.load_qk(..., input_norm='folded') or pass the "
+                             "source itself.")
         if device is not None:
             source.device = resolve_device(device)
         return source
@@ -115,7 +125,15 @@ def _open(source: Any, qk_norm: str, device: Any = None) -> QKModel:
         model = load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
         model.device = resolve_device(device)
         return model
-    return load_qk(source, qk_norm=qk_norm, device=device)
+    return load_qk(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
+
+
+def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm = "raw",
+                device: Any = None) -> QKModel:
+    """Open one survey source as :func:`survey` does: anything :func:`qkgeometry.load_qk` accepts, a QKModel (used
+    as is), or ``"random:<source>"`` for the random-init twin of ``source``. ``input_norm`` is checked."""
+    _check_args("layer", 2.0, input_norm)
+    return _open(source, qk_norm, device, input_norm)
 
 
 def read_cache(path: str | Path | None) -> pd.DataFrame:
@@ -153,13 +171,15 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
                           stacklevel=2)
             text = text[: text.rfind("\n") + 1]
         frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
-                                                      "model": str}, keep_default_na=True)
+                                                      "model": str, "input_norm": str}, keep_default_na=True)
     except UnicodeDecodeError as e:
         raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
                          "qkgeometry survey CSV. Pass another path or delete the file.") from e
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({str(e).splitlines()[0]}); pass "
                          "another path or delete the file.") from e
+    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
+        frame["input_norm"] = "raw"
     missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
     if missing:
         raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
@@ -174,6 +194,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     frame["head"] = frame["head"].astype("Int64")
     frame["layer"] = frame["layer"].astype(int)
     frame["qk_norm"] = frame["qk_norm"].fillna("")
+    frame["input_norm"] = frame["input_norm"].fillna("raw")
     frame["revision"] = frame["revision"].fillna("")
     return frame[SURVEY_COLUMNS]
 
@@ -194,7 +215,8 @@ class SurveyInterrupted(KeyboardInterrupt):
 
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
-           qk_norm: str = "folded", progress: bool = True, device: Any = None) -> pd.DataFrame:
+           qk_norm: str = "folded", input_norm: InputNorm = "raw", progress: bool = True,
+           device: Any = None) -> pd.DataFrame:
     """Score many models, one layer at a time, with a resumable on-disk cache. Chapter 4 uses it.
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
@@ -211,13 +233,16 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
       written through a temporary file and an atomic rename. Killing the run loses at most the model in progress;
       two surveys writing one cache both land. A symlinked cache is written through (the link is kept).
     * **Keyed on content.** A model is reused only when a cached model has the same ``source``, ``revision``,
-      ``qkgeometry_version``, ``per``, ``num_std`` and ``qk_norm`` (:data:`CACHE_KEY`). For local files the
+      ``qkgeometry_version``, ``per``, ``num_std``, ``qk_norm`` and ``input_norm`` (:data:`CACHE_KEY`). For local files the
       revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
       see ``qkgeometry.loading._fingerprint``); for Hub models it is the commit.
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
     * The output file is checked for writability before any model is computed.
+
+    ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`); a model whose
+    normalisation gain is not known fails (reported and skipped) under ``"folded"``.
 
     ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere; it does not change the numbers beyond
     round-off and is not part of the cache key.
@@ -240,7 +265,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     from ._files import check_writable_file
     from .zoo import PresetEntry
 
-    _check_args(per, num_std)
+    _check_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
                         "qkgeometry.zoo.preset(...); got a single " + type(sources).__name__ + ".")
@@ -269,11 +294,11 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
             label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
             bar.set_postfix_str(label)
             try:
-                model = _open(source, qk_norm, device)
+                model = _open(source, qk_norm, device, input_norm)
                 with model:
                     key = {"source": model.source if isinstance(source, QKModel) else str(source),
                            "revision": str(model.revision), "qkgeometry_version": version, "per": per,
-                           "num_std": num_std, "qk_norm": model.qk_norm or ""}
+                           "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
                     hit = _complete_rows(stored, key, model, per)
                     if hit is None and cache_file is not None:  # another run may have written it meanwhile
                         stored = cache_file.read()
