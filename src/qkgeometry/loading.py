@@ -53,13 +53,10 @@ from .architectures import (
     split_query_bias,
     unpermute_gguf_rope,
 )
+from .errors import SourceError
 from .zoo import RANDOM_PREFIX
 
 __all__ = ["QKLayer", "QKModel", "SourceError", "load_qk"]
-
-
-class SourceError(ValueError):
-    """A model source could not be read (missing, truncated, unsupported or unreachable)."""
 
 
 # ------------------------------------------------------------------------------------------------ layers

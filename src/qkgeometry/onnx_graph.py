@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .loading import SourceError
+from .errors import SourceError
 
 __all__ = ["AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files", "find_attention",
            "onnx_blocks"]
