@@ -183,5 +183,5 @@ def test_paper_models_refuse_an_unclassified_results_file(monkeypatch):
     frame = zoo.paper_per_layer()
     extra = frame.iloc[:1].assign(file="NewModel.pkl")
     monkeypatch.setattr(zoo, "paper_per_layer", lambda group=None: __import__("pandas").concat([frame, extra]))
-    with pytest.raises(ValueError, match="NewModel.pkl"):
+    with pytest.raises(ValueError, match=r"NewModel\.pkl"):
         zoo.paper_models()

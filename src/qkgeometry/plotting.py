@@ -296,7 +296,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False, dropna=False)[
         list(scores)].mean().reset_index()
     fig, axes = plt.subplots(1, len(scores), figsize=(5.4 * len(scores), 3.6), squeeze=False)
-    pretrained = [m for m in dict.fromkeys(layers.loc[layers["init"] != "random", "model"])]
+    pretrained = list(dict.fromkeys(layers.loc[layers["init"] != "random", "model"]))
     marker = {m: MODEL_MARKERS[k % len(MODEL_MARKERS)] for k, m in enumerate(pretrained)}
     handles: dict[str, object] = {}
     for ax, score in zip(axes[0], scores):
