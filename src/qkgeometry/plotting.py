@@ -460,6 +460,9 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
     return fig
 
 
+_STACK_WORDS = {"decoder, not causal": "non-causal decoder"}
+
+
 def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language", "vision", "audio")):
     """Chapter 4: median symmetry (x) against median directionality (y), one panel per modality, the authors'
     models as small dots coloured by stack and ours as large outlined markers (one shape per model, named in the
@@ -481,7 +484,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
         for stack, g in sub.groupby("stack", sort=False):
             pts = ax.scatter(g["symmetry_median"], g["directionality_median"], s=16, alpha=0.55, lw=0,
                              color=STACK_COLORS.get(stack, "#333333"))
-            handles.setdefault(f"authors' {stack} stacks", pts)
+            handles.setdefault(f"authors' {_STACK_WORDS.get(stack, stack)} stacks", pts)
         n_ours = 0
         if ours is not None:
             for _, r in ours[ours["modality"] == modality].iterrows():
