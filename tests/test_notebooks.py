@@ -225,7 +225,7 @@ def test_chapter4_code_picks_offline_models_from_the_preset_not_by_name():
     from qkgeometry import zoo
 
     for cell in _chapter4().cells:
-        if cell.cell_type != "code" or "remove-cell" in _tags(cell) and "google.colab" in cell.source:
+        if cell.cell_type != "code" or ("remove-cell" in _tags(cell) and "google.colab" in cell.source):
             continue
         named = [a for a in zoo.OFFLINE_MODELS if a in cell.source]
         named += [e.name for e in zoo.preset("offline") if f'"{e.name}"' in cell.source]
