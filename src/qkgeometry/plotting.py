@@ -323,13 +323,20 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
 
 def survey_head_heatmaps(frame, score: str = "symmetry"):
     """Chapter 4: one layer × head heatmap of ``score`` per (model, component) of a per-head survey frame (random
-    twins left out), on a shared colour scale centred at 0. Returns the Figure."""
+    twins left out), on a shared colour scale centred at 0, at most four panels a row. Returns the Figure."""
     heads = frame[frame["head"].notna() & (frame.get("init", "pretrained") != "random")]
     groups = list(heads.groupby(["model", "component"], sort=False))
     if not groups:
         raise ValueError("`frame` has no per-head rows; run the survey with per='head'.")
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.6), squeeze=False)
-    for ax, ((model, comp), g) in zip(axes[0], groups):
+    ncols = min(4, len(groups))  # at most four panels a row, so that wide surveys stay readable on a page
+    nrows = -(-len(groups) // ncols)
+    fig, grid_axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.6 * nrows), squeeze=False,
+                                  constrained_layout=True)
+    axes = grid_axes.ravel()
+    for ax in axes[len(groups):]:
+        fig.delaxes(ax)
+    axes = axes[:len(groups)]
+    for ax, ((model, comp), g) in zip(axes, groups):
         grid = g.pivot_table(index="layer", columns="head", values=score)
         im = ax.imshow(grid.to_numpy(dtype=float), cmap=DIVERGING, vmin=-1, vmax=1, aspect="auto",
                        interpolation="nearest")
@@ -338,8 +345,9 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
         ax.grid(False)
         for axis in (ax.xaxis, ax.yaxis):  # imshow's default locator puts ticks at half-integers
             axis.set_major_locator(MaxNLocator(integer=True))
-    axes[0][0].set_ylabel("layer")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=score)
+    for row in range(nrows):
+        axes[row * ncols].set_ylabel("layer")
+    fig.colorbar(im, ax=list(axes), shrink=0.8, label=score)
     return fig
 
 
