@@ -204,3 +204,29 @@ def test_check_figures_fails_when_a_drawing_notebook_has_no_image(tmp_path: Path
     nbformat.write(nb, str(tmp_path / "blank.ipynb"))
     with pytest.raises(ValueError, match="holds no image"):
         runner.check_figures(tmp_path / "blank.ipynb")
+
+
+def _chapter4():
+    return nbformat.read(str(ROOT / "notebooks" / "04_model_survey.ipynb"), as_version=4)
+
+
+def test_chapter4_leaves_one_marker_for_the_anatomy_sections_between_the_survey_and_the_papers_table():
+    cells = _chapter4().cells
+    markers = [i for i, c in enumerate(cells) if "anatomy-sections" in c.source]
+    assert len(markers) == 1 and cells[markers[0]].cell_type == "markdown"
+    assert cells[markers[0]].source.strip() == "<!-- anatomy-sections -->"
+    heading = {h: next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(h))
+               for h in ("## Encoders against decoders", "## The paper's table")}
+    assert heading["## Encoders against decoders"] < markers[0] < heading["## The paper's table"]
+
+
+def test_chapter4_code_picks_offline_models_from_the_preset_not_by_name():
+    """New offline models join every figure and test of chapter 4: its code never names an offline model."""
+    from qkgeometry import zoo
+
+    for cell in _chapter4().cells:
+        if cell.cell_type != "code" or ("remove-cell" in _tags(cell) and "google.colab" in cell.source):
+            continue
+        named = [a for a in zoo.OFFLINE_MODELS if a in cell.source]
+        named += [e.name for e in zoo.preset("offline") if f'"{e.name}"' in cell.source]
+        assert not named, f"chapter 4 names offline models {named} in a code cell; select them by family/modality"

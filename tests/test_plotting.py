@@ -175,3 +175,99 @@ def test_survey_twins_compares_each_models_layers_with_its_random_twin():
     np.testing.assert_allclose(pretrained, [0.5, 0.6, 0.7])
     np.testing.assert_allclose(random, [-0.02, 0.0, 0.01])
     assert "one point per layer" in ax.get_ylabel()
+
+
+def _survey_layers() -> pd.DataFrame:
+    rows = []
+    for model, family, comps, init in (("enc", "encoder", ["self"], "pretrained"),
+                                       ("enc (random init)", "encoder", ["self"], "random"),
+                                       ("ed", "encoder-decoder", ["encoder", "decoder", "cross"], "pretrained")):
+        for comp in comps:
+            for layer in range(3):
+                rows.append({"model": model, "family": family, "init": init, "component": comp, "layer": layer,
+                             "head": pd.NA, "symmetry": 0.1 * layer + 0.01 * len(comp), "directionality": -0.1})
+    return pd.DataFrame(rows)
+
+
+def test_stack_of_reads_self_attention_as_the_family_and_other_components_as_themselves():
+    assert plotting.stack_of("encoder", "self") == "encoder"
+    assert plotting.stack_of("encoder-decoder", "decoder") == "decoder"
+    assert plotting.stack_of("encoder-decoder", "cross") == "cross"
+
+
+def test_survey_layer_curves_colour_by_stack_one_marker_per_model_and_one_twin_entry():
+    frame = _survey_layers()
+    fig = plotting.survey_layer_curves(frame)
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 3]
+    assert len(lines) == 5  # enc, its twin, and three components of ed
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["enc", "ed [encoder]", "ed [decoder]", "ed [cross]", "random-init twins (every model)"]
+    by_label = dict(zip(labels, fig.legends[0].legend_handles))
+    assert matplotlib.colors.to_hex(by_label["ed [decoder]"].get_color()) == plotting.STACK_COLORS["decoder"]
+    assert by_label["enc"].get_marker() != by_label["ed [encoder]"].get_marker()
+    np.testing.assert_allclose(lines[0].get_ydata(), [0.04, 0.14, 0.24])
+    np.testing.assert_allclose(lines[0].get_xdata(), [0, 0.5, 1])
+
+
+def test_survey_scatter_legend_mode_names_each_model_once_and_draws_no_text():
+    summary = pd.DataFrame({"model": ["a", "a (random init)", "b"], "component": ["self", "self", "decoder"],
+                            "family": ["encoder", "encoder", "encoder-decoder"],
+                            "init": ["pretrained", "random", "pretrained"],
+                            "symmetry_median": [0.4, 0.0, 0.1], "symmetry_q25": [0.3, -0.1, 0.0],
+                            "symmetry_q75": [0.6, 0.05, 0.2], "directionality_median": [0.1, -0.2, -0.5],
+                            "directionality_q25": [0.0, -0.3, -0.6], "directionality_q75": [0.2, -0.1, -0.4]})
+    ax = plotting.survey_scatter(summary, labels="legend").axes[0]
+    assert not ax.texts
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == ["a", "b [decoder]"] and labels[2].startswith("random-init twins")
+    a, twin, b = ax.containers
+    assert a.lines[0].get_marker() == twin.lines[0].get_marker() != b.lines[0].get_marker()
+    assert matplotlib.colors.to_hex(b.lines[0].get_color()) == plotting.STACK_COLORS["decoder"]
+    with pytest.raises(ValueError, match="labels"):
+        plotting.survey_scatter(summary, labels="nope")
+
+
+def _pairs() -> pd.DataFrame:
+    rows = []
+    for model, group, source, enc, dec in (("t5-a", "T5", "authors", 0.4, 0.1), ("t5-b", "T5", "authors", 0.3, 0.5),
+                                           ("bart", "BART", "authors", 0.5, 0.0), ("w", "Whisper", "ours", 0.45, 0.2)):
+        rows += [{"model": model, "group": group, "source": source, "stack": "encoder", "symmetry": enc,
+                  "directionality": -enc},
+                 {"model": model, "group": group, "source": source, "stack": "decoder", "symmetry": dec,
+                  "directionality": -dec}]
+    return pd.DataFrame(rows)
+
+
+def test_paired_stacks_joins_each_models_encoder_and_decoder_and_marks_ours_and_exceptions():
+    fig = plotting.paired_stacks(_pairs(), highlight=("t5-b",))
+    ax = fig.axes[0]
+    lines = ax.get_lines()[:4]
+    ys = [tuple(np.round(ln.get_ydata(), 6)) for ln in lines]
+    assert ys == [(0.4, 0.1), (0.3, 0.5), (0.5, 0.0), (0.45, 0.2)]
+    xs = np.array([ln.get_xdata() for ln in lines], dtype=float)
+    assert np.all(np.abs(xs[:, 0]) < 0.05) and np.all(np.abs(xs[:, 1] - 1) < 0.05)
+    assert lines[1].get_linestyle() == "--" and lines[3].get_marker() == "*"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["T5", "BART", "t5-b (decoder above encoder)", "w (ours)"]
+    np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [-0.4, -0.1])
+    bad = _pairs().iloc[1:]
+    with pytest.raises(ValueError, match="t5-a"):
+        plotting.paired_stacks(bad)
+
+
+def test_modality_planes_put_theirs_and_ours_in_their_modality_panel():
+    paper = pd.DataFrame({"modality": ["language", "language", "audio"], "stack": ["encoder", "decoder", "encoder"],
+                          "symmetry_median": [0.5, 0.1, 0.3], "directionality_median": [-0.1, -0.5, -0.05]})
+    ours = pd.DataFrame({"model": ["m", "v"], "modality": ["language", "vision"], "stack": ["encoder", "encoder"],
+                         "symmetry_median": [0.6, 0.2], "directionality_median": [-0.2, 0.0]})
+    fig = plotting.modality_planes(paper, ours)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["language: 2 of theirs, 1 of ours", "vision: 0 of theirs, 1 of ours",
+                      "audio: 1 of theirs, 0 of ours"]
+    language = fig.axes[0]
+    points = np.vstack([_offsets(c) for c in language.collections])
+    np.testing.assert_allclose(sorted(map(tuple, points)), [(0.1, -0.5), (0.5, -0.1), (0.6, -0.2)])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["authors' encoder stacks", "authors' decoder stacks", "m (ours)", "v (ours)"]
+    assert len(plotting.modality_planes(paper).axes) == 2  # no vision panel without vision models

@@ -180,20 +180,28 @@ def test_cli_plot_writes_figures(tiny_models, tmp_path, capsys):
     assert main(["survey"]) == 2
 
 
-@pytest.mark.slow  # three real models and their twins, gemma-3 assembled
+@pytest.mark.slow  # every offline model and its twin (about a minute)
 def test_cli_survey_offline_preset_writes_the_csv(tmp_path, capsys):
     """`qkgeometry survey --preset offline` runs offline and writes the CSV; a rerun reuses it all."""
+    from qkgeometry import zoo
     from qkgeometry.cli import main
 
     out = tmp_path / "results.csv"
     assert main(["survey", "--preset", "offline", "--out", str(out)]) == 0
     frame = pd.read_csv(out)
-    assert frame.groupby("model", sort=False).size().to_dict() == {
-        "MiniLM-L6": 6, "MiniLM-L6 (random init)": 6, "SmolLM2-135M": 30, "SmolLM2-135M (random init)": 30,
-        "gemma-3-270m": 18, "gemma-3-270m (random init)": 18}
-    assert "computed 6 model(s), reused 0" in capsys.readouterr().out
+    rows = {"MiniLM-L6": 6, "SmolLM2-135M": 30, "gemma-3-270m": 18, "all-mpnet-base-v2": 12,
+            "Qwen2.5-Coder-0.5B-Instruct": 24, "whisper-base": 18}  # whisper: 6 encoder, 6 decoder, 6 cross layers
+    expected = {name: n for base, n in rows.items() for name in (base, f"{base} (random init)")}
+    sizes = frame.groupby("model", sort=False).size().to_dict()
+    assert list(sizes) == [e.name for e in zoo.preset("offline")]  # models added to the preset join automatically
+    assert {name: sizes[name] for name in expected} == expected
+    assert frame.loc[frame["model"] == "whisper-base", "component"].value_counts().to_dict() == {
+        "encoder": 6, "decoder": 6, "cross": 6}
+    assert set(frame.loc[frame["model"].str.startswith("whisper"), "modality"]) == {"audio"}
+    n = len(zoo.preset("offline"))
+    assert f"computed {n} model(s), reused 0" in capsys.readouterr().out
     assert main(["survey", "--preset", "offline", "--out", str(out)]) == 0
-    assert "computed 0 model(s), reused 6" in capsys.readouterr().out
+    assert f"computed 0 model(s), reused {n}" in capsys.readouterr().out
 
 
 def test_paper_scores_ship_with_the_package():

