@@ -210,14 +210,13 @@ def _chapter4():
     return nbformat.read(str(ROOT / "notebooks" / "04_model_survey.ipynb"), as_version=4)
 
 
-def test_chapter4_leaves_one_marker_for_the_anatomy_sections_between_the_survey_and_the_papers_table():
+def test_chapter4_places_the_layer_anatomy_between_the_family_tests_and_the_papers_table():
     cells = _chapter4().cells
-    markers = [i for i, c in enumerate(cells) if "anatomy-sections" in c.source]
-    assert len(markers) == 1 and cells[markers[0]].cell_type == "markdown"
-    assert cells[markers[0]].source.strip() == "<!-- anatomy-sections -->"
-    heading = {h: next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(h))
-               for h in ("## Encoders against decoders", "## The paper's table")}
-    assert heading["## Encoders against decoders"] < markers[0] < heading["## The paper's table"]
+    headings = ("## Encoders against decoders", "## Which bilinear form", "## What a layer score measures",
+                "## Biases", "## The paper's table")
+    where = [next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(h))
+             for h in headings]
+    assert where == sorted(where)
 
 
 def test_chapter4_code_picks_offline_models_from_the_preset_not_by_name():
