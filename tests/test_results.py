@@ -80,3 +80,25 @@ def test_symmetry_dynamics_of_the_recorded_runs_match_the_logs():
         curve = logs[logs["init"] == init].groupby("step")["symmetry_mean"].mean()
         assert row["end"] == pytest.approx(curve.iloc[-1]) and row["peak"] == pytest.approx(curve.iloc[1:].max())
     assert dyn.loc["symmetric", "start"] == pytest.approx(1.0, abs=1e-6)  # exactly symmetric at step 0
+
+
+def test_every_init_of_an_experiment_has_the_same_seeds_and_is_complete():
+    """The chapter pairs runs by seed: each init of an experiment must have run the same seeds, to the end of the
+    schedule (a run still in progress is not committed)."""
+    for experiment in {run.parent for run in RUNS}:
+        provs = [json.loads((run / "provenance.json").read_text()) for run in RUNS if run.parent == experiment]
+        seeds = {}
+        for p in provs:
+            seeds.setdefault(p["config"]["init"], set()).add(p["config"]["seed"])
+            assert p["steps_done"] == p["config"]["steps"], f"{experiment.name}: a run stopped before its schedule"
+        assert len({frozenset(s) for s in seeds.values()}) == 1, f"{experiment.name}: inits ran different seeds"
+        assert len(next(iter(seeds.values()))) >= 3, experiment.name
+
+
+def test_the_results_readme_names_every_recorded_seed():
+    """The README next to the logs states which seeds ran; it must match the folders."""
+    for experiment in {run.parent for run in RUNS}:
+        readme = (experiment / "README.md").read_text()
+        seeds = sorted({json.loads((run / "provenance.json").read_text())["config"]["seed"]
+                        for run in RUNS if run.parent == experiment})
+        assert f"--seed {' '.join(map(str, seeds))}" in readme, experiment.name
