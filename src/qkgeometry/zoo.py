@@ -420,7 +420,7 @@ def paper_per_layer(group: str | None = None) -> Any:
 
 def paper_init_runs() -> Any:
     """The authors' training-loss curves for their symmetric-initialisation table (package data
-    ``data/paper_init_runs.csv.gz``; its README gives the provenance): 12 encoder runs, one default and one
+    ``data/paper_init_runs.csv.gz``; its provenance is documented next to it): 12 encoder runs, one default and one
     symmetric-init run for each of two sizes and three corpora, logged every 200 steps up to step 200,000.
 
     One row per (run, logged step), 12,000 rows. Columns: ``size`` (``bert_small``: 4 layers, d = 256, the bert-mini
