@@ -105,6 +105,43 @@ def test_skew_init_is_skew_and_shared_is_tied():
     assert n_default - n_shared == SPEC.layers * (SPEC.hidden ** 2 + SPEC.hidden)
 
 
+def test_rotated_init_keeps_the_key_distribution_and_is_neither_symmetric_nor_skew():
+    rotated = build_model(SPEC, "encoder", "rotated", seed=1)
+    default = build_model(SPEC, "encoder", "default", seed=1)
+    d_head = SPEC.hidden // SPEC.heads
+    sym = qk_scores(rotated)[0]
+    assert np.all(np.abs(sym) < 0.5)  # a symmetric init gives 1, a skew one -1
+    for a, b in zip(self_attentions(rotated), self_attentions(default)):
+        assert torch.equal(a.key.weight, b.key.weight)  # only W_Q moves
+        q = a.query.weight.detach().double().view(SPEC.heads, d_head, -1)
+        k = a.key.weight.detach().double().view(SPEC.heads, d_head, -1)
+        # W_Q^h = W_K^h O^h with O^h orthogonal: the Gram matrices over the input dimension agree
+        np.testing.assert_allclose((q.transpose(1, 2) @ q).numpy(), (k.transpose(1, 2) @ k).numpy(), atol=1e-6)
+        assert a.query.weight.std().item() == pytest.approx(SPEC.init_range, rel=0.05)
+    again = build_model(SPEC, "encoder", "rotated", seed=1)
+    assert all(torch.equal(a.query.weight, b.query.weight)
+               for a, b in zip(self_attentions(rotated), self_attentions(again)))
+    other = build_model(SPEC, "encoder", "rotated", seed=2)
+    assert not torch.equal(self_attentions(other)[0].key.weight, self_attentions(rotated)[0].key.weight)
+    # the rotations come from their own stream: the global generator ends where the default build leaves it
+    build_model(SPEC, "encoder", "default", seed=3)
+    after_default = torch.rand(1)
+    build_model(SPEC, "encoder", "rotated", seed=3)
+    assert torch.equal(torch.rand(1), after_default)
+
+
+def test_haar_orthogonal_is_orthogonal_and_sign_balanced():
+    from qkgeometry.training.data import keyed_generator
+    from qkgeometry.training.models import haar_orthogonal
+
+    gen = keyed_generator(0)
+    mats = torch.stack([haar_orthogonal(4, gen).double() for _ in range(2000)])
+    np.testing.assert_allclose((mats @ mats.transpose(1, 2)).numpy(), np.broadcast_to(np.eye(4), mats.shape),
+                               atol=1e-6)
+    # Haar: E O = 0 entrywise (a QR without the sign fix has a positive diagonal mean)
+    assert abs(mats.diagonal(dim1=1, dim2=2).mean().item()) < 0.05
+
+
 def test_unknown_init_and_arch_are_clear_errors():
     with pytest.raises(ValueError, match="init must be one of"):
         build_model(SPEC, "encoder", "orthogonal")

@@ -14,7 +14,7 @@ __all__ = ["ARCHES", "CORPORA", "INITS", "OBJECTIVES", "SCHEDULES", "SPECIAL_TOK
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
 #: Initialisations of the query/key projections (chapter 5).
-INITS = ("default", "symmetric", "skew", "shared")
+INITS = ("default", "symmetric", "skew", "rotated", "shared")
 #: Training objective of each family: masked LM for the encoder, causal LM for the decoder.
 OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
 #: Training corpora (offline packages).
@@ -42,8 +42,8 @@ class TrainConfig:
 
     arch: str = _option("encoder", "encoder = BertForMaskedLM (MLM); decoder = BertLMHeadModel(is_decoder=True) "
                         "(causal LM)", choices=ARCHES)
-    init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | shared (W_Q = W_K "
-                        "always)", choices=INITS)
+    init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | rotated (control: "
+                        "W_Q := W_K O, O random orthogonal) | shared (W_Q = W_K always)", choices=INITS)
     seed: int = _option(0, "seed of the init, the data order and the masks")
     steps: int = _option(1000, "total steps (the lr schedule decays to 0 here)")
     lr: float = _option(1e-3, "peak AdamW learning rate")

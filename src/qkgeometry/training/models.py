@@ -14,6 +14,11 @@ biases for BERT), so every variant keeps the model's init distribution:
   zero at BERT's init, so this changes nothing); afterwards Q and K train independently.
 * ``skew`` (control): per head ``W_Q^h := W_K^h J`` with ``J`` the block-diagonal 90° rotation (orthogonal, ``Jᵀ = −J``),
   so ``W_qk^h = W_K^h J W_K^hᵀ`` starts exactly skew-symmetric; ``W_K^h J`` has the same distribution as ``W_K^h``.
+* ``rotated`` (control): per head ``W_Q^h := W_K^h O^h`` with ``O^h`` a Haar-random orthogonal (d_h, d_h) matrix drawn
+  from a generator keyed by the seed (the global random stream, hence the data order, is untouched). ``W_K^h O^h`` has
+  the same distribution as ``W_K^h`` and the same column norms, so the init keeps the weight distribution and the
+  scale of ``W_qk`` of the symmetric init, but ``W_qk^h = W_K^h O^h W_K^hᵀ`` is neither symmetric nor skew: the
+  control that separates "symmetric" from "Q tied to K at init".
 * ``shared``: the symmetric dot-product attention baseline (Courtois et al., arXiv:2406.06366): the query projection
   *is* the key projection (one ``nn.Parameter``, weight and bias) for the whole run, so ``W_qk`` is symmetric always.
 
@@ -90,7 +95,7 @@ def build_model(spec: ModelSpec, arch: str = "encoder", init: str = "default", s
     config = spec.bert_config(arch)
     torch.manual_seed(seed)
     model = BertForMaskedLM(config) if arch == "encoder" else BertLMHeadModel(config)
-    apply_init(model, init)
+    apply_init(model, init, seed=seed)
     return model
 
 
@@ -113,12 +118,22 @@ def _rotation(d_head: int) -> torch.Tensor:
     return J
 
 
+def haar_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
+    """A Haar-distributed random orthogonal (n, n) matrix: QR of a Gaussian matrix with the signs of R's diagonal
+    moved into Q (Mezzadri 2007), so the law is exactly Haar, not biased by the QR's sign convention."""
+    g = torch.randn(n, n, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(g)
+    return (q * torch.sign(torch.diagonal(r))).float()
+
+
 @torch.no_grad()
-def apply_init(model: nn.Module, init: str) -> nn.Module:
-    """Apply ``init`` (one of :data:`INITS`) in place to every self-attention layer and return ``model``."""
+def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
+    """Apply ``init`` (one of :data:`INITS`) in place to every self-attention layer and return ``model``.
+
+    ``seed`` keys the random rotations of ``init="rotated"`` (the other inits ignore it)."""
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}; got {init!r}")
-    for attn in self_attentions(model):
+    for layer, attn in enumerate(self_attentions(model)):
         q, k = attn.query, attn.key
         if init == "symmetric":
             q.weight.copy_(k.weight)
@@ -134,6 +149,18 @@ def apply_init(model: nn.Module, init: str) -> nn.Module:
             if q.bias is not None:
                 q.bias.zero_()
                 k.bias.zero_()
+        elif init == "rotated":
+            from .data import keyed_generator
+
+            n_heads = model.config.num_attention_heads
+            d_head = q.weight.shape[0] // n_heads
+            gen = keyed_generator(seed, layer, 7919)  # 7919: this init's own stream
+            O = torch.stack([haar_orthogonal(d_head, gen) for _ in range(n_heads)]).to(k.weight)
+            kw = k.weight.view(n_heads, d_head, -1)  # (W_K^h)ᵀ per head
+            # (W_Q^h)ᵀ = (O^h)ᵀ (W_K^h)ᵀ
+            q.weight.copy_((O.transpose(1, 2) @ kw).reshape_as(q.weight))
+            if q.bias is not None:
+                q.bias.zero_()
         elif init == "shared":
             q.weight = k.weight
             q.bias = k.bias
