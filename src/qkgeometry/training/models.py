@@ -155,10 +155,10 @@ def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
             n_heads = model.config.num_attention_heads
             d_head = q.weight.shape[0] // n_heads
             gen = keyed_generator(seed, layer, 7919)  # 7919: this init's own stream
-            O = torch.stack([haar_orthogonal(d_head, gen) for _ in range(n_heads)]).to(k.weight)
+            rot = torch.stack([haar_orthogonal(d_head, gen) for _ in range(n_heads)]).to(k.weight)
             kw = k.weight.view(n_heads, d_head, -1)  # (W_K^h)ᵀ per head
             # (W_Q^h)ᵀ = (O^h)ᵀ (W_K^h)ᵀ
-            q.weight.copy_((O.transpose(1, 2) @ kw).reshape_as(q.weight))
+            q.weight.copy_((rot.transpose(1, 2) @ kw).reshape_as(q.weight))
             if q.bias is not None:
                 q.bias.zero_()
         elif init == "shared":
