@@ -14,6 +14,7 @@ pytest.importorskip("tokenizers")
 
 from qkgeometry import symmetry_score
 from qkgeometry.training import data as D
+from qkgeometry.training.config import INITS
 from qkgeometry.training.loop import Run, TrainConfig, train
 from qkgeometry.training.metrics import (
     SpeedUp,
@@ -283,6 +284,16 @@ def test_log_has_scores_and_provenance(tiny_data, tmp_path):
     assert {"torch", "transformers", "python"} <= set(prov["versions"]) and "cpu_count" in prov["hardware"]
 
 
+@pytest.mark.parametrize("init", INITS)
+def test_every_init_trains_and_records_its_note(init, tiny_data, tmp_path):
+    import json
+
+    train(tiny_config(tiny_data, init=init, steps=2, log_every=2), tmp_path / "r", cache=tmp_path, data=tiny_data,
+          progress=False)
+    prov = json.loads((tmp_path / "r" / "provenance.json").read_text())
+    assert prov["config"]["init"] == init and prov["init_note"] and prov["steps_done"] == 2
+
+
 def test_lr_schedule_warms_up_and_decays():
     cfg = TrainConfig(steps=100, lr=1e-3, warmup=0.1)
     lrs = [cfg.lr_at(s) for s in range(100)]
@@ -464,3 +475,10 @@ def test_paired_curve_pairs_by_seed_and_step():
     np.testing.assert_allclose([dyn.loc["default", "peak"], dyn.loc["default", "end"], dyn.loc["symmetric", "low"]],
                                [0.3, 0.1, 0.2])
     assert dyn.loc["symmetric", "end_minus_low"] == pytest.approx(0.2)
+
+
+def test_every_init_has_a_provenance_note_and_a_figure_style():
+    from qkgeometry.plotting import INIT_COLORS, INIT_STYLES
+    from qkgeometry.training.config import INIT_NOTES
+
+    assert set(INIT_NOTES) == set(INITS) == set(INIT_COLORS) == set(INIT_STYLES)

@@ -532,9 +532,10 @@ def survey_figures(frame) -> dict:
 
 # ------------------------------------------------------------------------------------------------- Chapter 5
 #: One colour per initialisation / attention variant (chapter 5).
-INIT_COLORS = {"default": "#7f7f7f", "symmetric": "#1f77b4", "shared": "#2ca02c", "skew": "#d62728"}
+INIT_COLORS = {"default": "#7f7f7f", "symmetric": "#1f77b4", "shared": "#2ca02c", "skew": "#d62728",
+               "rotated": "#9467bd"}
 #: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
-INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-."}
+INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1))}
 
 
 def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init", ylabel: str | None = None,

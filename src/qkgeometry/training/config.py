@@ -9,12 +9,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["ARCHES", "CORPORA", "INITS", "OBJECTIVES", "SCHEDULES", "SPECIAL_TOKENS", "TrainConfig"]
+__all__ = ["ARCHES", "CORPORA", "INITS", "INIT_NOTES", "OBJECTIVES", "SCHEDULES", "SPECIAL_TOKENS", "TrainConfig"]
 
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
 #: Initialisations of the query/key projections (chapter 5).
 INITS = ("default", "symmetric", "skew", "rotated", "shared")
+#: What each init does, as recorded in a run's provenance (``qkgeometry.training.models`` implements them).
+INIT_NOTES = {
+    "default": "transformers BERT init: N(0, 0.02) weights, zero biases",
+    "symmetric": "model's own init, then W_Q := W_K and b_Q := b_K (both zero) per layer; trained freely",
+    "skew": "model's own init, then W_Q^h := W_K^h J (J orthogonal skew) per head, biases zeroed",
+    "rotated": "model's own init, then W_Q^h := W_K^h O^h (O^h Haar-random orthogonal, keyed by the seed) per head, "
+               "query bias zeroed",
+    "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
+}
 #: Training objective of each family: masked LM for the encoder, causal LM for the decoder.
 OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
 #: Training corpora (offline packages).

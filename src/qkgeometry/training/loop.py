@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import SCHEDULES, TrainConfig
+from .config import INIT_NOTES, SCHEDULES, TrainConfig
 from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
 from .models import (
     LanguageModelLoss,
@@ -78,12 +78,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
         "config": config.to_dict(),
         "objective": config.objective,
         "model_class": "BertForMaskedLM" if config.arch == "encoder" else "BertLMHeadModel(is_decoder=True)",
-        "init_note": {
-            "default": "transformers BERT init: N(0, 0.02) weights, zero biases",
-            "symmetric": "model's own init, then W_Q := W_K and b_Q := b_K (both zero) per layer; trained freely",
-            "skew": "model's own init, then W_Q^h := W_K^h J (J orthogonal skew) per head, biases zeroed",
-            "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
-        }[config.init],
+        "init_note": INIT_NOTES[config.init],
         "commit": git_output("rev-parse", "HEAD"),
         "src_dirty": bool(dirty) if dirty is not None else None,
         "versions": versions,
