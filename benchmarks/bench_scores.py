@@ -111,7 +111,7 @@ def roofline(shape: dict, repeats: int, inner: int = 7, device: str = "cpu") -> 
     """GEMM throughput at the square and at the kernel's shapes vs the kernel's achieved rate, interleaved."""
     import torch
 
-    from qkgeometry.loading import _to_float64
+    from qkgeometry.model import to_float64_heads as _to_float64
     from qkgeometry.scores import layer_scores
 
     d, heads, kv = shape["d"], shape["heads"], shape["kv_heads"]

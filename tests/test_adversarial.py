@@ -27,7 +27,7 @@ from safetensors.torch import save_file
 
 import qkgeometry as qg
 from qkgeometry.cli import main
-from qkgeometry.loading import SourceError
+from qkgeometry.errors import SourceError
 from qkgeometry.survey import read_cache
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 2
@@ -369,7 +369,7 @@ def test_bad_gguf_metadata_and_tensors_are_one_clear_line(tmp_path, capsys, kwar
 def test_long_numeric_gguf_arrays_are_skipped_unbuilt(tmp_path):
     import tracemalloc
 
-    from qkgeometry._gguf import GGUFIndex
+    from qkgeometry.readers.gguf import GGUFIndex
 
     path = make_gguf(tmp_path / "big.gguf", extra_array=2_000_000)  # 8 MB of uint32 metadata
     tracemalloc.start()

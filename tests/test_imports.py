@@ -98,8 +98,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walker_sees_the_package():
     graph = _graph()
-    assert {"qkgeometry", "qkgeometry.loading", "qkgeometry.zoo", "qkgeometry.training.metrics"} <= set(graph)
-    assert "qkgeometry.zoo" in graph["qkgeometry.loading"]
+    assert {"qkgeometry", "qkgeometry.model", "qkgeometry.readers.gguf", "qkgeometry.training.metrics"} <= set(graph)
+    assert "qkgeometry.model" in graph["qkgeometry.readers.gguf"]
     assert "qkgeometry.stats" in graph["qkgeometry.training.metrics"]  # `from .. import stats`
 
 
@@ -111,6 +111,23 @@ def test_the_cycle_detector_finds_a_cycle():
 def test_no_import_cycle_in_the_package():
     cycles = _cycles(_graph())
     assert not cycles, f"import cycles (every import counts, lazy ones too): {cycles}"
+
+
+#: what the model and the format readers may import: the core below them, nothing above (analyses, catalogue)
+CORE = {"qkgeometry.errors", "qkgeometry.architectures", "qkgeometry.model"}
+
+
+def test_the_model_knows_no_format_and_the_readers_sit_below_it():
+    graph = _graph()
+    assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.architectures"}
+    assert graph["qkgeometry.errors"] == set()
+    readers = {m for m in graph if m.startswith("qkgeometry.readers.")}
+    assert {"qkgeometry.readers.safetensors", "qkgeometry.readers.gguf", "qkgeometry.readers.onnx"} <= readers
+    for reader in readers:
+        assert graph[reader] <= CORE | readers, f"{reader} imports {sorted(graph[reader] - CORE - readers)}"
+    # the dispatch: every reader, the device check of the kernel, and the catalogue only for 'offline:' aliases
+    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.scores", "qkgeometry.zoo",
+                                                          "qkgeometry.catalogue.offline"}
 
 
 def test_zoo_is_a_leaf_catalogue():

@@ -23,7 +23,7 @@ from ._version import __version__
 #: public name -> submodule that defines it
 _EXPORTS = {
     "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition",
-    "QKLayer": "loading", "QKModel": "loading", "SourceError": "loading", "load_qk": "loading",
+    "QKLayer": "model", "QKModel": "model", "SourceError": "errors", "load_qk": "readers",
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
@@ -54,7 +54,9 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager imports)
     from .decomposition import Energies, decompose, energies
-    from .loading import QKLayer, QKModel, SourceError, load_qk
+    from .errors import SourceError
+    from .model import QKLayer, QKModel
+    from .readers import load_qk
     from .scores import (
         LayerScores,
         Scores,

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import torch
 
+from .errors import SourceError
+
 Family = Literal["encoder", "decoder", "encoder-decoder"]
 Component = Literal["self", "encoder", "decoder", "cross"]
 Layout = Literal["linear", "conv1d_fused", "fused_blocked", "fused_interleaved"]
@@ -529,7 +531,7 @@ def get_architecture(model_type: str) -> Architecture:
     try:
         return REGISTRY[model_type]
     except KeyError:
-        raise ValueError(
+        raise SourceError(
             f"model_type {model_type!r} is not supported. Supported: {', '.join(sorted(REGISTRY))}. "
             "To add one, register an Architecture in qkgeometry/architectures.py with its logit-equivalence test."
         ) from None
@@ -541,8 +543,8 @@ def architecture_for_gguf(gguf_arch: str) -> Architecture:
         if arch.gguf is not None and arch.gguf.arch == gguf_arch:
             return arch
     supported = sorted({a.gguf.arch for a in REGISTRY.values() if a.gguf is not None})
-    raise ValueError(f"GGUF architecture {gguf_arch!r} is not supported. Supported GGUF architectures: "
-                     f"{', '.join(supported)}.")
+    raise SourceError(f"GGUF architecture {gguf_arch!r} is not supported. Supported GGUF architectures: "
+                      f"{', '.join(supported)}.")
 
 
 # ---------------------------------------------------------------------------------------------- appended

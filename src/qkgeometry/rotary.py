@@ -181,7 +181,7 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_fields(path: str, mtime: float, size: int) -> dict:
-    from ._gguf import GGUFIndex
+    from .readers.gguf import GGUFIndex
 
     return {k: v for k, v in GGUFIndex(path).fields.items() if ".rope." in k or k.startswith(("general.arch", "gemma3.a"))}
 

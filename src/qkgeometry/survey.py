@@ -235,7 +235,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     * **Keyed on content.** A model is reused only when a cached model has the same ``source``, ``revision``,
       ``qkgeometry_version``, ``per``, ``num_std``, ``qk_norm`` and ``input_norm`` (:data:`CACHE_KEY`). For local files the
       revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
-      see ``qkgeometry.loading._fingerprint``); for Hub models it is the commit.
+      see ``qkgeometry.readers.files.fingerprint``); for Hub models it is the commit.
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).

@@ -1,10 +1,14 @@
-"""A lazy GGUF index: header, metadata scalars and tensor locations, without parsing the vocabulary.
+"""The GGUF reader: a lazy index of a ``.gguf`` file (header, metadata scalars and tensor locations, without
+parsing the vocabulary) and the plans of its attention blocks.
 
 ``gguf.GGUFReader`` builds a numpy view for every element of every metadata array, including the 49k-entry
-token and merge lists of a tokenizer: opening SmolLM2-135M took 25–50 s on our 2-core machines. Scoring needs a
-dozen scalars and two tensors per layer, so this module walks the header with ``struct`` (skipping arrays), memory
-maps the file, and leaves dequantisation to ``gguf.quants.dequantize``. The format is the GGUF v2/v3 spec
+token and merge lists of a tokenizer: opening SmolLM2-135M took 25–50 s on a 2-core machine. Scoring needs a
+dozen scalars and two tensors per layer, so :class:`GGUFIndex` walks the header with ``struct`` (skipping arrays),
+memory maps the file, and leaves dequantisation to ``gguf.quants.dequantize``. The format is the GGUF v2/v3 spec
 (github.com/ggml-org/ggml/blob/master/docs/gguf.md); type codes and block sizes come from the ``gguf`` package.
+
+llama.cpp permutes the rows of Q and K inside each head for its rotary kernel in the Llama family (not in Qwen2,
+which uses the NEOX rotary and is stored unpermuted); the permutation is undone for both, so W_qk is unchanged.
 """
 
 from __future__ import annotations
@@ -15,8 +19,31 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
+
+from ..architectures import (
+    AttentionBlock,
+    Dims,
+    QKNorm,
+    architecture_for_gguf,
+    fold_qk_norm,
+    split_linear,
+    unpermute_gguf_rope,
+)
+from ..errors import GGUFFormatError, SourceError
+from ..model import BlockPlan, SourcePlans
+from .files import fingerprint, os_error
+from .hf_config import check_dims, warn_extra_layers
+
+__all__ = ["GGUFFormatError", "GGUFIndex", "TensorInfo", "open_gguf", "sniff"]
+
+
+def sniff(path: Path) -> bool:
+    """A file named ``*.gguf``."""
+    return path.suffix == ".gguf" and not path.is_dir()
+
 
 _MAGIC = b"GGUF"
 _SCALARS = {
@@ -24,10 +51,6 @@ _SCALARS = {
     GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i", GGUFValueType.FLOAT32: "f", GGUFValueType.BOOL: "?",
     GGUFValueType.UINT64: "Q", GGUFValueType.INT64: "q", GGUFValueType.FLOAT64: "d",
 }
-
-
-class GGUFFormatError(ValueError):
-    """The file is not a readable GGUF file (bad magic, unsupported version, truncated header or data)."""
 
 
 @dataclass(frozen=True)
@@ -163,3 +186,92 @@ class GGUFIndex:
                 self._value(etype)
             return None
         return self._unpack("<" + _SCALARS[vtype])
+
+
+# ------------------------------------------------------------------------------------------------ plans
+def open_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePlans:
+    """The plans of a ``.gguf`` file (one self-attention block kind), from its metadata and tensor table."""
+
+    try:
+        index = GGUFIndex(path)
+    except OSError as e:
+        raise os_error(path, e, "GGUF file") from e
+    except Exception as e:  # GGUFFormatError and whatever numpy's memmap raises on odd files
+        detail = str(e) if isinstance(e, GGUFFormatError) else f"{type(e).__name__}: {e}"
+        raise SourceError(f"could not read GGUF file {str(path)!r}: {detail}. The file is probably "
+                          "truncated or corrupt (an interrupted download?); download it again.") from e
+
+    gguf_arch = index.fields.get("general.architecture")
+    if not isinstance(gguf_arch, str):
+        raise SourceError(f"GGUF file {str(path)!r} has no general.architecture field (or it is not a string); "
+                          "re-export it with llama.cpp's converter.")
+    arch = architecture_for_gguf(gguf_arch)
+
+    def size(key: str, default: Any = None) -> int:
+        """A positive integer metadata field; a uniform per-layer array counts as one value."""
+        full = f"{gguf_arch}.{key}"
+        value = index.fields.get(full)
+        if value is None:
+            if default is None:
+                raise SourceError(f"GGUF file {str(path)!r} has no metadata field `{full}`; the file is incomplete "
+                                  "or not a plain transformer: re-export it with llama.cpp's converter.")
+            return default
+        if isinstance(value, list) and value and all(v == value[0] for v in value):
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SourceError(f"GGUF file {str(path)!r}: metadata field `{full}` must be a positive integer; got "
+                              f"{value!r}. The file is corrupt or uses per-layer sizes this reader does not "
+                              "support.")
+        return value
+
+    d_model, n_heads = size("embedding_length"), size("attention.head_count")
+    n_kv = size("attention.head_count_kv", n_heads)
+    head_dim = size("attention.key_length", d_model // n_heads if d_model >= n_heads else 0)
+    dims = Dims(size("block_count"), d_model, n_heads, n_kv, head_dim)
+    where = f"GGUF file {str(path)!r}"
+    check_dims(dims, where)
+    spec = arch.gguf
+    warn_extra_layers(dims.n_layers, spec.q.format(i=dims.n_layers), index.tensors, where)
+
+    def get(name: str) -> torch.Tensor:
+        if name not in index.tensors:
+            raise SourceError(f"tensor {name!r} is missing from GGUF file {str(path)!r}.")
+        try:
+            return torch.from_numpy(index.tensor(name))
+        except Exception as e:
+            raise SourceError(f"could not read {name!r} ({index.tensors[name].qtype.name}) from {str(path)!r}: "
+                              f"{e}. The file may be truncated or corrupt; download it again.") from e
+
+    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        names = spec.q.format(i=i), spec.k.format(i=i)
+        for n in names:
+            info = index.tensors.get(n)
+            if info is not None and len(info.shape) != 2:
+                raise SourceError(f"tensor {n!r} in GGUF file {str(path)!r} has shape {info.shape}; a query/key "
+                                  "projection must be 2-D (out_features, in_features). The file is corrupt.")
+        q, k = get(names[0]), get(names[1])
+        if spec.rope_permuted:
+            q, k = unpermute_gguf_rope(q, dims.n_heads), unpermute_gguf_rope(k, dims.n_kv_heads)
+        wq, wk = split_linear(q, k, dims, names)
+        if spec.q_norm is not None and qk_norm == "folded":
+            # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
+            wq, wk = fold_qk_norm(wq.double(), wk.double(), get(spec.q_norm.format(i=i)).double(),
+                                  get(spec.k_norm.format(i=i)).double())
+        return wq, wk, query_bias(i)
+
+    def query_bias(i: int) -> torch.Tensor | None:
+        name = spec.q_bias.format(i=i)
+        if name not in index.tensors:
+            return None
+        b = get(name).reshape(-1)
+        if b.numel() != dims.n_heads * dims.head_dim:
+            raise SourceError(f"tensor {name!r} in GGUF file {str(path)!r} has {b.numel()} entries, expected "
+                              f"{dims.n_heads * dims.head_dim} (n_heads·head_dim). The file is corrupt.")
+        if spec.rope_permuted:  # the converter permutes a bias's rows like its weight's
+            b = unpermute_gguf_rope(b[:, None], dims.n_heads)[:, 0]
+        return b.reshape(dims.n_heads, dims.head_dim)
+
+    # llama.cpp stores every norm gain as applied (its converter adds Gemma's 1 to each norm weight): no offset
+    block = AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm, input_norm=spec.input_norm)
+    plan = BlockPlan(block, dims, split, get, lambda name: name in index.tensors)
+    return SourcePlans(name, arch, [plan], str(path), fingerprint([path]))

@@ -22,12 +22,12 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry.loading import SourceError
+from qkgeometry.errors import SourceError
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from qkgeometry.onnx_graph import OnnxGraph, find_attention  # noqa: E402
+from qkgeometry.readers.onnx_graph import OnnxGraph, find_attention  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -232,6 +232,25 @@ def test_hand_built_graph_gives_its_weights_and_onnxruntime_logits(tmp_path, sto
     assert torch.equal(layer.wq, _heads(used["q"])) and torch.equal(layer.wk_kv, _heads(used["k"]))
     x = np.random.default_rng(1).normal(size=(1, T, D)).astype(np.float32)
     assert check_ort_logits(tmp_path / "model.onnx", {"x": x}) == H
+
+
+def test_a_walk_longer_than_its_bound_is_refused_not_cut_short(tmp_path):
+    from qkgeometry.readers.onnx_graph import MAX_WALK
+
+    _attention_graph(tmp_path / "model.onnx")
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    nodes = list(model.graph.node)
+    reshape = next(n for n in nodes if n.op_type == "Reshape" and n.input[0] == "k_proj")
+    chain = [helper.make_node("Identity", ["k_proj" if i == 0 else f"k_chain{i - 1}"], [f"k_chain{i}"])
+             for i in range(MAX_WALK + 5)]
+    reshape.input[0] = chain[-1].output[0]
+    at = nodes.index(reshape)
+    model.graph.ClearField("node")
+    model.graph.node.extend(nodes[:at] + chain + nodes[at:])
+    onnx.checker.check_model(model)
+    onnx.save_model(model, str(tmp_path / "long.onnx"))
+    with pytest.raises(SourceError, match=f"visits more than {MAX_WALK} nodes"):
+        qg.load_qk(tmp_path / "long.onnx")
 
 
 def test_external_data_and_folder_source(tmp_path):

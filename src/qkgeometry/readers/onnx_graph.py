@@ -26,6 +26,9 @@ Layers are ordered by graph position. Each projection weight ``W`` (d_model, n·
 ``W[:, h·head_dim:(h+1)·head_dim]`` is ``W_Q^h`` itself (the book's Notation page); grouped KV heads are repeated
 (g(h) = h // group), as every exporter of Hugging Face models and ``GroupQueryAttention`` do. The scores describe
 W_qk = W_Q W_Kᵀ alone: biases, rotary embeddings and the logit scale are outside it.
+
+This module is longer than the package's others (about 700 lines) because it is one graph walk whose steps share
+their state and messages; the reader on top of it, :mod:`qkgeometry.readers.onnx`, is a few lines.
 """
 
 from __future__ import annotations
@@ -38,14 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SourceError
+from ..errors import ONNXGraphError
 
-__all__ = ["AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files", "find_attention",
-           "onnx_blocks"]
-
-
-class ONNXGraphError(SourceError):
-    """The file is not a readable ONNX model, or its attention cannot be found unambiguously."""
+__all__ = ["MAX_WALK", "AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files",
+           "find_attention", "onnx_blocks"]
 
 
 #: ops the walk from a score operand back to its projection passes through (rotary, GQA repeat, scales, biases)
@@ -74,7 +73,9 @@ QUANTIZED_PRODUCTS = frozenset({"MatMulNBits", "MatMulInteger", "QLinearMatMul",
 UNSUPPORTED_FUSED = frozenset({"PackedAttention", "PackedMultiHeadAttention", "DecoderMaskedMultiHeadAttention",
                                "DecoderMaskedSelfAttention", "LongformerAttention", "SparseAttention",
                                "PagedAttention", "QOrderedAttention", "DecoderAttention", "QAttention"})
-_MAX_WALK = 400  # nodes visited per operand: far more than any projection-to-product path
+#: nodes visited per operand on the walk back to a projection: far more than any projection-to-product path. A
+#: walk that needs more is refused (never cut short, which could accept a partial match).
+MAX_WALK = 400
 
 
 @dataclass(frozen=True)
@@ -381,8 +382,10 @@ def _projection_of(g: OnnxGraph, operand: str, side: str, where: str) -> tuple[i
                                  "the query-key product (QK-norm); its gains belong in W_qk and this reader does not "
                                  "fold them. Load the model from safetensors or GGUF instead.")
         visited.add(k)
-        if len(visited) > _MAX_WALK:
-            break
+        if len(visited) > MAX_WALK:
+            raise ONNXGraphError(f"{where}: the walk back from the query-key product to the {side} projection "
+                                 f"visits more than {MAX_WALK} nodes; this graph's attention is not in a form this "
+                                 "reader knows (or the graph is malformed).")
         if op not in PASS_THROUGH or node.domain not in ("", "ai.onnx"):
             stops.add(g.describe(k))
             continue
@@ -669,7 +672,7 @@ def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[tuple[Any, Any, Call
     """
     import torch
 
-    from .architectures import AttentionBlock, Dims
+    from ..architectures import AttentionBlock, Dims
 
     g = OnnxGraph.open(path)
     sites = find_attention(g)

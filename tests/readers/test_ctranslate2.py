@@ -9,14 +9,10 @@ import pytest
 import torch
 
 import qkgeometry as qg
+from ct2_writer import write_ctranslate2
 from logit_harness import capture_softmax_inputs
-from qkgeometry.ctranslate2 import (
-    CT2FormatError,
-    CT2Index,
-    is_ctranslate2,
-        write_ctranslate2,
-)
-from qkgeometry.loading import SourceError
+from qkgeometry.errors import SourceError
+from qkgeometry.readers.ctranslate2 import CT2FormatError, CT2Index, is_ctranslate2
 
 
 def test_reader_round_trip_of_every_written_dtype(tmp_path):
@@ -41,6 +37,22 @@ def test_reader_round_trip_of_every_written_dtype(tmp_path):
     np.testing.assert_array_equal(index.raw("c/weight"), w8)
     np.testing.assert_allclose(index.tensor("c/weight"), w_float, atol=0.5 / scale.min())  # half an int8 step
     assert index.scalar("num_heads") == 8 and index.tensor("ids").tolist() == [0, 1, 2]
+
+
+def test_int16_weights_are_divided_by_their_scale_and_bad_scales_are_refused(tmp_path):
+    rng = np.random.default_rng(1)
+    w_float = rng.normal(size=(4, 6)).astype(np.float32)
+    scale = np.array(1000.0, np.float32)  # one scale for the tensor
+    w16 = np.round(w_float * scale).astype(np.int16)
+    path = write_ctranslate2(tmp_path / "model.bin", "TinySpec", {"w": w16, "w_scale": scale,
+                                                                  "v": w16, "v_scale": np.ones(3, np.float32),
+                                                                  "u": w16})
+    index = CT2Index(path)
+    np.testing.assert_allclose(index.tensor("w"), w_float, atol=0.5 / 1000)
+    with pytest.raises(CT2FormatError, match=r"'v_scale' has 3 entries; .* needs 1 or 4"):
+        index.tensor("v")
+    with pytest.raises(CT2FormatError, match=r"int16 variable 'u' has no 'u_scale'"):
+        index.tensor("u")
 
 
 def test_bfloat16_is_widened(tmp_path):
@@ -116,6 +128,21 @@ def _to_ctranslate2(model, path, int8_layer: int | None = None) -> None:
         variables[f"decoder/layer_{i}/attention/linear_0/weight"] = w(c.q_proj)
         variables[f"decoder/layer_{i}/attention/linear_1/weight"] = np.concatenate([w(c.k_proj), w(c.v_proj)])
     write_ctranslate2(path, "WhisperSpec", variables, revision=3)
+
+
+def test_a_missing_layer_or_a_fractional_head_count_is_refused(tmp_path):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    index = CT2Index(tmp_path / "model.bin")
+    variables = {name: index.raw(name).copy() for name in index.names()}
+    gap = {k: v for k, v in variables.items() if not k.startswith("decoder/layer_1/")}
+    write_ctranslate2(tmp_path / "gap.bin", "WhisperSpec", gap, revision=3)
+    with pytest.raises(SourceError, match=r"'decoder/layer_1/self_attention/linear_0/weight' is missing but layer 2"):
+        qg.load_qk(tmp_path / "gap.bin")
+    write_ctranslate2(tmp_path / "half.bin", "WhisperSpec",
+                      {**variables, "encoder/num_heads": np.array(2.5, np.float32)}, revision=3)
+    with pytest.raises(SourceError, match=r"'encoder/num_heads' is stored as float32 \(2.5\); an integer"):
+        qg.load_qk(tmp_path / "half.bin")
 
 
 @pytest.mark.parametrize("component", ["encoder", "decoder", "cross"])

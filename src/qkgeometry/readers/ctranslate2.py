@@ -10,8 +10,9 @@ including a final NUL, then the UTF-8 bytes and the NUL)::
         string name, uint8 rank, uint32 × rank shape, uint8 dtype id, uint32 byte count, the raw bytes
     uint32 number of aliases, then pairs (string alias, string variable name)
 
-dtype ids: 0 float32, 1 int8, 2 int16, 3 int32, 4 float16, 5 bfloat16. An int8 weight ``w`` comes with a float32
-``w_scale`` of one scale per output row, and the float weight is ``w / w_scale[:, None]``.
+dtype ids: 0 float32, 1 int8, 2 int16, 3 int32, 4 float16, 5 bfloat16. A quantised weight ``w`` (int8 or int16)
+comes with a float32 ``w_scale``, one scale per output row or one for the whole tensor, and the float weight is
+``w / w_scale[:, None]`` (or ``w / w_scale``).
 
 Whisper in CTranslate2's layout (the book's chapter 4 surveys it): encoder and decoder self-attention keep Q, K and
 V in one Linear ``self_attention/linear_0`` of shape (3·d_model, d_model), blocked [Q; K; V]; cross-attention
@@ -34,18 +35,24 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "whisper_blocks", "write_ctranslate2"]
+from ..architectures import QKNorm, get_architecture
+from ..errors import CTranslate2FormatError
+from ..model import BlockPlan, SourcePlans
+from .files import fingerprint
+
+__all__ = ["DTYPE_IDS", "CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "open_ctranslate2", "sniff",
+           "whisper_blocks"]
+
+#: the same error under its short name
+CT2FormatError = CTranslate2FormatError
 
 #: binary versions whose variable table has the layout above
 SUPPORTED_VERSIONS = (4, 5, 6)
 DTYPES: dict[int, np.dtype] = {0: np.dtype("<f4"), 1: np.dtype("i1"), 2: np.dtype("<i2"), 3: np.dtype("<i4"),
                                4: np.dtype("<f2"), 5: np.dtype("<u2")}  # 5: bfloat16, widened on read
-_DTYPE_IDS = {np.dtype("float32"): 0, np.dtype("int8"): 1, np.dtype("int16"): 2, np.dtype("int32"): 3,
+#: numpy dtype -> CTranslate2 dtype id (the inverse of :data:`DTYPES`, for writers)
+DTYPE_IDS = {np.dtype("float32"): 0, np.dtype("int8"): 1, np.dtype("int16"): 2, np.dtype("int32"): 3,
               np.dtype("float16"): 4}
-
-
-class CT2FormatError(ValueError):
-    """The file is not a readable CTranslate2 model (bad header, unsupported version, truncated table or data)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,11 @@ class Variable:
     dtype_id: int
     offset: int
     nbytes: int
+
+
+def sniff(path: Path) -> bool:
+    """A regular file whose header is a CTranslate2 model's (:func:`is_ctranslate2`)."""
+    return path.is_file() and is_ctranslate2(path)
 
 
 def is_ctranslate2(path: str | os.PathLike) -> bool:
@@ -153,18 +165,26 @@ class CT2Index:
                              offset=var.offset).reshape(var.shape)
 
     def tensor(self, name: str) -> np.ndarray:
-        """Variable ``name`` as float32: float16 / bfloat16 widened, an int8 weight divided by its per-row
-        ``<name>_scale``. Shape in numpy order, e.g. (out_features, in_features) for a Linear weight."""
+        """Variable ``name`` as float32: float16 / bfloat16 widened, a quantised weight (int8 or int16) divided by
+        its ``<name>_scale`` (one per output row, or one for the tensor). Shape in numpy order, e.g.
+        (out_features, in_features) for a Linear weight. Integer scalars (``num_heads``) are returned as stored."""
         var = self.variables.get(self.aliases.get(name, name))
         raw = self.raw(name)
         if var.dtype_id == 5:
             return (raw.astype(np.uint32) << 16).view(np.float32)
-        if var.dtype_id == 1:
+        if var.dtype_id in (1, 2) and raw.ndim > 0:
+            kind = "int8" if var.dtype_id == 1 else "int16"
             scale_name = var.name + "_scale"
             if scale_name not in self.variables:
-                raise CT2FormatError(f"{str(self.path)!r}: int8 variable {var.name!r} has no {scale_name!r}.")
-            scale = self.tensor(scale_name)
-            return raw.astype(np.float32) / scale.reshape(-1, *([1] * (raw.ndim - 1)))
+                raise CT2FormatError(f"{str(self.path)!r}: {kind} variable {var.name!r} has no {scale_name!r}, so "
+                                     "its real values are unknown; re-convert the model.")
+            scale = self.tensor(scale_name).reshape(-1)
+            if scale.size not in (1, raw.shape[0]):
+                raise CT2FormatError(f"{str(self.path)!r}: {scale_name!r} has {scale.size} entries; a scale for "
+                                     f"the {kind} weight {var.name!r} {raw.shape} needs 1 or {raw.shape[0]} (one per "
+                                     "output row). The file is corrupt; re-convert the model.")
+            scale = scale.reshape(-1, *([1] * (raw.ndim - 1))) if scale.size > 1 else scale.reshape(())
+            return raw.astype(np.float32) / scale
         return raw.astype(np.float32)
 
     def scalar(self, name: str) -> int:
@@ -172,44 +192,35 @@ class CT2Index:
         value = self.raw(name)
         if value.shape != ():
             raise CT2FormatError(f"{str(self.path)!r}: {name!r} has shape {value.shape}, expected a scalar.")
+        if not np.issubdtype(value.dtype, np.integer):
+            raise CT2FormatError(f"{str(self.path)!r}: {name!r} is stored as {value.dtype} ({float(value)!r}); an "
+                                 "integer is expected. The file is corrupt; re-convert the model.")
         return int(value)
-
-
-def write_ctranslate2(path: str | os.PathLike, spec: str, variables: dict[str, np.ndarray], revision: int = 1,
-                      aliases: dict[str, str] | None = None, version: int = 6) -> Path:
-    """Write ``variables`` (name -> float32 / float16 / int8 / int16 / int32 array) as a CTranslate2 model.bin.
-
-    The inverse of :class:`CT2Index`, for building small test models; int8 weights need their ``<name>_scale``.
-    """
-    def string(text: str) -> bytes:
-        data = text.encode("utf-8") + b"\0"
-        return struct.pack("<H", len(data)) + data
-
-    out = [struct.pack("<I", version), string(spec), struct.pack("<I", revision),
-           struct.pack("<I", len(variables))]
-    for name, array in variables.items():
-        array = np.array(array, order="C", copy=True)  # not ascontiguousarray: it turns a scalar into shape (1,)
-        if array.dtype not in _DTYPE_IDS:
-            raise ValueError(f"variables[{name!r}] has dtype {array.dtype}; use one of "
-                             f"{', '.join(str(d) for d in _DTYPE_IDS)}.")
-        out += [string(name), struct.pack("<B", array.ndim), struct.pack(f"<{array.ndim}I", *array.shape),
-                struct.pack("<BI", _DTYPE_IDS[array.dtype], array.nbytes), array.astype(array.dtype.newbyteorder("<"))
-                .tobytes()]
-    aliases = aliases or {}
-    out.append(struct.pack("<I", len(aliases)))
-    for alias, target in aliases.items():
-        out += [string(alias), string(target)]
-    path = Path(path)
-    path.write_bytes(b"".join(out))
-    return path
 
 
 # ------------------------------------------------------------------------------------------------ Whisper
 def _count_layers(index: CT2Index, template: str) -> int:
+    """Layers 0..n-1 of ``template``; a gap (layer 2 present, layer 1 missing) is an error, not a shorter model."""
+    present = set()
+    for name in index.variables:
+        for i in _layer_numbers(name, template):
+            present.add(i)
     n = 0
-    while template.format(i=n) in index.variables:
+    while n in present:
         n += 1
+    if present and max(present) >= n:
+        raise CT2FormatError(f"{str(index.path)!r}: {template.format(i=n)!r} is missing but layer {max(present)} is "
+                             "present; the file is incomplete or corrupt.")
     return n
+
+
+def _layer_numbers(name: str, template: str) -> list[int]:
+    prefix, _, suffix = template.partition("{i}")
+    if name.startswith(prefix) and name.endswith(suffix):
+        middle = name[len(prefix):len(name) - len(suffix)]
+        if middle.isdigit():
+            return [int(middle)]
+    return []
 
 
 def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any], Callable[[int], tuple[Any, Any]]]]:
@@ -222,7 +233,7 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
     """
     import torch
 
-    from .architectures import AttentionBlock, Dims, split_fused_blocked, split_linear
+    from ..architectures import AttentionBlock, Dims, split_fused_blocked, split_linear
 
     where = str(index.path)
     if index.spec != "WhisperSpec":
@@ -276,3 +287,16 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
             block = AttentionBlock(component, template, None, "fused_blocked", input_norm=norms[component][0])
         blocks.append((block, dims, get, split))
     return blocks
+
+
+def open_ctranslate2(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> SourcePlans:
+    """The plans of a CTranslate2 Whisper ``model.bin``: components encoder, decoder, cross (``qk_norm`` has no
+    effect: Whisper has no QK-norm)."""
+    index = CT2Index(path)
+    blocks = whisper_blocks(index)
+
+    def has(name: str) -> bool:
+        return index.aliases.get(name, name) in index.variables
+
+    plans = [BlockPlan(block, dims, split, get, has) for block, dims, get, split in blocks]
+    return SourcePlans(name or path.parent.name, get_architecture("whisper"), plans, str(path), fingerprint([path]))

@@ -11,7 +11,8 @@ import torch
 import transformers
 
 import qkgeometry as qg
-from qkgeometry.loading import SourceError
+from qkgeometry.errors import SourceError
+from qkgeometry.readers.hf_config import ConfigView
 from qkgeometry.zoo import offline_path
 
 TINY_LLAMA = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
@@ -181,8 +182,28 @@ def test_unknown_model_type_lists_supported(tmp_path):
     cfg = json.loads((folder / "config.json").read_text())
     cfg["model_type"] = "no-such-arch"
     (folder / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match=r"no-such-arch.*Supported: .*bert.*gpt2.*llama"):
+    with pytest.raises(SourceError, match=r"no-such-arch.*Supported: .*bert.*gpt2.*llama"):
         qg.load_qk(folder)
+
+
+def test_unsupported_architectures_are_source_errors():
+    from qkgeometry.architectures import architecture_for_gguf, get_architecture
+
+    with pytest.raises(SourceError, match="model_type 'nope' is not supported"):
+        get_architecture("nope")
+    with pytest.raises(SourceError, match="GGUF architecture 'nope' is not supported"):
+        architecture_for_gguf("nope")
+
+
+def test_a_hub_error_with_an_empty_message_is_still_one_clear_line(monkeypatch):
+    import huggingface_hub
+
+    def fail(*args, **kwargs):
+        raise ConnectionError("")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
+    with pytest.raises(SourceError, match=r"could not fetch 'someone/model' .*\(ConnectionError: ConnectionError\)"):
+        qg.load_qk("someone/model")
 
 
 def test_architecture_mismatch_names_missing_tensor(tmp_path):
@@ -216,16 +237,14 @@ def test_hub_id_offline_suggests_local_alternatives(monkeypatch):
         qg.load_qk("some-org/some-model")
 
 
-@pytest.mark.parametrize("model_type", sorted(__import__("qkgeometry.loading", fromlist=["_ConfigView"])
-                                              ._ConfigView._HEAD_DIM_IS_WIDTH_OVER_HEADS))
+@pytest.mark.parametrize("model_type", sorted(ConfigView.HEAD_DIM_IS_WIDTH_OVER_HEADS))
 def test_head_dim_fast_path_agrees_with_transformers(model_type):
     """Without head_dim in config.json, the sizes come without importing transformers, and equal what it gives."""
     from qkgeometry.architectures import get_architecture
-    from qkgeometry.loading import _ConfigView
 
     raw = {"model_type": model_type, "hidden_size": 96, "num_attention_heads": 8, "num_key_value_heads": 2,
            "num_hidden_layers": 3}
-    view = _ConfigView(raw, lambda: pytest.fail("transformers was consulted"))
+    view = ConfigView(raw, lambda: pytest.fail("transformers was consulted"))
     real = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k != "model_type"})
     block = get_architecture(model_type).blocks[0]
     assert block.dims(view) == block.dims(real) and block.dims(view).head_dim == 12

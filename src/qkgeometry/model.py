@@ -1,0 +1,362 @@
+"""The model as the scores see it: :class:`QKModel`, a lazy layer-by-layer view of a model's Q/K weights, its
+:class:`QKLayer` records, the :class:`BlockPlan` that a format reader hands over, and the random-init twin.
+
+Shapes (the book's Notation page): ``QKLayer.wq`` is (n_heads, d_model, head_dim) and ``QKLayer.wk_kv`` is
+(n_kv_heads, d_model, head_dim), float64; head h reads KV head ``g(h) = h // group_size`` (repeat, not tile), so
+``W_qk^h = wq[h] @ wk_kv[g(h)].T`` and the pre-softmax logit between query token x_i and key token x_j is
+``x_iᵀ W_qk^h x_j / sqrt(head_dim)``.
+
+This module knows no file format: the readers in :mod:`qkgeometry.readers` resolve a source into a
+:class:`SourcePlans` (one :class:`BlockPlan` per attention block kind), and :func:`qkgeometry.load_qk` builds the
+:class:`QKModel` from it once, with every setting (QK-norm, input-norm folding, device) fixed at construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .architectures import (
+    Architecture,
+    AttentionBlock,
+    Dims,
+    fold_input_norm,
+    input_norm_names,
+    norm_shift_name,
+    pack_heads,
+)
+from .errors import SourceError
+
+__all__ = ["RANDOM_PREFIX", "BlockPlan", "QKLayer", "QKModel", "SourcePlans", "TensorGetter", "to_float64_heads"]
+
+#: ``random:<source>`` names the random-init twin of ``source`` (:meth:`QKModel.randomized`) in surveys and presets.
+RANDOM_PREFIX = "random:"
+
+#: A tensor by its checkpoint name.
+TensorGetter = Callable[[str], torch.Tensor]
+
+
+# ------------------------------------------------------------------------------------------------ layers
+@dataclass
+class QKLayer:
+    """Q/K weights of one attention block.
+
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
+    (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). As read from a model, each is a view of
+    a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel multiplies as is.
+
+    ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
+    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
+    ``input_norm="folded"`` it also carries the LayerNorm shift, ``b_q + W_Qᵀ β`` (so it can be set where the
+    checkpoint has no bias).
+    """
+
+    index: int
+    component: str
+    wq: torch.Tensor
+    wk_kv: torch.Tensor
+    bq: torch.Tensor | None = None
+
+    @property
+    def n_heads(self) -> int:
+        return self.wq.shape[0]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.wk_kv.shape[0]
+
+    @property
+    def group_size(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def wk(self) -> torch.Tensor:
+        """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``.
+
+        A new tensor group_size times the size of ``wk_kv``: convenient for small models and teaching; the scores
+        (:func:`qkgeometry.scores.layer_scores`) never use it."""
+        return self.wk_kv.repeat_interleave(self.group_size, dim=0)
+
+    def kv_head(self, head: int) -> int:
+        """Index g(h) of the KV head that query head ``head`` reads (repeat, not tile)."""
+        return int(head) // self.group_size
+
+    def factors(self, head: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A, B)`` with ``W_qk = A @ B.T``.
+
+        ``head=h``: ``(W_Q^h, W_K^{g(h)})``, each (d_model, head_dim).
+        ``head=None`` (the layer): ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ} = Σ_g (Σ_{h∈g} W_Q^h) W_K^{gᵀ}``, returned as
+        factors of shape (d_model, n_kv_heads·head_dim) — the grouped form, rank ≤ n_kv_heads·head_dim.
+        """
+        if head is not None:
+            head = check_index(head, self.n_heads, "head", "(or None for the whole layer)", IndexError)
+            return self.wq[head], self.wk_kv[self.kv_head(head)]
+        n_kv, d, hd = self.wk_kv.shape
+        q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(dim=1)
+        return pack_heads(q_grouped), pack_heads(self.wk_kv)
+
+    def matrix(self, head: int | None = None) -> torch.Tensor:
+        """The d_model × d_model bilinear form W_qk of one head, or of the layer (sum over heads)."""
+        a, b = self.factors(head)
+        return a @ b.T
+
+
+def check_index(value: Any, size: int, name: str, note: str = "", error: type[Exception] = IndexError) -> int:
+    """``value`` as a Python int in [0, size): Python and numpy integers are accepted, bools (an int subclass, so
+    ``True`` would silently mean 1), floats and strings are refused by ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
+        raise error(f"`{name}` must be an int in [0, {size}){' ' + note if note else ''}; got {value!r}.")
+    return int(value)
+
+
+def to_float64_heads(w: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """``w`` (n, d_model, head_dim), any dtype, as float64 on ``device`` in one conversion pass.
+
+    The result is a (n, d_model, head_dim) view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head:
+    the layout of a Linear weight (so the copy is a plain sequential conversion) and the one the batched scoring
+    kernel :func:`qkgeometry.scores.layer_scores` multiplies without another copy.
+    """
+    if device is not None and w.device != device:
+        w = w.to(device)  # move in the stored dtype (fewer bytes), convert on the device
+    out = torch.empty((w.shape[0], w.shape[2], w.shape[1]), dtype=torch.float64, device=w.device)
+    out.copy_(w.transpose(1, 2))
+    return out.transpose(1, 2)
+
+
+# ------------------------------------------------------------------------------------------------ plans
+#: layer i -> (wq, wk_kv) or (wq, wk_kv, bq), shapes as in :class:`QKLayer`, any float dtype
+Splitter = Callable[[int], tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """One attention block kind of a concrete source, as a reader resolved it.
+
+    ``block``: the registry's description (tensor name templates, layout, norms); ``dims``: its sizes;
+    ``split(i)``: layer i's ``(wq, wk_kv)`` or ``(wq, wk_kv, bq)``; ``get(name)``: any tensor of the source by
+    the block's naming (for the input-norm gains), or None when the source has no other tensors (a random twin);
+    ``has(name)``: whether the source holds a tensor (None: unknown).
+    """
+
+    block: AttentionBlock
+    dims: Dims
+    split: Splitter
+    get: TensorGetter | None = None
+    has: Callable[[str], bool] | None = None
+
+    def with_input_norm_folded(self, model_type: str) -> BlockPlan:
+        """This plan with the gains of the normalisation before attention folded in: each layer reads as
+        ``diag(γ_q) W_qk diag(γ_k)`` (:func:`qkgeometry.architectures.fold_input_norm` gives the algebra; the
+        LayerNorm shift joins the query bias). Chapter 4, "Which bilinear form"."""
+        block, get, inner = self.block, self.get, self.split
+        if block.input_norm is None or get is None:
+            raise SourceError(
+                f"`input_norm='folded'` is not available for model type {model_type!r} ({block.component} "
+                "attention): the gain of the normalisation whose output that attention reads is not known for it "
+                "(no such norm, a norm without a gain, or one not registered). Use input_norm='raw' (the default).")
+        has = self.has or (lambda name: False)
+        d = self.dims.d_model
+
+        def gain(name: str) -> torch.Tensor:
+            g = get(name).to(torch.float64).reshape(-1)
+            if g.numel() != d:
+                raise SourceError(f"input-norm gain {name!r} has {g.numel()} entries, expected d_model = {d}; "
+                                  "the checkpoint does not match its architecture.")
+            return block.input_norm_offset + g
+
+        def split(i: int) -> tuple[torch.Tensor, ...]:
+            wq, wk, bq = unpack_split(inner(i))
+            q_name, k_name = input_norm_names(block, i)
+            gq = gain(q_name)
+            gk = gq if k_name == q_name else gain(k_name)
+            shift = norm_shift_name(q_name)
+            beta = get(shift).to(torch.float64).reshape(-1) if shift is not None and has(shift) else None
+            return fold_input_norm(wq, wk, bq, gq, gk, beta)
+
+        return dataclasses.replace(self, split=split)
+
+
+def unpack_split(parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """A splitter's ``(wq, wk_kv)`` or ``(wq, wk_kv, bq)`` as a triple."""
+    return parts[0], parts[1], (parts[2] if len(parts) > 2 else None)
+
+
+@dataclass(frozen=True)
+class SourcePlans:
+    """What a format reader returns: a source resolved into plans, before any layer is read.
+
+    ``revision`` is a content fingerprint (local files) or a commit (the Hub), used as a cache key; ``close``
+    releases the reader's file handles.
+    """
+
+    name: str
+    arch: Architecture
+    plans: list[BlockPlan]
+    source: str
+    revision: str | None
+    close: Callable[[], None] | None = None
+
+
+# ------------------------------------------------------------------------------------------------ models
+class QKModel:
+    """Metadata plus a lazy, layer-by-layer view of a model's Q/K weights. A context manager: ``with
+    qg.load_qk(source) as model:`` closes the files it reads on exit.
+
+    Attributes: ``name``, ``architecture`` (HF model_type), ``family`` (encoder / decoder / encoder-decoder),
+    ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim`` (of the first block kind), ``source`` and
+    ``revision`` (a content fingerprint or Hub commit, used as a cache key), ``qk_norm`` ("folded" / "raw" for
+    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (where layers are placed when
+    read; float64 on every device).
+    """
+
+    def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str, revision: str | None,
+                 on_close: Callable[[], None] | None = None, *, qk_norm: str | None = None,
+                 input_norm: str = "raw", device: torch.device | str | None = None):
+        if not plans:
+            raise SourceError(f"{source!r}: no attention blocks were found; nothing to score.")
+        self.name = name
+        self.architecture = arch.model_type
+        self.family = arch.family
+        self.arch = arch
+        self.source = source
+        self.revision = revision
+        self.plans: tuple[BlockPlan, ...] = tuple(plans)
+        self._on_close = on_close
+        self._closed = False
+        self.qk_norm = qk_norm
+        self.input_norm = input_norm
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        first = plans[0].dims
+        self.n_layers, self.d_model = first.n_layers, first.d_model
+        self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
+
+    @classmethod
+    def from_plans(cls, opened: SourcePlans, *, qk_norm: str | None = None, input_norm: str = "raw",
+                   device: torch.device | str | None = None) -> QKModel:
+        """Build the model that a reader resolved, with every setting fixed here (nothing is changed later)."""
+        plans = list(opened.plans)
+        if input_norm == "folded":
+            try:
+                plans = [p.with_input_norm_folded(opened.arch.model_type) for p in plans]
+            except SourceError:
+                if opened.close is not None:
+                    opened.close()
+                raise
+        has_qk_norm = any(p.block.q_norm is not None for p in plans)
+        return cls(opened.name, opened.arch, plans, opened.source, opened.revision, opened.close,
+                   qk_norm=qk_norm if has_qk_norm else None, input_norm=input_norm, device=device)
+
+    def with_device(self, device: torch.device | str | None) -> QKModel:
+        """The same model (same open files) reading its layers onto ``device``; this one is unchanged."""
+        twin = QKModel(self.name, self.arch, list(self.plans), self.source, self.revision, None,
+                       qk_norm=self.qk_norm, input_norm=self.input_norm, device=device)
+        twin._owner = self  # keeps the files open as long as either is alive
+        return twin
+
+    @property
+    def has_qk_norm(self) -> bool:
+        """True for QK-norm models (Qwen3, Gemma-3, OLMo-2), whose RMSNorm gains can be folded into W_Q / W_K."""
+        return any(p.block.q_norm is not None for p in self.plans)
+
+    @property
+    def components(self) -> list[str]:
+        return [p.block.component for p in self.plans]
+
+    def __len__(self) -> int:
+        return sum(p.dims.n_layers for p in self.plans)
+
+    def __iter__(self) -> Iterator[QKLayer]:
+        return self.iter_layers()
+
+    def iter_layers(self, *, convert: bool = True) -> Iterator[QKLayer]:
+        """The layers one at a time (each read when reached). ``convert=False`` leaves the weights in their stored
+        dtype (bf16, fp16...) on :attr:`device`, not float64: for :func:`qkgeometry.scores.layer_scores`, which
+        converts them itself, a few KV groups at a time, so that a whole float64 copy of the layer never exists."""
+        for plan in self.plans:
+            for i in range(plan.dims.n_layers):
+                yield self._read(plan, i, convert)
+
+    def layer(self, index: int, component: str | None = None) -> QKLayer:
+        """One layer, by index (a Python or numpy integer) and component for encoder-decoder models."""
+        plan = self._plan_for(component)
+        i = check_index(index, plan.dims.n_layers, "index", f"for component {plan.block.component!r}")
+        return self._read(plan, i)
+
+    def dims(self, component: str | None = None) -> Dims:
+        return self._plan_for(component).dims
+
+    def randomized(self, seed: int = 0) -> QKModel:
+        """The random-init twin of this model: same architecture, blocks and shapes, with every Q/K weight drawn
+        i.i.d. N(0, 0.02²), the initialisation of BERT, GPT-2, Llama and Gemma (``initializer_range``); both scores
+        are scale-invariant, so the scale does not matter anyway.
+
+        Deterministic: layer ``i`` of component ``c`` is drawn from a generator seeded by (seed, architecture,
+        d_model, c, i), so a twin can be re-streamed layer by layer without holding anything. The twin never reads
+        this model's weights and holds none of its files: this model can be closed as soon as the twin exists. Its
+        ``source`` is ``random:<source>`` (what :func:`qkgeometry.survey` accepts). Chapter 4 uses it as the null
+        baseline of the survey.
+        """
+        plans = [BlockPlan(p.block, p.dims, _random_splitter(self.architecture, self.d_model, p.block.component,
+                                                             p.dims, seed))
+                 for p in self.plans]
+        return QKModel(f"{self.name} (random init)", self.arch, plans, f"{RANDOM_PREFIX}{self.source}",
+                       f"random-seed{seed}", device=self.device)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Release the files this model reads (idempotent). Reading a layer afterwards is an error."""
+        if not self._closed:
+            self._closed = True
+            if self._on_close is not None:
+                self._on_close()
+
+    def __enter__(self) -> QKModel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"QKModel(name={self.name!r}, architecture={self.architecture!r}, family={self.family!r}, "
+                f"n_layers={self.n_layers}, d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, components={self.components})")
+
+    def _plan_for(self, component: str | None) -> BlockPlan:
+        if component is None:
+            return self.plans[0]
+        for plan in self.plans:
+            if plan.block.component == component:
+                return plan
+        raise ValueError(f"`component` must be one of {self.components}; got {component!r}.")
+
+    def _read(self, plan: BlockPlan, i: int, convert: bool = True) -> QKLayer:
+        if self._closed or getattr(getattr(self, "_owner", None), "_closed", False):
+            raise SourceError(f"the model {self.name!r} is closed (its files were released); open it again with "
+                              "qkgeometry.load_qk to read its layers.")
+        wq, wk, bq = unpack_split(plan.split(i))
+        if not convert:
+            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device),
+                           None if bq is None else bq.to(self.device))
+        return QKLayer(i, plan.block.component, to_float64_heads(wq, self.device), to_float64_heads(wk, self.device),
+                       None if bq is None else bq.to(self.device, torch.float64))
+
+
+def _random_splitter(model_type: str, d_model: int, component: str, dims: Dims, seed: int) -> Splitter:
+    """Layer ``i`` -> i.i.d. N(0, 0.02²) (wq, wk_kv) of ``dims``' shapes, seeded by (seed, model, component, i)."""
+    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        key = zlib.crc32(f"{seed}|{model_type}|{d_model}|{component}|{i}".encode())
+        gen = torch.Generator().manual_seed(key)
+        wq = torch.randn(dims.n_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+        wk = torch.randn(dims.n_kv_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
+        return wq, wk
+
+    return split
