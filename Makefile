@@ -87,7 +87,7 @@ browser-deps:
 # than the column, real alt text and numbered captions, no internal words, no stray output (about 30 s).
 test-browser: test-book browser-deps
 	QKG_REQUIRE_BROWSER=1 QKG_CHROMIUM=$(CHROMIUM) QKG_CHROMEDRIVER=$(CHROMEDRIVER) \
-	  $(BIN)/python -m pytest -q -m browser tests/test_rendered_pages.py
+	  $(BIN)/python -m pytest -q -m browser tests/book/test_rendered_pages.py
 
 test: lint test-unit test-notebooks test-book test-browser
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
 CHROMIUM = Path(os.environ.get("QKG_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("QKG_CHROMEDRIVER", "/usr/bin/chromedriver"))

@@ -15,7 +15,7 @@ import pytest
 
 from qkgeometry import notebooks as runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PAGE = r"""# Tiny
 
@@ -81,12 +81,14 @@ def _html_dirs(tiny_html: Path) -> list[Path]:
     return [tiny_html] + ([built] if (built / "index.html").exists() else [])
 
 
+@pytest.mark.slow
 def test_no_page_loads_network_assets(tiny_html: Path):
     for html in _html_dirs(tiny_html):
         assert list(html.rglob("*.html")), f"no pages in {html}"
         assert runner.external_resources(html) == [], f"{html} loads assets from the network"
 
 
+@pytest.mark.slow
 def test_mathjax_is_local(tiny_html: Path):
     for html in _html_dirs(tiny_html):
         assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file(), f"{html}: MathJax was not copied"
@@ -96,6 +98,7 @@ def test_mathjax_is_local(tiny_html: Path):
     assert "mathjax@3" not in page and "cdn.jsdelivr" not in page
 
 
+@pytest.mark.slow
 def test_directives_rendered(tiny_html: Path):
     page = (tiny_html / "book" / "index.html").read_text()
     assert "Tiny theorem" in page and "proof" in page.lower()
@@ -104,6 +107,7 @@ def test_directives_rendered(tiny_html: Path):
     assert "\\|M\\|^2" in page  # math left for MathJax
 
 
+@pytest.mark.slow
 def test_injected_parameters_are_hidden(tiny_html: Path):
     page = (tiny_html / "notebooks" / "01_tiny.html").read_text()
     assert "QUICK is True" in page  # executed with the injected value
@@ -120,6 +124,7 @@ def test_detector_flags_cdn_and_ignores_plain_links(tmp_path: Path):
     assert [url for _, url in found] == ["https://cdn.example.org/x.js", "//fonts.example.org/f.css"]
 
 
+@pytest.mark.slow
 def test_broken_cross_reference_fails_the_build(tmp_path: Path):
     root = _tiny_project(tmp_path / "proj", page="# Broken\n\nSee {ref}`no-such-label`.\n")
     executed = root / "_build" / "executed" / "quick"
@@ -139,22 +144,26 @@ def test_tab_title_is_plain_text(tmp_path: Path):
     assert "W_qk" in title and "\\(" not in title and "$" not in title
 
 
+@pytest.mark.slow
 def test_mathjax_is_loaded_on_pages_without_math(tiny_html: Path):
     # the sidebar can show chapter titles with math on any page, so every page loads MathJax
     for page in ("search.html", "genindex.html", "notebooks/01_tiny.html"):
         assert "_static/mathjax/tex-chtml.js" in (tiny_html / page).read_text(), page
 
 
+@pytest.mark.slow
 def test_proof_index_lists_titles_not_labels(tiny_html: Path):
     index = (tiny_html / "prf-prf.html").read_text()
     assert "Tiny theorem" in index and "Theorem" in index
 
 
+@pytest.mark.slow
 def test_bibliography_labels_are_author_year(tiny_html: Path):
     page = (tiny_html / "book" / "index.html").read_text()
     assert "Saponati et al. 2025" in page
 
 
+@pytest.mark.slow
 def test_code_wraps_instead_of_scrolling(tiny_html: Path):
     css = (tiny_html / "_static" / "qkgeometry.css").read_text()
     assert "pre-wrap" in css

