@@ -21,11 +21,11 @@ from qkgeometry.training.cli import (
     configure_train_parser,
     flag,
     objective_config_from_args,
-    objectives_command,
     objectives_main,
 )
 from qkgeometry.training.cli import main as train_main
 from qkgeometry.training.config import ObjectiveConfig, TrainConfig
+from qkgeometry.training.objective_runs import objectives_command
 
 RECORDED = Path(__file__).resolve().parents[2] / "results" / "ch3-objectives"
 

@@ -41,8 +41,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO")
 
 __all__ = ["GRID_FIELDS", "add_objectives_parser", "add_train_parser", "check_out_folders",
            "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag", "main",
-           "objective_config_from_args",
-           "objectives_command", "objectives_main", "run_objectives", "run_train"]
+           "objective_config_from_args", "objectives_main", "run_objectives", "run_train"]
 
 
 #: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.config.TrainConfig` field.
@@ -67,14 +66,15 @@ _OBJECTIVE_RUN_DEFAULTS = {"seeds": [0, 1, 2, 3, 4], "vocab_size": 8000, "gradie
 
 
 def flag(name: str) -> str:
-    """The command-line option of a config field: ``batch_size`` -> ``--batch-size`` (an
-    :class:`~qkgeometry.training.config.ObjectiveConfig` field may name its own, e.g. ``n_layers`` ->
-    ``--layers``)."""
+    """The command-line option of a :class:`~qkgeometry.training.config.TrainConfig` field (``batch_size`` ->
+    ``--batch-size``); :func:`~qkgeometry.training.config.option_flag` gives any config field's."""
     return "--" + name.replace("_", "-")
 
 
 def _field_flag(f: dataclasses.Field) -> str:
-    return f.metadata.get("flag", flag(f.name))
+    from .config import option_flag
+
+    return option_flag(f)
 
 
 def _add_config_options(p: argparse.ArgumentParser, config_cls: type, groups: dict[str, tuple[str, ...]],
@@ -280,17 +280,6 @@ def objective_config_from_args(args: argparse.Namespace):
         for f in fields:
             message = message.replace(f"`{f.name}`", _field_flag(f))
         raise ValueError(message) from None
-
-
-def objectives_command(cfg, seeds: Sequence[int], objectives: Sequence[str], vocab_size: int,
-                       gradient_batches: int, threads: int) -> str:
-    """The ``qkgeometry train-objectives`` command that reproduces a recording (every option spelled out)."""
-    parts = ["qkgeometry train-objectives", "--seeds", *map(str, seeds), "--objectives", *objectives]
-    parts += [f"--vocab-size {vocab_size}", f"--gradient-batches {gradient_batches}"]
-    for f in dataclasses.fields(cfg):
-        parts.append(f"{_field_flag(f)} {getattr(cfg, f.name):g}" if isinstance(getattr(cfg, f.name), float)
-                     else f"{_field_flag(f)} {getattr(cfg, f.name)}")
-    return " ".join([*parts, f"--threads {threads}", "--out <folder>"])
 
 
 def add_objectives_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 __all__ = ["ARCHES", "ARCH_OBJECTIVE", "CORPORA", "INITS", "INIT_NOTES", "MAX_VOCAB_SIZE", "OBJECTIVES",
-           "SCHEDULES", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig"]
+           "SCHEDULES", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig", "option_flag"]
 
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
@@ -41,6 +41,12 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SCHEDULES = ("linear", "constant")
 #: The largest vocabulary a run may ask for: the WordPiece trainer and the embedding table must fit in memory.
 MAX_VOCAB_SIZE = 1_000_000
+
+
+def option_flag(f: dataclasses.Field) -> str:
+    """The command-line option of a config field: its ``flag`` metadata, else the field's name with dashes
+    (``batch_size`` -> ``--batch-size``)."""
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
 
 
 def _option(default, text: str, **argparse_kw):

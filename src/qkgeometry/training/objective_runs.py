@@ -12,6 +12,7 @@ back. Chapter 3, "A fair test".
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from ..scores import directionality_score, symmetry_score
-from .config import OBJECTIVES, ObjectiveConfig
+from .config import OBJECTIVES, ObjectiveConfig, option_flag
 from .data import TokenData, train_block
 from .objective_batches import (
     ObjectiveBatch,
@@ -40,8 +41,8 @@ from .objective_model import ObjectiveTransformer
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["compare_objectives", "gradient_medians", "median_null_band", "read_recorded", "record_runs",
-           "run_medians", "score_rows", "train_with_objective"]
+__all__ = ["compare_objectives", "gradient_medians", "median_null_band", "objectives_command", "read_recorded",
+           "record_runs", "run_medians", "score_rows", "train_with_objective"]
 
 def score_rows(model: ObjectiveTransformer) -> list[dict]:
     """Scores of every head's ``W_Q^h W_K^hᵀ`` and of each layer's ``Σ_h W_Q^h W_K^hᵀ``.
@@ -199,7 +200,6 @@ def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level:
 def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objectives: Sequence[str],
                 vocab_size: int, gradient_batches: int) -> dict:
     from .._version import __version__
-    from .cli import objectives_command
     from .loop import git_output
 
     dirty = git_output("status", "--porcelain", "--", "src")
@@ -217,6 +217,16 @@ def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objecti
                                       torch.get_num_threads()),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+def objectives_command(cfg: ObjectiveConfig, seeds: Sequence[int], objectives: Sequence[str], vocab_size: int,
+                       gradient_batches: int, threads: int) -> str:
+    """The ``qkgeometry train-objectives`` command that reproduces a recording (every option spelled out)."""
+    parts = ["qkgeometry train-objectives", "--seeds", *map(str, seeds), "--objectives", *objectives]
+    parts += [f"--vocab-size {vocab_size}", f"--gradient-batches {gradient_batches}"]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        parts.append(f"{option_flag(f)} {value:g}" if isinstance(value, float) else f"{option_flag(f)} {value}")
+    return " ".join([*parts, f"--threads {threads}", "--out <folder>"])
 
 
 def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[int],
