@@ -207,9 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_architectures(sub)
     _add_survey(sub)
     _add_plot(sub)
-    from .training.cli import add_train_parser  # chapter 5: `qkgeometry train`
+    from .training.cli import add_objectives_parser, add_train_parser  # chapters 5 and 3
 
     add_train_parser(sub)
+    add_objectives_parser(sub)
     return parser
 
 

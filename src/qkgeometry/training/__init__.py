@@ -1,10 +1,14 @@
-"""Training small Transformers with default, symmetric, skew or shared-QK attention. Chapter 5.
+"""Training small Transformers: the initialisation experiments (chapter 5) and the objectives comparison (chapter 3).
 
+* :mod:`.config`: the runs' configurations (:class:`TrainConfig`, :class:`~.config.ObjectiveConfig`), torch-free.
 * :mod:`.data`: corpora (Wikipedia leads, State of the Union), cached WordPiece tokenizer, seeded batches.
 * :mod:`.models`: BERT encoder (MLM) / causal decoder, the initialisations, per-layer Q/K scores.
 * :mod:`.loop`: a seeded, resumable, CSV-logging training loop (and round-robin grids).
 * :mod:`.metrics`: speed-up (with "not reached"), steps to a threshold, paired differences over seeds (intervals
   and verdicts from :mod:`qkgeometry.stats`).
+* :mod:`.objectives`: chapter 3's names in one place, from :mod:`.objective_model`, :mod:`.objective_batches`,
+  :mod:`.objective_gradients` and :mod:`.objective_runs`.
+* :mod:`.cli`: ``qkgeometry train`` and ``qkgeometry train-objectives``.
 
 Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, accelerate) and torch.
 """

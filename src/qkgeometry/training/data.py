@@ -32,6 +32,7 @@ __all__ = [
     "Batch",
     "TokenData",
     "cache_dir",
+    "encode_stream",
     "load_corpus",
     "mlm_mask",
     "prepare_data",
@@ -137,7 +138,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = 8000, path: str | os.Pat
     return tok
 
 
-def _encode_stream(tok, texts: list[str]) -> np.ndarray:
+def encode_stream(tok, texts: list[str]) -> np.ndarray:
     """All documents as one int32 token stream, each document followed by [SEP]."""
     pieces = []
     for enc in tok.encode_batch(texts, add_special_tokens=False):
@@ -185,7 +186,7 @@ def prepare_data(corpus: str = "wikipedia", vocab_size: int = 8000, cache: str |
         if f.is_file():
             arrays[part] = np.load(f, allow_pickle=False)
         else:
-            arrays[part] = _encode_stream(tok, texts)
+            arrays[part] = encode_stream(tok, texts)
             tmp = folder / f"{key}-{part}.tmp.npy"
             np.save(tmp, arrays[part], allow_pickle=False)
             tmp.replace(f)

@@ -34,12 +34,12 @@ import torch
 from torch import nn
 
 from ..scores import scores_factored
-from .config import ARCHES, INITS, OBJECTIVES
+from .config import ARCH_OBJECTIVE, ARCHES, INITS
 
 __all__ = [
     "ARCHES",
+    "ARCH_OBJECTIVE",
     "INITS",
-    "OBJECTIVES",
     "LanguageModelLoss",
     "ModelSpec",
     "apply_init",

@@ -148,8 +148,7 @@ def test_bad_inputs_have_clear_messages():
         ob.ObjectiveTransformer(3, _cfg())
     with pytest.raises(ValueError, match="position embeddings"):
         _model(_cfg()).hidden(torch.zeros(1, 11, dtype=torch.long), causal=True)
-    with pytest.raises(SystemExit):
-        ob.main(["--out", "x", "--layers", "0"])
+    assert ob.main(["--out", "x", "--layers", "0"]) == 2  # the command line alias: one line, exit status 2
 
 
 def test_summaries_and_null_band():
@@ -190,7 +189,21 @@ def test_record_runs_writes_readable_logs(tmp_path, monkeypatch):
         ob.read_recorded(tmp_path)
 
 
-RECORDED = Path(__file__).resolve().parents[1] / "results" / "ch3-objectives"
+def test_read_recorded_names_the_folder_in_its_advice(tmp_path):
+    with pytest.raises(FileNotFoundError) as err:
+        ob.read_recorded(tmp_path / "missing")
+    assert f"--out {tmp_path / 'missing'}`" in str(err.value) and "{folder}" not in str(err.value)
+
+
+def test_every_name_chapter_3_uses_is_exported():
+    names = ["OBJECTIVES", "run_medians", "median_null_band", "make_objective_batch", "gradient_medians",
+             "attention_gradients", "ObjectiveConfig", "unigram_probs", "read_recorded", "compare_objectives",
+             "ObjectiveTransformer"]
+    assert set(names) <= set(ob.__all__) and all(hasattr(ob, n) for n in names)
+    assert ob.OBJECTIVES == ("causal", "mlm", "rtd")
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "results" / "ch3-objectives"
 
 
 @pytest.mark.skipif(not (RECORDED / "provenance.json").is_file(), reason="no recorded chapter-3 runs")

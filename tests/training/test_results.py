@@ -14,7 +14,7 @@ import pytest
 
 from qkgeometry.training.loop import TrainConfig
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 RUNS = sorted(p.parent for p in RESULTS.glob("*/*/log.csv"))
 
 
