@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,9 +222,10 @@ def _layer_numbers(name: str, template: str) -> list[int]:
     return []
 
 
-def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any], Callable[[int], tuple[Any, Any]]]]:
-    """The attention blocks of a CTranslate2 Whisper model: ``(AttentionBlock, Dims, get, split)`` for the components
-    ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring), where ``split(i)`` returns layer i's
+def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
+    """The attention blocks of a CTranslate2 Whisper model: one :class:`~qkgeometry.model.BlockPlan` for each of
+    the components ``encoder``, ``decoder`` and ``cross`` (layouts in the module docstring), where ``split(i)`` gives
+    layer i's
     ``(wq, wk, bq)``: the weights of shapes (n_heads, d_model, head_dim) and the query bias (n_heads, head_dim), or
     None when the file has no bias. :func:`qkgeometry.load_qk` builds the model from them.
 
@@ -239,6 +239,9 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
     if index.spec != "WhisperSpec":
         raise CT2FormatError(f"{where!r} is a CTranslate2 {index.spec!r} model; only WhisperSpec (Whisper) is "
                              "supported. Load the original model from a safetensors folder instead.")
+
+    def has(name: str) -> bool:
+        return index.aliases.get(name, name) in index.variables
 
     def get(var: str) -> torch.Tensor:
         try:
@@ -285,7 +288,7 @@ def whisper_blocks(index: CT2Index) -> list[tuple[Any, Any, Callable[[str], Any]
                 return (*split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i)),
                         query_bias(template.format(i=i), dims))
             block = AttentionBlock(component, template, None, "fused_blocked", input_norm=norms[component][0])
-        blocks.append((block, dims, get, split))
+        blocks.append(BlockPlan(block, dims, split, get, has))
     return blocks
 
 
@@ -293,10 +296,5 @@ def open_ctranslate2(path: Path, name: str | None, qk_norm: QKNorm = "folded") -
     """The plans of a CTranslate2 Whisper ``model.bin``: components encoder, decoder, cross (``qk_norm`` has no
     effect: Whisper has no QK-norm)."""
     index = CT2Index(path)
-    blocks = whisper_blocks(index)
-
-    def has(name: str) -> bool:
-        return index.aliases.get(name, name) in index.variables
-
-    plans = [BlockPlan(block, dims, split, get, has) for block, dims, get, split in blocks]
-    return SourcePlans(name or path.parent.name, get_architecture("whisper"), plans, str(path), fingerprint([path]))
+    return SourcePlans(name or path.parent.name, get_architecture("whisper"), whisper_blocks(index), str(path),
+                       fingerprint([path]))

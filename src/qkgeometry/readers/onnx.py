@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..architectures import Architecture, QKNorm
 from ..errors import SourceError
-from ..model import BlockPlan, SourcePlans
+from ..model import SourcePlans
 from .files import check_regular_file, fingerprint, os_error, path_exists
 
 __all__ = ["open_onnx", "single_onnx", "sniff"]
@@ -47,8 +47,8 @@ def open_onnx(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> Sourc
         raise SourceError(f"reading {str(path)!r} needs the `onnx` package ({e}); `pip install onnx`.") from e
     check_regular_file(path, "`source`")
     family, blocks, graph = onnx_blocks(path)
-    arch = Architecture("onnx", family, tuple(b[0] for b in blocks),
+    arch = Architecture("onnx", family, tuple(p.block for p in blocks),
                         notes="An ONNX graph: Q/K projections found from the graph structure.")
-    plans = [BlockPlan(block, dims, split, get) for block, dims, get, split in blocks]
+    plans = blocks
     files = [path, *(p for p in external_files(graph) if p.is_file())]
     return SourcePlans(name or path.stem, arch, plans, str(path), fingerprint(files))

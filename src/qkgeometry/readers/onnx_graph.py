@@ -34,7 +34,7 @@ their state and messages; the reader on top of it, :mod:`qkgeometry.readers.onnx
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ONNXGraphError
+from ..model import BlockPlan
 
 __all__ = ["MAX_WALK", "AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files",
            "find_attention", "onnx_blocks"]
@@ -661,9 +662,9 @@ def _heads(g: OnnxGraph, p: Projection, n: int, hd: int) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(d, n, hd).transpose(1, 0, 2))
 
 
-def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[tuple[Any, Any, Callable, Callable]], OnnxGraph]:
-    """Family and attention blocks of the ONNX model at ``path``: ``(family, [(AttentionBlock, Dims, get, split)],
-    graph)`` with one block per component (``self``, and ``cross`` when some attention's K projects another tensor
+def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[BlockPlan], OnnxGraph]:
+    """Family and attention blocks of the ONNX model at ``path``: ``(family, [BlockPlan], graph)`` with one
+    :class:`~qkgeometry.model.BlockPlan` per component (``self``, and ``cross`` when some attention's K projects another tensor
     than its Q), where ``split(i)`` returns layer i's ``(wq, wk)`` as tensors (n_heads, d_model, head_dim) and
     (n_kv_heads, d_model, head_dim) in the stored precision. :func:`qkgeometry.load_qk` builds the model from them.
 
@@ -709,5 +710,5 @@ def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[tuple[Any, Any, Call
             return torch.from_numpy(np.array(g.value(name)))
 
         block = AttentionBlock(component, "attention {i}: query projection", "attention {i}: key projection")
-        blocks.append((block, dims, get, split))
+        blocks.append(BlockPlan(block, dims, split, get))
     return ("decoder" if causal else "encoder"), blocks, g
