@@ -402,9 +402,6 @@ def test_read_path_converts_once_into_the_kernel_layout(tmp_path):
     assert layer.wq.shape == (8, 64, 8) and layer.wk_kv.shape == (2, 64, 8)
     # W_Qᵀ per head is contiguous: the kernel multiplies it without another copy
     assert layer.wq.mT.is_contiguous() and layer.wk_kv.mT.is_contiguous()
-    from qkgeometry.scores import _transposed_float64
-
-    assert _transposed_float64(layer.wq, "wq", None).data_ptr() == layer.wq.data_ptr()
     q = tensors["model.layers.1.self_attn.q_proj.weight"].double()  # (heads·hd, d) = [W_Q^0ᵀ; W_Q^1ᵀ; ...]
     torch.testing.assert_close(layer.wq[3], q[24:32].T, atol=0, rtol=0)
 
@@ -482,3 +479,38 @@ def test_layer_scores_chunked_equals_one_chunk(monkeypatch, chunk_bytes):
     np.testing.assert_allclose(parts.heads.symmetry, sym, atol=1e-10, rtol=0)
     np.testing.assert_allclose(parts.heads.directionality, dirn, atol=1e-10, rtol=0)
     np.testing.assert_allclose(parts.layer.symmetry, layer_sym, atol=1e-10, rtol=0)
+
+
+def test_layer_scores_rescales_subnormal_weights_instead_of_overflowing():
+    """Weights near 2⁻¹⁰³⁰ need a factor 2¹⁰²⁷, which overflows float64 on its own: it is applied in two steps."""
+    gen = torch.Generator().manual_seed(3)
+    wq = torch.randn(4, 16, 4, generator=gen, dtype=torch.float64)
+    wk = torch.randn(2, 16, 4, generator=gen, dtype=torch.float64)
+    ref, tiny = qg.layer_scores(wq, wk), qg.layer_scores(wq * 2.0 ** -1030, wk)
+    np.testing.assert_allclose(tiny.heads.symmetry, ref.heads.symmetry, atol=1e-9, rtol=0)
+    assert tiny.layer.symmetry == pytest.approx(ref.layer.symmetry, abs=1e-9)
+    assert qg.symmetry_score_factored(wq[0] * 2.0 ** -1030, wk[0]) == pytest.approx(ref.heads.symmetry[0], abs=1e-9)
+
+
+def test_dense_and_factored_scores_take_tensors_that_require_grad_or_are_not_contiguous():
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randn(3, 5, 12, generator=gen, dtype=torch.float64).mT.requires_grad_(False)
+    b = torch.randn(3, 12, 5, generator=gen, dtype=torch.float64).requires_grad_(True)
+    m = (a @ b.mT).detach().mT  # non-contiguous view
+    assert not a.is_contiguous() and not m.is_contiguous()
+    dense = qg.symmetry_score(m.detach().numpy())
+    np.testing.assert_allclose(qg.symmetry_score(m.requires_grad_(True)), dense, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(qg.symmetry_score_factored(b, a), dense, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(qg.directionality_score_factored(b, a), qg.directionality_score(m), atol=1e-12,
+                               rtol=0)
+
+
+def test_directionality_from_norms_keeps_the_array_kind():
+    rng = np.random.default_rng(5)
+    rows, cols = rng.random((4, 12)) ** 4, rng.random((4, 12)) ** 4
+    ref = directionality_from_norms(rows, cols)
+    assert isinstance(ref, np.ndarray) and ref.shape == (4,)
+    out = directionality_from_norms(torch.from_numpy(rows), torch.from_numpy(cols))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
+    np.testing.assert_allclose(out.numpy(), ref, atol=1e-15, rtol=0)
+    np.testing.assert_allclose(directionality_from_norms(rows.tolist(), cols.tolist()), ref, atol=0, rtol=0)

@@ -1,4 +1,4 @@
-"""Input checks shared by the decomposition and the scores.
+"""Input checks and the exact rescaling shared by the decomposition, the scores and the analyses.
 
 Every check raises with a message that names the argument, says what was wrong and says what to do.
 Inputs are never modified: conversion always produces a new float64 array.
@@ -9,21 +9,27 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace
 
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | nested sequences of real numbers
 
 
-def to_float64(x: ArrayLike, name: str) -> np.ndarray:
-    """Return ``x`` as a new float64 numpy array after checking its dtype and values.
+def is_torch_tensor(x: Any) -> bool:
+    """True for a ``torch.Tensor`` (checked without importing torch)."""
+    mod = type(x).__module__
+    return mod.startswith("torch") and hasattr(x, "detach")
 
-    Accepts numpy arrays, torch tensors (any floating dtype, including bf16/fp16, any device) and nested
-    sequences of floats. Integer, bool and complex inputs are refused: the scores are defined for real
-    matrices, and an integer matrix is almost always a mistake (e.g. a token-id tensor).
+
+def check_real_floating(x: Any, name: str) -> None:
+    """Refuse integer, bool, complex and object inputs (numpy arrays or torch tensors) with a message naming ``name``.
+
+    The scores are defined for real matrices, and an integer matrix is almost always a mistake (e.g. a token-id
+    tensor). Meta-device tensors (shapes without values) are refused too.
     """
-    if _is_torch_tensor(x):
+    if is_torch_tensor(x):
         import torch
 
-        if x.dtype == torch.bool or not (x.is_floating_point()):
+        if x.dtype == torch.bool or not x.is_floating_point():
             kind = "complex" if x.is_complex() else ("bool" if x.dtype == torch.bool else "integer")
             raise TypeError(
                 f"`{name}` has {kind} dtype {x.dtype}; the scores need a real floating-point matrix. "
@@ -32,50 +38,86 @@ def to_float64(x: ArrayLike, name: str) -> np.ndarray:
         if x.device.type == "meta":
             raise ValueError(f"`{name}` is a meta-device tensor (a shape without values, e.g. from "
                              "init_empty_weights or device_map); load the real weights first.")
+        return
+    if x.dtype == object:
+        raise TypeError(f"`{name}` could not be read as a numeric array (got dtype=object); pass a "
+                        "numpy array or torch tensor of floats.")
+    if x.dtype.kind != "f":
+        kind = {"i": "integer", "u": "unsigned integer", "b": "bool", "c": "complex"}.get(
+            x.dtype.kind, f"non-float ({x.dtype})")
+        raise TypeError(
+            f"`{name}` has {kind} dtype {x.dtype}; the scores need a real floating-point matrix. "
+            f"Convert it first, e.g. `{name}.astype(float)`."
+        )
+
+
+def check_finite(x: Any, name: str) -> None:
+    """Refuse NaN and Inf entries of ``x`` (a numpy array or a torch tensor on any device)."""
+    xp = array_namespace(x)
+    bad = ~xp.isfinite(x)
+    if bool(xp.any(bad)):
+        raise ValueError(
+            f"`{name}` contains {int(xp.sum(xp.astype(bad, xp.int64)))} NaN or Inf entries; the scores are "
+            "undefined. Check the weights (a diverged run or a failed dequantisation) or drop the affected heads."
+        )
+
+
+def to_float64(x: ArrayLike, name: str) -> np.ndarray:
+    """Return ``x`` as a new float64 numpy array on the CPU after checking its dtype and values.
+
+    Accepts numpy arrays, torch tensors (any floating dtype, including bf16/fp16, any device, with or without
+    ``requires_grad``) and nested sequences of floats; refuses what :func:`check_real_floating` refuses and
+    non-finite entries.
+    """
+    if is_torch_tensor(x):
+        import torch
+
+        check_real_floating(x, name)
         arr = x.detach().to(device="cpu", dtype=torch.float64).numpy()
     else:
         arr = np.asarray(x)
-        if arr.dtype == object:
-            raise TypeError(f"`{name}` could not be read as a numeric array (got dtype=object); pass a "
-                            "numpy array or torch tensor of floats.")
-        if arr.dtype.kind != "f":
-            kind = {"i": "integer", "u": "unsigned integer", "b": "bool", "c": "complex"}.get(
-                arr.dtype.kind, f"non-float ({arr.dtype})")
-            raise TypeError(
-                f"`{name}` has {kind} dtype {arr.dtype}; the scores need a real floating-point matrix. "
-                f"Convert it first, e.g. `{name}.astype(float)`."
-            )
+        check_real_floating(arr, name)
         arr = arr.astype(np.float64, copy=True)
-    if not np.isfinite(arr).all():
-        n_bad = int((~np.isfinite(arr)).sum())
-        raise ValueError(
-            f"`{name}` contains {n_bad} NaN or Inf entries; the scores are undefined. Check the weights "
-            "(a diverged run or a failed dequantisation) or drop the affected heads."
-        )
+    check_finite(arr, name)
     return arr
 
 
 #: Entries whose largest magnitude lies outside [2**-64, 2**64] are rescaled before the scores square them.
-_SAFE_EXPONENT = 64
+SAFE_EXPONENT = 64
 
 
-def rescale_extremes(arr: np.ndarray, axes: tuple[int, int] = (-2, -1)) -> np.ndarray:
-    """``arr`` with each matrix (over ``axes``) multiplied by a power of two when its entries are huge or tiny.
+def rescale_extremes(x: Any, axes: tuple[int, ...] | None = (-2, -1)) -> Any:
+    """``x`` with each matrix (over ``axes``; ``None``: the whole array) multiplied by a power of two when its
+    entries are huge or tiny. ``x``: a numpy array or a torch tensor (any floating dtype, any device).
 
     Both scores are invariant to multiplying M by a positive number (and a factored ``M = A Bᵀ`` to scaling A and
     B separately), but their formulas square entries, and the factored ones multiply four of them: entries near
     1e155 overflow to inf (the score becomes NaN) and entries near 1e-160 underflow to 0 (the matrix looks
-    all-zero). Matrices whose largest magnitude is outside [2⁻⁶⁴, 2⁶⁴] are scaled so that it is about 1; a power
-    of two is exact in floating point, and matrices already in range are returned untouched (same object).
+    all-zero). Matrices whose largest magnitude is outside [2⁻⁶⁴, 2⁶⁴] are scaled so that it is about 1 (and come
+    back in float64); a power of two is exact in floating point, and when every matrix is already in range (or
+    holds NaN/Inf, left for the finiteness check to name) ``x`` itself is returned (same object).
     """
-    if arr.size == 0:
-        return arr
-    peak = np.maximum(arr.max(axis=axes, keepdims=True), -arr.min(axis=axes, keepdims=True))
-    exponent = np.frexp(peak)[1]  # peak = m · 2**exponent with 0.5 <= m < 1 (exponent 0 for an all-zero matrix)
-    if np.all(np.abs(exponent) <= _SAFE_EXPONENT):
-        return arr
-    shift = np.where(peak > 0, -exponent, 0)
-    return np.ldexp(arr, shift)
+    xp = array_namespace(x)
+    if (x.numel() if is_torch_tensor(x) else x.size) == 0:
+        return x
+    peak = xp.astype(xp.maximum(xp.max(x, axis=axes, keepdims=True), -xp.min(x, axis=axes, keepdims=True)),
+                     xp.float64)
+    exponent = _frexp_exponent(peak)  # peak = m · 2**exponent with 0.5 <= m < 1 (0 for zero, NaN or Inf)
+    shift = xp.where(xp.isfinite(peak) & (peak > 0), -exponent, xp.zeros_like(exponent))
+    if not bool(xp.any(xp.abs(shift) > SAFE_EXPONENT)):
+        return x
+    half = shift // 2  # two steps: 2**shift alone can overflow (shift up to 1074) although x · 2**shift does not
+    x64 = xp.astype(x, xp.float64)
+    return (x64 * 2.0 ** xp.astype(half, xp.float64)) * 2.0 ** xp.astype(shift - half, xp.float64)
+
+
+def _frexp_exponent(x: Any) -> Any:
+    """The binary exponent e of ``x = m · 2**e`` (0.5 <= |m| < 1), as an int64 array of the same kind."""
+    if is_torch_tensor(x):
+        import torch
+
+        return torch.frexp(x).exponent.to(torch.int64)
+    return np.frexp(x)[1].astype(np.int64)
 
 
 def check_num_std(num_std: Any) -> float:
@@ -140,8 +182,3 @@ def check_nonzero(sq_norm: np.ndarray, name: str) -> None:
             f"`{name}` is an all-zero matrix{where}: ||M||_F = 0, so the symmetry score is undefined. "
             "Check that the weights were loaded (a zero matrix often means a missing tensor), or drop it."
         )
-
-
-def _is_torch_tensor(x: Any) -> bool:
-    mod = type(x).__module__
-    return mod.startswith("torch") and hasattr(x, "detach")

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .iterate import host_float64, iter_layers
 from .loading import QKLayer, QKModel
 
 __all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
@@ -38,9 +39,9 @@ ANATOMY_COLUMNS = ["model", "source", "family", "modality", "init", "component",
 
 def _head_factors(layer: QKLayer) -> tuple[torch.Tensor, torch.Tensor]:
     """``(A, B)`` of shapes (n_heads, d, r): ``A[h] = W_Q^h`` and ``B[h] = W_K^{g(h)}`` (KV heads repeated), float64."""
-    a = layer.wq.to(torch.float64)
+    a = layer.wq.detach().to(torch.float64)
     kv = torch.arange(layer.n_heads, device=layer.wk_kv.device) // layer.group_size  # g(h): repeat, not tile
-    return a, layer.wk_kv.to(torch.float64)[kv]
+    return a, layer.wk_kv.detach().to(torch.float64)[kv]
 
 
 def head_pair_traces(layer: QKLayer) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +57,7 @@ def head_pair_traces(layer: QKLayer) -> tuple[np.ndarray, np.ndarray]:
     gram_a = torch.einsum("hdr,gds->hgrs", a, a)  # A_hᵀ A_g
     gram_b = torch.einsum("hdr,gds->hgrs", b, b)  # B_hᵀ B_g
     frob = torch.einsum("hgrs,ghsr->hg", gram_a, gram_b)  # tr((A_hᵀ A_g)(B_gᵀ B_h))
-    return trace.cpu().numpy(), frob.cpu().numpy()
+    return host_float64(trace), host_float64(frob)
 
 
 def head_share(layer: QKLayer) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def _key_bias_vectors(layer: QKLayer) -> torch.Tensor | None:
     if layer.bq is None:
         return None
     _, b = _head_factors(layer)
-    bq = layer.bq.to(torch.float64).reshape(layer.n_heads, -1)
+    bq = layer.bq.detach().to(torch.float64).reshape(layer.n_heads, -1)
     return torch.einsum("hdr,hr->hd", b, bq)
 
 
@@ -122,7 +123,7 @@ def key_bias_ratio_per_head(layer: QKLayer) -> np.ndarray:
     if v is None:
         return np.full(layer.n_heads, np.nan)
     _, frob = head_pair_traces(layer)
-    return torch.linalg.vector_norm(v, dim=1).cpu().numpy() / np.sqrt(np.diag(frob))
+    return host_float64(torch.linalg.vector_norm(v, dim=1)) / np.sqrt(np.diag(frob))
 
 
 def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm: str = "raw") -> pd.DataFrame:
@@ -151,7 +152,7 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
         with open_source(source, input_norm=input_norm) as model:
             name = meta.name if meta else model.name
             init = meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX) else "pretrained")
-            for layer in tqdm(model, total=len(model), desc=name, unit="layer", leave=False, disable=not progress):
+            for layer in tqdm(iter_layers(model), total=len(model), desc=name, unit="layer", leave=False, disable=not progress):
                 share = head_share(layer)
                 rows.append({"model": name, "source": str(source if not isinstance(source, QKModel)
                                                               else source.source),

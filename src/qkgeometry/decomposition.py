@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import ArrayLike, _is_torch_tensor, check_square, to_float64
+from ._validation import ArrayLike, check_square, is_torch_tensor, to_float64
 
 
 def decompose(M: ArrayLike) -> tuple:
@@ -27,7 +27,7 @@ def decompose(M: ArrayLike) -> tuple:
     check_square(arr, "M")
     Mt = np.swapaxes(arr, -1, -2)
     Ms, Mn = (arr + Mt) / 2.0, (arr - Mt) / 2.0
-    if _is_torch_tensor(M):
+    if is_torch_tensor(M):
         import torch
 
         return torch.from_numpy(Ms), torch.from_numpy(Mn)

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from ._validation import ArrayLike, check_factors, check_square, to_float64
+from .iterate import iter_factors, opened
 from .scores import scores_factored
 
 __all__ = [
@@ -226,22 +227,15 @@ def rotation_z_scores(model, per: str = "layer") -> pd.DataFrame:
     ``model`` is a :class:`qkgeometry.QKModel` (or anything :func:`qkgeometry.load_qk` accepts). Columns:
     ``model, family, component, layer, head, d_model, rank, symmetry, null_mean, null_sd, rho, z``. Chapter 6.
     """
-    from .loading import QKModel, load_qk
-
-    if per not in ("layer", "head", "both"):
-        raise ValueError(f"`per` must be 'layer', 'head' or 'both'; got {per!r}.")
-    qk = model if isinstance(model, QKModel) else load_qk(model)
     rows = []
-    for layer in qk:
-        heads = ([None] if per != "head" else []) + (list(range(layer.n_heads)) if per != "layer" else [])
-        for head in heads:
-            a, b = (t.numpy() for t in layer.factors(head))
-            s = scores_factored(a, b)
-            null = rotation_null_moments_factored(a, b)
+    with opened(model) as qk:
+        for f in iter_factors(qk, per):
+            s = scores_factored(f.a, f.b)
+            null = rotation_null_moments_factored(f.a, f.b)
             sd = math.sqrt(null.variance)
-            rows.append({"model": qk.name, "family": qk.family, "component": layer.component,
-                         "layer": layer.index, "head": pd.NA if head is None else head, "d_model": a.shape[0],
-                         "rank": a.shape[1], "symmetry": float(s.symmetry), "null_mean": null.mean,
+            rows.append({"model": qk.name, "family": qk.family, "component": f.component, "layer": f.layer,
+                         "head": pd.NA if f.head is None else f.head, "d_model": f.a.shape[0],
+                         "rank": f.a.shape[1], "symmetry": float(s.symmetry), "null_mean": null.mean,
                          "null_sd": sd, "rho": null.rho, "z": (float(s.symmetry) - null.mean) / sd})
     frame = pd.DataFrame(rows)
     frame["head"] = frame["head"].astype("Int64")

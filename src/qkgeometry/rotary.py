@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ._validation import ArrayLike, to_float64
+from .iterate import Factors, iter_factors, opened
 from .nulls import rotation_null_variance
 from .scores import directionality_from_norms
 
@@ -48,6 +50,7 @@ __all__ = [
     "offset_factors",
     "offset_form",
     "offset_scores",
+    "offset_traces",
     "offset_z_scores",
     "rope_frequencies",
     "rope_spec",
@@ -295,13 +298,17 @@ def _trig_eval(coef: list[np.ndarray], cos: np.ndarray, sin: np.ndarray) -> np.n
     return np.sum((cos @ t_ii + sin @ t_ji) * cos + (cos @ t_ij + sin @ t_jj) * sin, axis=-1)
 
 
-def _offset_traces(q: np.ndarray, k: np.ndarray, spec: RopeSpec, deltas: np.ndarray, chunk: int = 4096):
-    """``tr(M(Δ)²)``, ``‖M(Δ)‖²`` and ``tr(M(Δ) M(−Δ))`` for every Δ. q, k: (d, m·head_dim).
+def offset_traces(q: ArrayLike, k: ArrayLike, spec: RopeSpec, deltas, chunk: int = 4096) -> dict[str, np.ndarray]:
+    """``tr(M(Δ)²)``, ``‖M(Δ)‖²`` and ``tr(M(Δ) M(−Δ))`` for every offset in ``deltas`` (n,), as a dict of (n,)
+    float64 arrays with keys ``"cross"``, ``"total"`` and ``"mirror"``. ``q``, ``k``: (d, m·head_dim) float64 numpy
+    arrays, the factors of one head (m = 1) or of a layer's grouped form. Chapter 6.
 
     Each is a quadratic form in (cos Δθ_k, sin Δθ_k): ``tr(RCRC) = Σ_kl tr(R_k C_kl R_l C_lk)`` over the 2 × 2 blocks
     of C = W_KᵀW_Q in the rotary planes, with ``R_k = cos φ_k I + sin φ_k J``. The coefficient matrices (one per
     choice of I or J on each side, r/2 × r/2) are computed once; each offset then costs O(r²).
     """
+    q, k = _pair(q, k, spec)
+    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
     core = k.T @ q  # C = W_Kᵀ W_Q
     pairs, freq = _all_planes(spec, q.shape[-1])
     coefs = {"cross": _trig_coefficients(core, core, pairs, transpose_right=False),
@@ -316,15 +323,13 @@ def _offset_traces(q: np.ndarray, k: np.ndarray, spec: RopeSpec, deltas: np.ndar
     return {key: np.concatenate(v) for key, v in out.items()}
 
 
-def _heads(per: str, n_heads: int) -> list:
-    if per not in ("layer", "head", "both"):
-        raise ValueError(f"`per` must be 'layer', 'head' or 'both'; got {per!r}.")
-    return ([None] if per != "head" else []) + (list(range(n_heads)) if per != "layer" else [])
-
-
-def _layers(qk, layers):
-    """The model's layers, or only those with the given indices (read directly, not by iterating past others)."""
-    return iter(qk) if layers is None else (qk.layer(int(i)) for i in layers)
+def _with_specs(qk, per: str, layers) -> Iterator[tuple[Factors, RopeSpec]]:
+    """:func:`qkgeometry.iterate.iter_factors` with the rotary spec of each factor's layer (looked up once per layer)."""
+    specs: dict[int, RopeSpec] = {}
+    for f in iter_factors(qk, per, layers):
+        if f.layer not in specs:
+            specs[f.layer] = rope_spec(qk, f.layer)
+        yield f, specs[f.layer]
 
 
 def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.DataFrame:
@@ -336,23 +341,18 @@ def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.Data
     (s(M(Δ))), ``reciprocity`` (⟨M(Δ), M(−Δ)ᵀ⟩/(‖M(Δ)‖‖M(−Δ)‖)), ``energy`` (‖M(Δ)‖²/‖M(0)‖²), ``rope_base``.
     Cost O(d r²) per head plus O(r²) per offset. Chapter 6.
     """
-    from .loading import QKModel, load_qk
-
-    qk = model if isinstance(model, QKModel) else load_qk(model)
     deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
     all_deltas = np.unique(np.concatenate([deltas, -deltas, [0.0]]))
     pos = {float(v): i for i, v in enumerate(all_deltas)}
     idx = np.array([pos[float(v)] for v in deltas])
     mirror_idx = np.array([pos[float(-v)] for v in deltas])
     frames = []
-    for layer in _layers(qk, layers):
-        spec = rope_spec(qk, layer.index)
-        for head in _heads(per, layer.n_heads):
-            q, k = (t.numpy() for t in layer.factors(head))
-            tr = _offset_traces(q, k, spec, all_deltas)
+    with opened(model) as qk:
+        for f, spec in _with_specs(qk, per, layers):
+            tr = offset_traces(f.a, f.b, spec, all_deltas)
             total = tr["total"][idx]
             frames.append(pd.DataFrame({
-                "model": qk.name, "layer": layer.index, "head": pd.NA if head is None else head, "delta": deltas,
+                "model": qk.name, "layer": f.layer, "head": pd.NA if f.head is None else f.head, "delta": deltas,
                 "symmetry": tr["cross"][idx] / total,
                 "reciprocity": tr["mirror"][idx] / np.sqrt(total * tr["total"][mirror_idx]),
                 "energy": total / tr["total"][pos[0.0]], "rope_base": spec.base}))
@@ -367,16 +367,12 @@ def offset_z_scores(model: Any, deltas, per: str = "layer", layers=None) -> pd.D
     ρ(Δ) = tr((Rᵀ G_Q R G_K)²)/‖M(Δ)‖⁴ costs O(r³) per offset, so pass a modest grid of offsets. Columns:
     ``model, layer, head, delta, symmetry, rho, null_sd, z``. Chapter 6.
     """
-    from .loading import QKModel, load_qk
-
-    qk = model if isinstance(model, QKModel) else load_qk(model)
     deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
-    d = qk.d_model
     frames = []
-    for layer in _layers(qk, layers):
-        spec = rope_spec(qk, layer.index)
-        for head in _heads(per, layer.n_heads):
-            q, k = (t.numpy() for t in layer.factors(head))
+    with opened(model) as qk:
+        d = qk.d_model
+        for f, spec in _with_specs(qk, per, layers):
+            q, k = f.a, f.b
             cos, sin = _angles(spec, deltas)
             qr = _rotate_columns(q, spec, cos, sin)  # (n, d, r): W_Q R(Δ)
             core = k.T @ qr  # (n, r, r): W_Kᵀ W_Q R(Δ); tr(M(Δ)²) = tr(core²)
@@ -385,9 +381,9 @@ def offset_z_scores(model: Any, deltas, per: str = "layer", layers=None) -> pd.D
             sym = np.einsum("nij,nji->n", core, core) / total
             rho = np.einsum("nij,nji->n", prod, prod) / total ** 2
             sd = np.sqrt(rotation_null_variance(d, rho))
-            frames.append(pd.DataFrame({"model": qk.name, "layer": layer.index, "head": pd.NA if head is None else head,
-                                        "delta": deltas, "symmetry": sym, "rho": rho, "null_sd": sd,
-                                        "z": (sym - 1.0 / d) / sd}))
+            frames.append(pd.DataFrame({"model": qk.name, "layer": f.layer,
+                                        "head": pd.NA if f.head is None else f.head, "delta": deltas,
+                                        "symmetry": sym, "rho": rho, "null_sd": sd, "z": (sym - 1.0 / d) / sd}))
     frame = pd.concat(frames, ignore_index=True)
     frame["head"] = frame["head"].astype("Int64")
     return frame

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ._validation import ArrayLike, check_factors, to_float64
+from .iterate import iter_factors, opened
 
 __all__ = [
     "SpectralSummary",
@@ -171,19 +172,13 @@ def spectrum_table(model, per: str = "head", null_samples: int = 0, seed: int = 
     when ``null_samples > 0``, ``null_share_mean, null_share_sd`` (rotation null of the positive share, simulated
     with that many samples per head) and ``share_z``. ``layers``: layer indices (default: all).
     """
-    from .loading import QKModel, load_qk
-
-    if per not in ("layer", "head", "both"):
-        raise ValueError(f"`per` must be 'layer', 'head' or 'both'; got {per!r}.")
-    qk = model if isinstance(model, QKModel) else load_qk(model)
     rows = []
-    for layer in (iter(qk) if layers is None else (qk.layer(int(i)) for i in layers)):
-        for head in ([None] if per != "head" else []) + (list(range(layer.n_heads)) if per != "layer" else []):
-            a, b = (t.numpy() for t in layer.factors(head))
-            row = {"model": qk.name, "family": qk.family, "layer": layer.index,
-                   "head": pd.NA if head is None else head, **spectral_summary(a, b)._asdict()}
+    with opened(model) as qk:
+        for f in iter_factors(qk, per, layers):
+            row = {"model": qk.name, "family": qk.family, "layer": f.layer,
+                   "head": pd.NA if f.head is None else f.head, **spectral_summary(f.a, f.b)._asdict()}
             if null_samples:
-                null = positive_share_rotation_null(a, b, null_samples, seed=seed + 1000 * layer.index + (head or 0))
+                null = positive_share_rotation_null(f.a, f.b, null_samples, seed=seed + 1000 * f.layer + (f.head or 0))
                 row.update(null_share_mean=float(null.mean()), null_share_sd=float(null.std(ddof=1)))
                 row["share_z"] = (row["positive_share"] - row["null_share_mean"]) / row["null_share_sd"]
             rows.append(row)

@@ -174,7 +174,7 @@ def test_factored_offset_scores_equal_dense(head, tmp_path):
     q, k = head
     spec = rotary.RopeSpec(rotary.rope_frequencies(50.0, 8), 8)
     deltas = np.array([-7.0, -1.0, 0.0, 2.0, 30.0])
-    traces = rotary._offset_traces(q, k, spec, np.concatenate([deltas, -deltas]))
+    traces = rotary.offset_traces(q, k, spec, np.concatenate([deltas, -deltas]))
     for i, delta in enumerate(deltas):
         m, m_mirror = rotary.offset_form(q, k, spec, delta), rotary.offset_form(q, k, spec, -delta)
         assert traces["cross"][i] == pytest.approx(np.trace(m @ m), rel=1e-10)
@@ -188,7 +188,7 @@ def test_offset_zero_is_the_papers_form_and_reciprocity_is_symmetric(head):
     q, k = head
     spec = rotary.RopeSpec(rotary.rope_frequencies(50.0, 8), 8)
     np.testing.assert_allclose(rotary.offset_form(q, k, spec, 0.0), q @ k.T, atol=1e-12)
-    tr = rotary._offset_traces(q, k, spec, np.array([0.0, 5.0, -5.0]))
+    tr = rotary.offset_traces(q, k, spec, np.array([0.0, 5.0, -5.0]))
     assert tr["cross"][0] / tr["total"][0] == pytest.approx(qg.symmetry_score_factored(q, k), abs=1e-12)
     assert tr["mirror"][1] == pytest.approx(tr["mirror"][2], rel=1e-10)  # ⟨M(Δ), M(−Δ)ᵀ⟩ is even in Δ
 
@@ -196,7 +196,7 @@ def test_offset_zero_is_the_papers_form_and_reciprocity_is_symmetric(head):
 def test_long_offset_average_converges_to_the_theorem(head):
     q, k = head
     spec = rotary.RopeSpec(rotary.rope_frequencies(30.0, 8), 8)
-    tr = rotary._offset_traces(q, k, spec, np.arange(1, 60_001, dtype=float), chunk=4096)
+    tr = rotary.offset_traces(q, k, spec, np.arange(1, 60_001, dtype=float), chunk=4096)
     numerator, energy = rotary.long_offset_limit(q, k, spec)
     assert numerator >= 0
     # slowest frequency 30^(-3/4): the Cesàro error is O(1/(T·min gap)); 2% is far above it at T = 60 000
