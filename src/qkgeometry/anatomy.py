@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from .iterate import host_float64, iter_layers
-from .loading import QKLayer, QKModel
+from .model import QKLayer, QKModel
 
 __all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
            "key_bias_ratio_per_head", "layer_anatomy"]

@@ -58,7 +58,8 @@ def host_float64(t: Any) -> np.ndarray:
 def opened(model: Any) -> Iterator[Any]:
     """``with opened(model) as qk``: a :class:`qkgeometry.QKModel` is used as it is (its owner closes it); anything
     else is a source for :func:`qkgeometry.load_qk`, opened here and closed when the block ends."""
-    from .loading import QKModel, load_qk
+    from .model import QKModel
+    from .readers import load_qk
 
     if isinstance(model, QKModel):
         yield model
