@@ -1,4 +1,5 @@
-"""The package's import graph: one direction of dependencies (no cycle) and no private name used across modules.
+"""The package's facade and import graph: a lazy ``import qkgeometry`` whose every public name resolves, one
+direction of dependencies (no cycle) and no private name used across modules.
 
 Every ``import`` in ``src/qkgeometry`` counts, at module level or inside a function: a lazy import is still a
 dependency, and a cycle through one (``zoo`` building models from ``loading``, which reads ``zoo``) is still a
@@ -8,6 +9,8 @@ tangle for the reader and for the next refactoring.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,24 @@ def test_the_allowed_private_imports_still_exist():
     """An entry that no longer occurs must leave the list (so the list only ever shrinks to empty)."""
     used = {(m, t, n) for m in MODULES for t, n in _imports(m) if n is not None}
     assert used >= ALLOWED_PRIVATE_IMPORTS, f"stale entries: {sorted(ALLOWED_PRIVATE_IMPORTS - used)}"
+
+
+def test_import_is_lazy_and_every_public_name_resolves():
+    """``import qkgeometry`` loads neither torch nor pandas; each name of ``__all__`` then resolves to its home, and
+    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying``) is imported."""
+    code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
+            "import qkgeometry.surveying; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying'; "
+            "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; "
+            "assert all(getattr(qg, n) is not None for n in qg.__all__); "
+            "assert {qg.QKModel.__module__, qg.load_qk.__module__} == {'qkgeometry.loading'}; "
+            "assert sorted(dir(qg)) == sorted(qg.__all__); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_submodules_are_attributes_and_unknown_names_are_refused():
+    import qkgeometry as qg
+
+    assert qg.zoo.__name__ == "qkgeometry.zoo"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        qg.nope  # noqa: B018

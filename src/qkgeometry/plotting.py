@@ -516,7 +516,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
 #: The figures ``qkgeometry plot`` writes: file stem -> function(frame) -> Figure.
 def survey_figures(frame) -> dict:
     """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem."""
-    from .survey import summarize
+    from .surveying import summarize
 
     figs = {"layer_curves": survey_layer_curves(frame)}
     summary = summarize(frame).merge(frame[["model", "init"]].drop_duplicates(), on="model", how="left") \
