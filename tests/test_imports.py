@@ -153,3 +153,25 @@ def test_submodules_are_attributes_and_unknown_names_are_refused():
     assert qg.zoo.__name__ == "qkgeometry.zoo"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         qg.nope  # noqa: B018
+
+
+def _exported(init: Path) -> set[str]:
+    """The names of a package's ``__all__`` (a literal list or tuple in its ``__init__.py``)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_shares_a_name_with_what_it_holds_or_its_package_exports(module):
+    """``from qkgeometry.x import x`` and ``qkgeometry.x`` meaning two things are both traps: a package attribute is
+    rebound to the submodule when the submodule is imported."""
+    path = MODULES[module]
+    stem = module.rpartition(".")[2]
+    held = {n.name for n in ast.parse(path.read_text()).body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    assert stem not in held, f"{module} defines {stem!r}"
+    if module != "qkgeometry":
+        package_init = path.parent.parent / "__init__.py" if path.name == "__init__.py" else path.parent / "__init__.py"
+        assert stem not in _exported(package_init), f"{package_init} exports {stem!r}, the name of {module}"
