@@ -7,10 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,12 +14,6 @@ import pytest
 from qkgeometry import plotting
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plotting.plt.close("all")
 
 
 def test_every_name_the_notebooks_use_is_exported():

@@ -2,20 +2,11 @@
 from __future__ import annotations
 
 import matplotlib
-
-matplotlib.use("Agg")
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from qkgeometry import plotting
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plotting.plt.close("all")
 
 
 def _offsets(collection) -> np.ndarray:

@@ -1,20 +1,9 @@
 """Chapter 3's figures: score bands stay inside the score range."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import pandas as pd
-import pytest
 
 from qkgeometry import plotting
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plotting.plt.close("all")
 
 
 def test_objective_trajectories_clip_score_bands_to_the_score_range():

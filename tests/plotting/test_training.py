@@ -1,21 +1,11 @@
 """Chapter 5's figures: seed means with their bands, one panel per arch and learning rate."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from qkgeometry import plotting
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plotting.plt.close("all")
 
 
 def _run_logs() -> pd.DataFrame:
