@@ -78,7 +78,7 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component)."""
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4."""
     def q(p: float):
         return lambda s: s.quantile(p)
 
