@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 import qkgeometry as qg
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
-from qkgeometry.survey import read_cache
+from qkgeometry.surveying import read_cache
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 2
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -134,13 +134,13 @@ def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -
 
 # ------------------------------------------------------------------------------------------------ data loss
 _SLOW_SURVEY = textwrap.dedent("""
-    import importlib, sys, time
-    s = importlib.import_module("qkgeometry.survey")
-    real = s._score_streaming
+    import sys, time
+    import qkgeometry.surveying as s
+    real = s.score_layers
     def slow(model, *args, **kwargs):
         time.sleep(float(sys.argv[1]))
         return real(model, *args, **kwargs)
-    s._score_streaming = slow
+    s.score_layers = slow
     from qkgeometry.cli import main
     sys.exit(main(sys.argv[2:]))
 """)
@@ -419,10 +419,9 @@ def test_permissions_really_enforced(model_dir, tmp_path, capsys):
 
 
 def test_bad_out_paths_are_refused_before_computing(model_dir, tmp_path, capsys, monkeypatch):
-    import importlib
+    import qkgeometry.surveying as s
 
-    s = importlib.import_module("qkgeometry.survey")  # the module, not the function of the same name
-    monkeypatch.setattr(s, "_score_streaming", lambda *a, **k: pytest.fail("computed before checking --out"))
+    monkeypatch.setattr(s, "score_layers", lambda *a, **k: pytest.fail("computed before checking --out"))
     a_file = tmp_path / "file.txt"
     a_file.write_text("keep me\n")
     for out, needle in ((tmp_path, "is a folder"), (a_file / "r.csv", "is a file")):

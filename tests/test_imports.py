@@ -1,4 +1,5 @@
-"""The package's import graph: one direction of dependencies (no cycle) and no private name used across modules.
+"""The package's facade and import graph: a lazy ``import qkgeometry`` whose every public name resolves, one
+direction of dependencies (no cycle) and no private name used across modules.
 
 Every ``import`` in ``src/qkgeometry`` counts, at module level or inside a function: a lazy import is still a
 dependency, and a cycle through one (``zoo`` building models from ``loading``, which reads ``zoo``) is still a
@@ -8,6 +9,8 @@ tangle for the reader and for the next refactoring.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +146,46 @@ def test_the_allowed_private_imports_still_exist():
     """An entry that no longer occurs must leave the list (so the list only ever shrinks to empty)."""
     used = {(m, t, n) for m in MODULES for t, n in _imports(m) if n is not None}
     assert used >= ALLOWED_PRIVATE_IMPORTS, f"stale entries: {sorted(ALLOWED_PRIVATE_IMPORTS - used)}"
+
+
+def test_import_is_lazy_and_every_public_name_resolves():
+    """``import qkgeometry`` loads neither torch nor pandas; each name of ``__all__`` then resolves to its home, and
+    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying``) is imported."""
+    code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
+            "import qkgeometry.surveying; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying'; "
+            "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; "
+            "assert all(getattr(qg, n) is not None for n in qg.__all__); "
+            "assert {qg.QKModel.__module__, qg.load_qk.__module__} == {'qkgeometry.loading'}; "
+            "assert sorted(dir(qg)) == sorted(qg.__all__); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_submodules_are_attributes_and_unknown_names_are_refused():
+    import qkgeometry as qg
+
+    assert qg.zoo.__name__ == "qkgeometry.zoo"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        qg.nope  # noqa: B018
+
+
+def _exported(init: Path) -> set[str]:
+    """The names of a package's ``__all__`` (a literal list or tuple in its ``__init__.py``)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_shares_a_name_with_what_it_holds_or_its_package_exports(module):
+    """``from qkgeometry.x import x`` and ``qkgeometry.x`` meaning two things are both traps: a package attribute is
+    rebound to the submodule when the submodule is imported."""
+    path = MODULES[module]
+    stem = module.rpartition(".")[2]
+    held = {n.name for n in ast.parse(path.read_text()).body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    assert stem not in held, f"{module} defines {stem!r}"
+    if module != "qkgeometry":
+        package_init = path.parent.parent / "__init__.py" if path.name == "__init__.py" else path.parent / "__init__.py"
+        assert stem not in _exported(package_init), f"{package_init} exports {stem!r}, the name of {module}"

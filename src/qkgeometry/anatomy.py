@@ -137,7 +137,7 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     """
     from tqdm.auto import tqdm
 
-    from .survey import open_source
+    from .surveying import open_source
     from .zoo import RANDOM_PREFIX, PresetEntry
 
     if input_norm not in ("raw", "folded"):
@@ -173,7 +173,7 @@ def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: b
     directionality_raw, directionality_folded``. A model whose normalisation gain is not known fails in the folded
     survey and is left out (``frame.attrs["failures"]`` lists it). Chapter 4 ("Which bilinear form").
     """
-    from .survey import survey
+    from .surveying import survey
 
     keys = ["model", "family", "component", "layer"]
     entries = list(sources)

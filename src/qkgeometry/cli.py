@@ -43,7 +43,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .survey import score_model, summarize
+    from .surveying import score_model, summarize
 
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
@@ -130,7 +130,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
-    from .survey import summarize, survey
+    from .surveying import summarize, survey
     from .zoo import preset
 
     if not args.preset and not args.sources:
@@ -169,7 +169,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from ._files import check_writable_dir
-    from .survey import read_cache
+    from .surveying import read_cache
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "

@@ -247,7 +247,7 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     matplotlib.use("Agg")
     from . import plotting
     from .baselines import random_factor_scores
-    from .survey import score_model, summarize
+    from .surveying import score_model, summarize
     from .zoo import model_source
 
     out_dir = Path(out_dir)

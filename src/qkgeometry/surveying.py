@@ -1,8 +1,11 @@
-"""Score whole models into tidy pandas DataFrames.
+"""Score whole models into tidy pandas DataFrames: :func:`score_model` for one model, :func:`survey` for many.
 
-One row per (model, component, layer, head) with the columns of :data:`COLUMNS`; ``head`` is ``<NA>`` on
-layer-level rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, the book's Notation page). Weights are streamed one
-layer at a time and scored with the factored formulas, so no d × d matrix is ever formed.
+One row per (model, component, layer, head) with the columns of :data:`COLUMNS`; ``head`` is ``<NA>`` on layer-level
+rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, the book's Notation page). Weights are streamed one
+layer at a time and scored with the factored formulas, so no d × d matrix is ever formed. Chapters 2 and 4.
+
+The module is called ``surveying`` (the act), like ``loading`` next to :func:`qkgeometry.load_qk`, so that
+``qkgeometry.survey`` stays the function.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from .architectures import InputNorm
 from .loading import QKLayer, QKModel, load_qk
 from .scores import layer_scores
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "open_source", "read_cache", "score_layer",
-           "score_model", "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line", "open_source", "read_cache",
+           "score_layer", "score_layers", "score_model", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -54,14 +57,14 @@ def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress:
     or per layer?") and chapter 4 use it. ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere
     (see :func:`qkgeometry.load_qk`). ``input_norm``: ``"raw"`` (default, the paper's form) or ``"folded"``
     (``diag(γ) W_qk diag(γ)`` with the gains of the normalisation before attention; see :func:`qkgeometry.load_qk`).
-    A QKModel is scored in the form it was loaded with; asking ``"folded"`` of a raw one is an error.
+    A QKModel is scored in the form it was loaded with; asking ``"folded"`` of a raw one is an error. The caller's
+    QKModel is left as it was: ``device`` applies to this call only, and the model is not closed.
     """
     _check_args(per, num_std, input_norm)
-    if isinstance(source, QKModel):
-        return _score_streaming(_open(source, "folded", device, input_norm), per, float(num_std), progress,
-                                source.name, leave=True)
+    if isinstance(source, QKModel):  # the caller's model: scored on a view, neither moved nor closed
+        return score_layers(_open(source, "folded", device, input_norm), per, float(num_std), progress, leave=True)
     with _open(source, "folded", device, input_norm) as model:
-        return _score_streaming(model, per, float(num_std), progress, model.name, leave=True)
+        return score_layers(model, per, float(num_std), progress, leave=True)
 
 
 def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
@@ -75,7 +78,7 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component)."""
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4."""
     def q(p: float):
         return lambda s: s.quantile(p)
 
@@ -90,21 +93,20 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------ survey
 #: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
-SURVEY_COLUMNS = COLUMNS + ["init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
-                            "qk_norm", "input_norm"]
+SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
+                  "qk_norm", "input_norm"]
 #: A cached model is reused only when all of these match.
 CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 
 
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def first_line(error: BaseException) -> str:
+    """The first non-blank line of ``error``'s message, or its type name when the message is empty.
 
-    try:
-        return version("qkgeometry")
-    except PackageNotFoundError:  # pragma: no cover (running from a source tree without install)
-        from ._version import __version__
-
-        return __version__
+    >>> first_line(ValueError("bad header\\nline 2")), first_line(RuntimeError())
+    ('bad header', 'RuntimeError')
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
@@ -118,8 +120,12 @@ def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw"
             raise ValueError(f"`input_norm='folded'` was asked for, but the QKModel {source.name!r} was loaded with "
                              "input_norm='raw'; load it with qkgeometry.load_qk(..., input_norm='folded') or pass the "
                              "source itself.")
-        if device is not None:
-            source.device = resolve_device(device)
+        if device is not None and resolve_device(device) != source.device:
+            import copy
+
+            view = copy.copy(source)  # shares the reader; only the device differs, for this call
+            view.device = resolve_device(device)
+            return view
         return source
     if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
         model = load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
@@ -131,7 +137,8 @@ def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw"
 def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm = "raw",
                 device: Any = None) -> QKModel:
     """Open one survey source as :func:`survey` does: anything :func:`qkgeometry.load_qk` accepts, a QKModel (used
-    as is), or ``"random:<source>"`` for the random-init twin of ``source``. ``input_norm`` is checked."""
+    as is; for another ``device``, a view of it on that device, the caller's model unchanged), or
+    ``"random:<source>"`` for the random-init twin of ``source``. ``input_norm`` is checked."""
     _check_args("layer", 2.0, input_norm)
     return _open(source, qk_norm, device, input_norm)
 
@@ -176,7 +183,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
         raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
                          "qkgeometry survey CSV. Pass another path or delete the file.") from e
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({str(e).splitlines()[0]}); pass "
+        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
                          "another path or delete the file.") from e
     if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
         frame["input_norm"] = "raw"
@@ -185,7 +192,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
         raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
                          "pass a new path or delete the file.")
     numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
-    for col in numeric + ["head"]:
+    for col in [*numeric, "head"]:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     values = frame[numeric].to_numpy(dtype=float)
     good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
@@ -257,7 +264,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     * ``frame.attrs["failures"]``: DataFrame with columns ``source, name, error, message``, one row per failed model;
     * ``frame.attrs["computed"]``: names of the models computed in this call (the others came from the cache).
+
+    A QKModel in ``sources`` is used as is and left open (and on its device) for the caller.
     """
+    import contextlib
     import warnings
 
     from tqdm.auto import tqdm
@@ -279,7 +289,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
         resolve_device(device)  # a clear error now, not one skipped model after another
     num_std = float(num_std)
-    version = _package_version()
+    from ._version import __version__ as version
+
     cache_file = None if cache_path is None else _CacheFile(cache_path)
     stored = _empty() if cache_file is None else cache_file.read()
     entries = list(sources)
@@ -295,7 +306,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
             bar.set_postfix_str(label)
             try:
                 model = _open(source, qk_norm, device, input_norm)
-                with model:
+                with contextlib.nullcontext() if isinstance(source, QKModel) else model:  # the caller closes theirs
                     key = {"source": model.source if isinstance(source, QKModel) else str(source),
                            "revision": str(model.revision), "qkgeometry_version": version, "per": per,
                            "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
@@ -306,7 +317,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
                     if hit is not None:
                         parts.append(hit)
                         continue
-                    rows = _score_streaming(model, per, num_std, progress, label)
+                    rows = score_layers(model, per, num_std, progress, label=label)
                     _check_result(rows, model, per)
                 frame = rows.assign(model=meta.name if meta else model.name,
                                     init=meta.init if meta else ("random" if str(source).startswith("random:")
@@ -318,9 +329,9 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
                 if isinstance(e, OutputError):  # the output itself broke: nothing later can be saved either
                     raise
                 failures.append({"source": str(source), "name": label, "error": type(e).__name__,
-                                 "message": str(e).splitlines()[0] if str(e) else ""})
-                warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {e}", stacklevel=2)
-                bar.write(f"failed: {label}: {type(e).__name__}: {e}")
+                                 "message": first_line(e)})
+                warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {first_line(e)}", stacklevel=2)
+                bar.write(f"failed: {label}: {type(e).__name__}: {first_line(e)}")
                 continue
             if cache_file is not None:
                 stored = cache_file.store(frame, key)
@@ -439,11 +450,17 @@ def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
     return mask
 
 
-def _score_streaming(model: QKModel, per: Per, num_std: float, progress: bool, label: str,
-                     leave: bool = False) -> pd.DataFrame:
-    """Rows of :data:`COLUMNS` for one model, reading one layer at a time (a tqdm bar over layers)."""
+def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,
+                 label: str | None = None, leave: bool = False) -> pd.DataFrame:
+    """Rows of :data:`COLUMNS` for every layer of an opened QKModel, read one layer at a time with
+    :func:`score_layer`. This is the step :func:`score_model` and :func:`survey` share once a model is open.
+
+    ``progress`` shows a bar over layers labelled ``label`` (default: the model's name), kept on screen with
+    ``leave=True``. Arguments are not checked here (:func:`score_model` checks them).
+    """
     from tqdm.auto import tqdm
 
+    label = model.name if label is None else label
     rows = []
     layers = model.iter_layers(convert=False)  # score_layer converts to float64 itself, once
     for layer in tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):

@@ -1,33 +1,16 @@
-"""The book's figures draw what their docstrings say: the right data, on the right scale, in the right panels."""
+"""Chapter 4's figures (and `qkgeometry plot`'s) draw each model where its scores are, coloured by stack."""
 from __future__ import annotations
 
 import matplotlib
-
-matplotlib.use("Agg")
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from qkgeometry import decompose, plotting
+from qkgeometry import plotting
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plotting.plt.close("all")
-
-
-def test_matrix_triptych_shows_m_and_its_parts_on_one_zero_centred_scale():
-    M = np.random.default_rng(0).normal(size=(6, 6))
-    fig = plotting.matrix_triptych(M)
-    images = [ax.get_images()[0] for ax in fig.axes[:3]]
-    Ms, Mn = decompose(M)
-    for image, expected in zip(images, (M, Ms, Mn)):
-        np.testing.assert_allclose(image.get_array(), expected, rtol=0, atol=1e-12)
-        lo, hi = image.get_clim()
-        assert lo == -hi and hi == images[0].get_clim()[1]
-    assert plotting.matrix_triptych(M, max_dim=3).axes[0].get_images()[0].get_array().shape == (3, 3)
+def _offsets(collection) -> np.ndarray:
+    return np.asarray(collection.get_offsets(), dtype=float)
 
 
 def _per_head_frame() -> pd.DataFrame:
@@ -55,94 +38,6 @@ def test_head_heatmap_without_head_rows_says_what_to_do():
     frame = _per_head_frame().assign(head=np.nan)
     with pytest.raises(ValueError, match="per='head'"):
         plotting.survey_head_heatmaps(frame)
-
-
-def _run_logs() -> pd.DataFrame:
-    rows = []
-    for arch in ("encoder", "decoder"):
-        for init in ("default", "symmetric"):
-            for seed in range(3):
-                for step in (0, 10, 20):
-                    rows.append({"arch": arch, "init": init, "seed": seed, "step": step, "lr_max": 1e-3,
-                                 "val_loss": 9 - step / 10 - seed, "symmetry_mean": 0.5 * (init == "symmetric")})
-    return pd.DataFrame(rows)
-
-
-def test_init_curves_draw_the_seed_mean_with_a_min_max_band():
-    fig = plotting.init_curves(_run_logs(), "val_loss")
-    ax = fig.axes[0]
-    assert [a.get_title() for a in fig.axes] == ["arch = encoder", "arch = decoder"]
-    line = ax.get_lines()[0]
-    np.testing.assert_allclose(line.get_ydata(), [8, 7, 6])  # mean over seeds 0, 1, 2 of 9 - step/10 - seed
-    band = ax.collections[0].get_paths()[0].vertices[:, 1]
-    assert band.min() == pytest.approx(5) and band.max() == pytest.approx(9)  # seed 2 at step 20, seed 0 at step 0
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["default (n=3)", "symmetric (n=3)"]
-
-
-def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
-    logs = pd.concat([_run_logs(), _run_logs().assign(lr_max=5e-5)])
-    fig = plotting.survival_grid(logs)
-    titles = sorted(ax.get_title() for ax in fig.axes)
-    assert titles == sorted(f"{a}, lr = {lr:g}" for a in ("encoder", "decoder") for lr in (5e-5, 1e-3))
-
-
-def test_objective_trajectories_clip_score_bands_to_the_score_range():
-    frame = pd.DataFrame({"objective": ["mlm"] * 4, "step": [0, 0, 1, 1], "seed": [0, 1, 0, 1],
-                          "symmetry": [0.99, -0.99, 0.98, 0.97]})
-    fig = plotting.objective_trajectories(frame, scores=("symmetry",))
-    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
-    assert band.min() >= -1 and band.max() <= 1
-    assert band.min() == -1  # the unclipped t-interval at step 0 reaches far below −1
-
-
-# ------------------------------------------------------------------------------ chapter 2 and 4: the drawn data
-def _offsets(collection) -> np.ndarray:
-    return np.asarray(collection.get_offsets(), dtype=float)
-
-
-def test_score_plane_draws_each_model_and_the_null_cloud_at_their_scores():
-    frame = pd.DataFrame({"model": ["enc", "enc", "dec"], "family": ["encoder", "encoder", "decoder"],
-                          "symmetry": [0.5, 0.4, -0.1], "directionality": [0.1, 0.0, -0.6]})
-    null = pd.DataFrame({"symmetry": [0.01, -0.02, 0.03], "directionality": [0.2, -0.1, 0.0]})
-    ax = plotting.score_plane(frame, null=null).axes[0]
-    cloud, enc, dec = ax.collections
-    np.testing.assert_allclose(_offsets(cloud), null[["symmetry", "directionality"]].to_numpy())
-    np.testing.assert_allclose(_offsets(enc), [[0.5, 0.1], [0.4, 0.0]])
-    np.testing.assert_allclose(_offsets(dec), [[-0.1, -0.6]])
-    assert matplotlib.colors.to_hex(enc.get_facecolor()[0]) == plotting.FAMILY_COLORS["encoder"]
-    assert matplotlib.colors.to_hex(dec.get_facecolor()[0]) == plotting.FAMILY_COLORS["decoder"]
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[1:] == ["enc (encoder)", "dec (decoder)"]
-    assert ax.get_xlim() == (-1.1, 1.1) and ax.get_ylim() == (-1.1, 1.1)  # margin: points at ±1 stay whole
-
-
-def test_null_spread_draws_the_median_and_quantile_band_per_d_and_rank():
-    null = pd.DataFrame({"d": [4] * 5 + [8] * 5 + [8] * 5, "r": [2] * 10 + [4] * 5,
-                         "symmetry": [0.0, 0.1, 0.2, 0.3, 0.4, 1.0, 1.1, 1.2, 1.3, 1.4, -1.0, -0.5, 0.0, 0.5, 1.0],
-                         "directionality": np.zeros(15)})
-    fig = plotting.null_spread(null, quantiles=(0.25, 0.75))
-    ax = fig.axes[0]
-    rank2, rank4 = ax.containers  # one errorbar per rank
-    line2 = rank2.lines[0]
-    np.testing.assert_allclose(np.asarray(line2.get_ydata(), float), [0.2, 1.2])  # medians at d = 4 and d = 8
-    np.testing.assert_allclose(np.asarray(line2.get_xdata(), float) / [4, 8], 1 - 0.02)  # dodged left of d
-    segments = rank2.lines[2][0].get_segments()
-    np.testing.assert_allclose([s[:, 1] for s in segments], [[0.1, 0.3], [1.1, 1.3]])  # 25%-75% band
-    np.testing.assert_allclose(np.asarray(rank4.lines[0].get_ydata(), float), [0.0])
-    assert ax.get_xscale() == "log" and "25–75% band" in ax.get_title()
-
-
-def test_heads_vs_layers_draws_every_head_and_the_layer_score_per_model():
-    heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
-                          "symmetry": [0.1, 0.3, -0.2, 0.0]})
-    layers = pd.DataFrame({"model": ["m", "m"], "family": ["encoder"] * 2, "layer": [0, 1], "symmetry": [0.5, -0.4]})
-    ax = plotting.heads_vs_layers(heads, layers, null_band={"m": (-0.05, 0.05)}).axes[0]
-    dots, diamonds = ax.collections[-2:]
-    np.testing.assert_allclose(_offsets(dots), [[0, 0.1], [0, 0.3], [1, -0.2], [1, 0.0]])
-    np.testing.assert_allclose(_offsets(diamonds), [[0, 0.5], [1, -0.4]])
-    (band,) = ax.patches  # the null band, drawn across the panel
-    assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((-0.05, 0.05))
-    assert ax.get_title() == "m (encoder)"
 
 
 def test_survey_scatter_puts_each_model_at_its_medians_with_iqr_bars():

@@ -1,4 +1,5 @@
-"""qg.survey: streaming, atomic cache, resume after a kill, failures table; CLI survey and plot."""
+"""qkgeometry.surveying: score_model's tidy frames on real offline weights; qg.survey's streaming, atomic cache,
+resume after a kill and failures table; the CLI's survey and plot."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry.survey import CACHE_KEY, COLUMNS, SURVEY_COLUMNS
+from qkgeometry.surveying import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, first_line, read_cache
 
 
 def _tiny(folder: Path, model_type: str, seed: int, **config) -> Path:
@@ -82,6 +83,53 @@ def test_failing_model_is_skipped_and_reported(tiny_models, tmp_path):
     assert (failures["error"] == "SourceError").all() and failures["message"].str.len().gt(10).all()
 
 
+def test_an_error_without_a_message_is_reported_by_its_type(tiny_models, tmp_path):
+    qk = qg.load_qk(tiny_models[0])
+
+    def broken(**kwargs):
+        raise RuntimeError()
+
+    qk.iter_layers = broken  # reading the weights fails with an empty message
+    with pytest.warns(UserWarning, match="skipped 'tiny-bert': RuntimeError"):
+        frame = qg.survey([qk], cache=tmp_path / "r.csv", progress=False)
+    assert frame.attrs["failures"][["error", "message"]].values.tolist() == [["RuntimeError", "RuntimeError"]]
+
+
+def test_first_line_of_a_message_or_the_type_name():
+    assert first_line(ValueError("\n  first\nsecond")) == "first"
+    assert first_line(KeyError()) == "KeyError" and first_line(OSError("   ")) == "OSError"
+
+
+def test_an_unreadable_csv_without_a_message_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "r.csv"
+    path.write_text("model,symmetry\nm,0.5\n")
+    monkeypatch.setattr(pd, "read_csv", lambda *a, **k: (_ for _ in ()).throw(pd.errors.ParserError()))
+    with pytest.raises(ValueError, match=r"r\.csv.*not a readable CSV \(ParserError\)"):
+        read_cache(path)
+
+
+def test_score_model_leaves_the_callers_model_on_its_device(tiny_models):
+    qk = qg.load_qk(tiny_models[1])
+    assert qk.device == torch.device("cpu")
+    frame = qg.score_model(qk, per="head", device="cpu:0")
+    assert qk.device == torch.device("cpu"), "score_model moved the caller's QKModel"
+    pd.testing.assert_frame_equal(frame, qg.score_model(qk, per="head"))
+
+
+def test_survey_leaves_the_callers_model_open(tiny_models):
+    qk = qg.load_qk(tiny_models[0])
+    assert qg.survey([qk], progress=False, device="cpu:0").attrs["computed"] == ["tiny-bert"]
+    assert qk.layer(1).wq.shape == (4, 48, 12) and qk.device == torch.device("cpu")
+
+
+def test_survey_rows_carry_the_package_version(tiny_models, monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.0-stale-install")
+    frame = qg.survey(tiny_models[:1], progress=False)
+    assert set(frame["qkgeometry_version"]) == {qg.__version__}
+
+
 def test_bad_arguments_name_the_argument(tmp_path):
     with pytest.raises(ValueError, match="`per`"):
         qg.survey(["x"], per="token")
@@ -92,14 +140,14 @@ def test_bad_arguments_name_the_argument(tmp_path):
 
 
 _KILLABLE = textwrap.dedent("""
-    import importlib, sys, time
-    s = importlib.import_module("qkgeometry.survey")  # the module (qkgeometry.survey the attribute is the function)
-    real = s._score_streaming
+    import sys, time
+    import qkgeometry.surveying as s
+    real = s.score_layers
     def slow_after_first(model, *args, **kwargs):
         if model.name != "tiny-bert":
             time.sleep(120)  # the second model hangs: the test kills the process here
         return real(model, *args, **kwargs)
-    s._score_streaming = slow_after_first
+    s.score_layers = slow_after_first
     from qkgeometry.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
@@ -124,12 +172,11 @@ def test_cli_survey_killed_mid_run_resumes_without_recomputing(tiny_models, tmp_
     assert first["model"].unique().tolist() == ["tiny-bert"]
     assert not list(tmp_path.glob(".results.csv.*.tmp")), "a temporary file was left behind"
 
-    import importlib
+    import qkgeometry.surveying as s
 
-    s = importlib.import_module("qkgeometry.survey")
     scored = []
-    real = s._score_streaming
-    monkeypatch.setattr(s, "_score_streaming", lambda model, *a, **k: scored.append(model.name) or real(model, *a, **k))
+    real = s.score_layers
+    monkeypatch.setattr(s, "score_layers", lambda model, *a, **k: scored.append(model.name) or real(model, *a, **k))
     from qkgeometry.cli import main
 
     assert main(args) == 0
@@ -230,3 +277,77 @@ def test_survey_exercise_checkers_accept_the_reference_and_reject_the_slips(caps
 
     assert check_layer_symmetry(dense)
     assert not check_layer_symmetry(lambda wq, wk, g: dense(wq, wk[torch.arange(wq.shape[0]) % wk.shape[0]], 1))
+
+
+# ------------------------------------------------------------------------ score_model on real offline weights
+@pytest.fixture(scope="module")
+def real_layers() -> dict[str, pd.DataFrame]:
+    return {alias: qg.score_model(f"offline:{alias}", per="layer") for alias in ("minilm-l6", "smollm2-135m")}
+
+
+def test_tidy_layer_frame(real_layers):
+    enc = real_layers["minilm-l6"]
+    assert list(enc.columns) == COLUMNS
+    assert len(enc) == 6 and enc["head"].isna().all() and str(enc["head"].dtype) == "Int64"
+    assert (enc["family"] == "encoder").all() and (enc["component"] == "self").all()
+    assert enc[["d_model", "head_dim", "n_heads", "n_kv_heads"]].iloc[0].tolist() == [384, 32, 12, 12]
+    dec = real_layers["smollm2-135m"]
+    assert len(dec) == 30 and dec[["n_heads", "n_kv_heads", "head_dim"]].iloc[0].tolist() == [9, 3, 64]
+    assert dec["symmetry"].between(-1, 1).all() and dec["directionality"].between(-1, 1).all()
+
+
+def test_encoder_more_symmetric_than_decoder_on_real_weights(real_layers):
+    """The paper's headline on our two offline models (a property of the weights, measured, not tuned)."""
+    enc = real_layers["minilm-l6"]["symmetry"].median()
+    dec = real_layers["smollm2-135m"]["symmetry"].median()
+    print(f"median layer symmetry: MiniLM-L6 {enc:.3f}, SmolLM2-135M {dec:.3f}, difference {enc - dec:.3f}")
+    assert enc - dec > 0.2
+
+
+def test_per_head_rows_match_dense_scores():
+    qk = qg.load_qk("offline:minilm-l6")
+    heads = qg.score_model(qk, per="head")
+    assert len(heads) == 6 * 12 and heads["head"].notna().all()
+    layer = qk.layer(2)
+    row = heads[(heads.layer == 2) & (heads["head"] == 5)].iloc[0]
+    assert row.symmetry == pytest.approx(qg.symmetry_score(layer.matrix(5)), abs=1e-10)
+    assert row.directionality == pytest.approx(qg.directionality_score(layer.matrix(5)), abs=1e-10)
+    lay = qg.score_model(qk, per="layer")
+    assert lay.loc[lay.layer == 2, "symmetry"].item() == pytest.approx(qg.symmetry_score(layer.matrix()), abs=1e-10)
+
+
+def test_summarize_and_bad_per():
+    frame = qg.score_model("offline:minilm-l6")
+    summary = qg.summarize(frame)
+    assert summary.loc[0, "n"] == 6
+    assert summary.loc[0, "symmetry_median"] == pytest.approx(frame.symmetry.median())
+    with pytest.raises(ValueError, match=r"`per` must be 'layer' or 'head'; got 'neuron'"):
+        qg.score_model("offline:minilm-l6", per="neuron")
+
+
+def test_input_norm_folded_scores_and_survey_cache_key(tmp_path):
+    raw = qg.score_model("offline:minilm-l6")
+    folded = qg.score_model("offline:minilm-l6", input_norm="folded")
+    qk = qg.load_qk("offline:minilm-l6", input_norm="folded")
+    assert folded.loc[2, "symmetry"] == pytest.approx(qg.symmetry_score(qk.layer(2).matrix()), abs=1e-10)
+    assert (folded["symmetry"] - raw["symmetry"]).abs().max() > 0.01  # the gains move the scores
+    with pytest.raises(ValueError, match="`input_norm` must be 'raw' or 'folded'"):
+        qg.score_model("offline:minilm-l6", input_norm="yes")
+    with pytest.raises(ValueError, match=r"loaded with input_norm='raw'"):
+        qg.score_model(qg.load_qk("offline:minilm-l6"), input_norm="folded")
+    cache = tmp_path / "s.csv"
+    a = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    b = qg.survey(["offline:minilm-l6"], cache=cache, progress=False, input_norm="folded")
+    assert b.attrs["computed"] == ["offline:minilm-l6"]  # a different key: computed, not reused
+    assert (a["input_norm"] == "raw").all() and (b["input_norm"] == "folded").all()
+    pd.testing.assert_series_equal(b["symmetry"], folded["symmetry"], check_names=False)
+    again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False, input_norm="folded")
+    assert again.attrs["computed"] == [] and len(read_cache(cache)) == 12
+
+
+def test_cache_written_before_input_norm_reads_as_raw(tmp_path):
+    cache = tmp_path / "old.csv"
+    frame = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    frame.drop(columns="input_norm").to_csv(cache, index=False)
+    again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
+    assert again.attrs["computed"] == [] and (again["input_norm"] == "raw").all()

@@ -1,0 +1,61 @@
+"""The book's figures, in one style: :mod:`~qkgeometry.plotting.style` (the palette and :func:`use_style`) and one
+module per chapter's figures.
+
+* :mod:`~qkgeometry.plotting.decomposition`: chapters 1-2 (:func:`matrix_triptych`, :func:`score_plane`,
+  :func:`null_spread`, :func:`heads_vs_layers`);
+* :mod:`~qkgeometry.plotting.objectives`: chapter 3 (:func:`one_step_distributions`,
+  :func:`objective_trajectories`, :func:`paper_training_curves`);
+* :mod:`~qkgeometry.plotting.model_survey`: chapter 4 and ``qkgeometry plot`` (:func:`survey_layer_curves`,
+  :func:`survey_head_heatmaps`, :func:`survey_scatter`, :func:`survey_twins`, :func:`paired_stacks`,
+  :func:`modality_planes`, :func:`survey_figures`);
+* :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
+  :func:`paired_difference_curve`, :func:`trajectories_vs_paper`).
+
+Every figure function takes tidy data and returns the matplotlib Figure (it never calls ``plt.show``), so that a
+notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. Importing this
+package changes no global state: the style is applied only when :func:`use_style` is called.
+"""
+
+from __future__ import annotations
+
+from .decomposition import heads_vs_layers, matrix_triptych, null_spread, score_plane
+from .model_survey import (
+    curve_label,
+    modality_planes,
+    paired_stacks,
+    stack_of,
+    survey_figures,
+    survey_head_heatmaps,
+    survey_layer_curves,
+    survey_scatter,
+    survey_twins,
+)
+from .objectives import objective_trajectories, one_step_distributions, paper_training_curves
+from .style import (
+    DIVERGING,
+    FAMILY_COLORS,
+    INIT_COLORS,
+    INIT_STYLES,
+    MODEL_MARKERS,
+    OBJECTIVE_COLORS,
+    OBJECTIVE_LABELS,
+    STACK_COLORS,
+    STACK_WORDS,
+    plt,
+    require_rows,
+    use_style,
+)
+from .training import init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
+
+#: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
+FIGURES = ("heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
+           "objective_trajectories", "one_step_distributions", "paired_difference_curve", "paired_stacks",
+           "paper_training_curves", "score_plane", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter",
+           "survey_twins", "survival_grid", "trajectories_vs_paper")
+
+__all__ = ["DIVERGING", "FAMILY_COLORS", "FIGURES", "INIT_COLORS", "INIT_STYLES", "MODEL_MARKERS",
+           "OBJECTIVE_COLORS", "OBJECTIVE_LABELS", "STACK_COLORS", "STACK_WORDS", "curve_label", "heads_vs_layers",
+           "init_curves", "matrix_triptych", "modality_planes", "null_spread", "objective_trajectories",
+           "one_step_distributions", "paired_difference_curve", "paired_stacks", "paper_training_curves", "plt",
+           "require_rows", "score_plane", "stack_of", "survey_figures", "survey_head_heatmaps", "survey_layer_curves",
+           "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper", "use_style"]

@@ -1,0 +1,134 @@
+"""Figures of chapters 1 and 2, "The Toeplitz decomposition" and "Two scores, two axes" (and the introduction): a
+matrix and its two parts, the score plane, the null spread of both scores, and per-head against per-layer scores.
+"""
+
+from __future__ import annotations
+
+import seaborn as sns
+
+from .style import DIVERGING, FAMILY_COLORS, plt, require_rows
+
+__all__ = ["heads_vs_layers", "matrix_triptych", "null_spread", "score_plane"]
+
+
+def matrix_triptych(M, title: str | None = None, labels: tuple[str, str, str] = ("$M$", "$M_s$", "$M_n$"),
+                    max_dim: int | None = None):
+    """Heatmaps of ``M`` (d, d), its symmetric part and its skew part on one shared, zero-centred colour scale.
+
+    ``max_dim`` crops to the top-left ``max_dim × max_dim`` block (all three crops come from the full split).
+    Chapter 1, "Two real heads".
+    """
+    import numpy as np
+
+    from ..decomposition import decompose
+
+    Ms, Mn = decompose(M)
+    mats = [np.asarray(Ms + Mn), np.asarray(Ms), np.asarray(Mn)]
+    if max_dim is not None:
+        mats = [m[:max_dim, :max_dim] for m in mats]
+    vmax = float(np.quantile(np.abs(mats[0]), 0.995)) or 1.0
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6), constrained_layout=True)
+    for ax, mat, label in zip(axes, mats, labels):
+        im = ax.imshow(mat, cmap=DIVERGING, vmin=-vmax, vmax=vmax, interpolation="nearest")
+        ax.set_title(label)
+        ax.set_xlabel("key-side dimension $j$")
+        ax.grid(False)
+    axes[0].set_ylabel("query-side dimension $i$")
+    fig.colorbar(im, ax=axes, shrink=0.85, label="entry (clipped at the 99.5% quantile of $|M|$)")
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def score_plane(frame, null=None, title: str | None = None, label_col: str = "model"):
+    """Scatter of symmetry (x) against directionality (y), one colour per family, one marker per ``label_col``.
+
+    ``frame``: tidy scores (columns ``symmetry, directionality, family`` and ``label_col``); ``null``: optional
+    frame with ``symmetry, directionality`` of random matrices, drawn as a grey cloud behind. Both axes run a little
+    beyond [-1, 1] so that points at ±1 are drawn whole; the legend sits below the axes, never on a data point.
+    Book: the introduction's headline figure and chapter 2, "Two axes, not one".
+    """
+    require_rows(frame, "frame", "pass the tidy scores of at least one model (qkgeometry.score_model)")
+    fig, ax = plt.subplots(figsize=(6.4, 5.4))
+    if null is not None and len(null):
+        ax.scatter(null["symmetry"], null["directionality"], s=10, color=FAMILY_COLORS["random"], alpha=0.5,
+                   linewidths=0, label="random Gaussian $W_QW_K^\\top$ (same shapes)")
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    groups = list(frame.groupby(label_col, sort=False))
+    palette = sns.color_palette("colorblind", len(groups))
+    for k, (name, sub) in enumerate(groups):
+        if "family" in sub:  # real models: one colour per family
+            family = sub["family"].iloc[0]
+            color, label = FAMILY_COLORS.get(family, "k"), f"{name} ({family})"
+        else:  # constructed matrices: one colour per label
+            color, label = palette[k], str(name)
+        ax.scatter(sub["symmetry"], sub["directionality"], s=40, marker=markers[k % len(markers)],
+                   color=color, edgecolor="white", linewidths=0.6, label=label, clip_on=False, zorder=3)
+    ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.6", lw=0.8, zorder=0)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_xlabel("symmetry score $s(M)$  (+1 symmetric, −1 skew)")
+    ax.set_ylabel("directionality score $d(M)$\n(−: key columns dominate)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def null_spread(null, quantiles: tuple[float, float] = (0.05, 0.95)):
+    """Null distributions of both scores against d, one colour per rank r: median and a quantile band.
+
+    ``null``: frame from :func:`qkgeometry.baselines.null_grid` (columns ``d, r, symmetry, directionality``).
+    Chapter 2, "How noisy is one layer?".
+    """
+    require_rows(null, "null", "pass qkgeometry.baselines.null_grid(...) with at least one d and rank")
+    lo, hi = quantiles
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.8), constrained_layout=True)
+    ranks = sorted(null["r"].unique())
+    palette = sns.color_palette("viridis", len(ranks))
+    for ax, score in zip(axes, ("symmetry", "directionality")):
+        for color, (i, r) in zip(palette, enumerate(ranks)):
+            sub = null[null["r"] == r].groupby("d")[score]
+            q = sub.quantile([lo, 0.5, hi]).unstack()
+            shift = 1 + 0.04 * (i - (len(ranks) - 1) / 2)  # small horizontal dodge so bands do not overlap
+            x = q.index.to_numpy() * shift
+            ax.errorbar(x, q[0.5], yerr=[q[0.5] - q[lo], q[hi] - q[0.5]], color=color, marker="o", ms=4,
+                        capsize=3, lw=1.2, label=f"$r = {r}$")
+        ax.set_xscale("log", base=2)
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_xlabel("input dimension $d$")
+        ax.set_ylabel(f"{score} score")
+        ax.set_title(f"{score}: median and {int(lo * 100)}–{int(hi * 100)}% band")
+    axes[0].legend(title="rank $r$ ($=d_h$ for a head)", fontsize=8)
+    return fig
+
+
+def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None):
+    """Per-head scores (dots) and the layer score (black diamond) for each layer, one panel per model.
+
+    ``heads``/``layers``: tidy frames from :func:`qkgeometry.score_model` with ``per="head"``/``"layer"``.
+    ``null_band``: optional ``{model: (low, high)}`` drawn as a grey band (random heads of that shape).
+    Chapter 2, "Per head or per layer?".
+    """
+    require_rows(heads, "heads", "pass qkgeometry.score_model(source, per='head')")
+    require_rows(layers, "layers", "pass qkgeometry.score_model(source, per='layer')")
+    models = list(dict.fromkeys(layers["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(5.3 * len(models), 3.6), squeeze=False,
+                             constrained_layout=True)
+    for ax, model in zip(axes[0], models):
+        h = heads[heads["model"] == model]
+        lay = layers[layers["model"] == model]
+        family = lay["family"].iloc[0]
+        if null_band and model in null_band:
+            ax.axhspan(*null_band[model], color=FAMILY_COLORS["random"], alpha=0.2, lw=0, label="random head (90%)")
+        ax.scatter(h["layer"], h[score], s=12, color=FAMILY_COLORS.get(family, "k"), alpha=0.55, lw=0,
+                   label="one head")
+        ax.scatter(lay["layer"], lay[score], s=40, marker="D", color="black", label="whole layer")
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_title(f"{model} ({family})")
+        ax.set_xlabel("layer")
+        ax.set_ylabel(f"{score} score")
+    axes[0][0].legend(fontsize=8)
+    return fig

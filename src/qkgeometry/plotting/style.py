@@ -1,0 +1,76 @@
+"""The book's one figure style: the matplotlib settings of :func:`use_style` and the one palette every chapter's
+figures share (families, attention stacks, objectives, initialisations, model markers).
+
+Importing this module changes no global state: the style is applied only when :func:`use_style` is called.
+:func:`require_rows` is the check every figure function starts with, so that an empty frame is reported by the
+argument's name instead of by a matplotlib error deep inside the drawing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+__all__ = ["DIVERGING", "FAMILY_COLORS", "INIT_COLORS", "INIT_STYLES", "MODEL_MARKERS", "OBJECTIVE_COLORS",
+           "OBJECTIVE_LABELS", "STACK_COLORS", "STACK_WORDS", "plt", "require_rows", "use_style"]
+
+#: One colour per model family, used everywhere.
+FAMILY_COLORS = {"encoder": "#1f77b4", "decoder": "#d62728", "encoder-decoder": "#9467bd", "random": "#7f7f7f"}
+#: Diverging colour map for signed matrices (centred at 0).
+DIVERGING = "RdBu_r"
+
+#: Colours of the training objectives / mask kinds (chapter 3).
+OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c"}
+#: How chapter 3 names the objectives on figures.
+OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection"}
+
+#: One colour per attention stack (chapter 4): a component's stack is its family for ``self`` attention, else the
+#: component itself (``encoder``, ``decoder``, ``cross``); see :func:`qkgeometry.plotting.stack_of`.
+STACK_COLORS = {"encoder": FAMILY_COLORS["encoder"], "decoder": FAMILY_COLORS["decoder"],
+                "decoder, not causal": "#ff7f0e", "cross": FAMILY_COLORS["encoder-decoder"],
+                "encoder-decoder": FAMILY_COLORS["encoder-decoder"]}
+#: How a legend words a stack whose key is not a phrase (chapter 4).
+STACK_WORDS = {"decoder, not causal": "non-causal decoder"}
+#: Markers cycled over models, so that each model of a figure is told apart by shape as well as by colour.
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+#: One colour per initialisation / attention variant (chapter 5).
+INIT_COLORS = {"default": "#7f7f7f", "symmetric": "#1f77b4", "shared": "#2ca02c", "skew": "#d62728",
+               "rotated": "#9467bd"}
+#: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
+INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1))}
+
+
+def use_style() -> None:
+    """Apply the book's matplotlib style (crisp, small, consistent). Every chapter calls it once."""
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
+    mpl.rcParams.update({
+        "figure.dpi": 100,
+        "savefig.dpi": 200,
+        "figure.figsize": (6.4, 3.8),
+        "axes.titlesize": 11,
+        "axes.titleweight": "bold",
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "legend.frameon": False,
+        "image.cmap": DIVERGING,
+        "svg.fonttype": "none",
+    })
+
+
+def require_rows(frame: Any, name: str, hint: str) -> None:
+    """Raise ``ValueError("<name> has no rows: <hint>.")`` when ``frame`` (a DataFrame) is empty.
+
+    ``name`` is the figure function's argument; ``hint`` says what to pass instead.
+
+    >>> import pandas as pd
+    >>> require_rows(pd.DataFrame({"symmetry": []}), "frame", "pass the scores of at least one model")
+    Traceback (most recent call last):
+    ...
+    ValueError: frame has no rows: pass the scores of at least one model.
+    """
+    if len(frame) == 0:
+        raise ValueError(f"{name} has no rows: {hint}.")

@@ -1,0 +1,39 @@
+"""The one palette and the one style: every init, objective and stack has its colour, and only use_style changes
+matplotlib's settings."""
+
+from __future__ import annotations
+
+import matplotlib
+import pandas as pd
+import pytest
+
+from qkgeometry.plotting import style
+
+
+def test_every_init_has_a_colour_and_a_line_style_including_the_rotated_control():
+    assert set(style.INIT_COLORS) == set(style.INIT_STYLES) >= {"default", "symmetric", "shared", "skew", "rotated"}
+    assert len(set(style.INIT_COLORS.values())) == len(style.INIT_COLORS)  # told apart by colour
+
+
+def test_objectives_and_stacks_have_colours_and_labels():
+    assert set(style.OBJECTIVE_LABELS) == set(style.OBJECTIVE_COLORS) == {"causal", "mlm", "rtd"}
+    assert set(style.STACK_WORDS) <= set(style.STACK_COLORS)
+    assert {"encoder", "decoder", "cross"} <= set(style.STACK_COLORS)
+    assert style.STACK_COLORS["encoder"] == style.FAMILY_COLORS["encoder"]
+
+
+def test_only_use_style_changes_the_settings():
+    import importlib
+
+    before = dict(matplotlib.rcParams)
+    importlib.reload(style)
+    assert dict(matplotlib.rcParams) == before
+    with matplotlib.rc_context():
+        style.use_style()
+        assert matplotlib.rcParams["image.cmap"] == style.DIVERGING and not matplotlib.rcParams["axes.spines.top"]
+
+
+def test_require_rows_names_the_argument():
+    style.require_rows(pd.DataFrame({"a": [1]}), "frame", "unused")
+    with pytest.raises(ValueError, match=r"^summary has no rows: pass more\.$"):
+        style.require_rows(pd.DataFrame({"a": []}), "summary", "pass more")

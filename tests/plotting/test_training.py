@@ -1,0 +1,37 @@
+"""Chapter 5's figures: seed means with their bands, one panel per arch and learning rate."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qkgeometry import plotting
+
+
+def _run_logs() -> pd.DataFrame:
+    rows = []
+    for arch in ("encoder", "decoder"):
+        for init in ("default", "symmetric"):
+            for seed in range(3):
+                for step in (0, 10, 20):
+                    rows.append({"arch": arch, "init": init, "seed": seed, "step": step, "lr_max": 1e-3,
+                                 "val_loss": 9 - step / 10 - seed, "symmetry_mean": 0.5 * (init == "symmetric")})
+    return pd.DataFrame(rows)
+
+
+def test_init_curves_draw_the_seed_mean_with_a_min_max_band():
+    fig = plotting.init_curves(_run_logs(), "val_loss")
+    ax = fig.axes[0]
+    assert [a.get_title() for a in fig.axes] == ["arch = encoder", "arch = decoder"]
+    line = ax.get_lines()[0]
+    np.testing.assert_allclose(line.get_ydata(), [8, 7, 6])  # mean over seeds 0, 1, 2 of 9 - step/10 - seed
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(5) and band.max() == pytest.approx(9)  # seed 2 at step 20, seed 0 at step 0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["default (n=3)", "symmetric (n=3)"]
+
+
+def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
+    logs = pd.concat([_run_logs(), _run_logs().assign(lr_max=5e-5)])
+    fig = plotting.survival_grid(logs)
+    titles = sorted(ax.get_title() for ax in fig.axes)
+    assert titles == sorted(f"{a}, lr = {lr:g}" for a in ("encoder", "decoder") for lr in (5e-5, 1e-3))
