@@ -58,6 +58,15 @@ def test_survey_frame_matches_score_model_and_caches(tiny_models, tmp_path):
     assert len(pd.read_csv(cache)) == len(frame) + len(layer)
 
 
+def test_a_random_twin_source_leaves_no_file_of_its_model_open(tiny_models):
+    from qkgeometry.surveying import open_source
+
+    before = len(os.listdir("/proc/self/fd"))
+    with open_source(f"random:{tiny_models[1]}") as twin:
+        assert len(os.listdir("/proc/self/fd")) == before  # the source was closed once the twin existed
+        assert len([layer.wq.shape for layer in twin]) == twin.n_layers
+
+
 def test_random_twin_is_deterministic_and_has_the_same_shapes(tiny_models):
     base = qg.load_qk(tiny_models[1])
     a, b = base.randomized(), base.randomized()

@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
 
     args = build_parser().parse_args(argv)
-    from .loading import SourceError
+    from .errors import SourceError
 
     prefix = f"qkgeometry {args.command}:"
     import warnings

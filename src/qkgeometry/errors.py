@@ -28,7 +28,11 @@ class ONNXGraphError(SourceError):
 
 def first_line(error: BaseException) -> str:
     """The first non-empty line of ``error``'s message, or its type name when the message is empty (so that a
-    one-line report never hides an error behind an ``IndexError`` of its own)."""
+    one-line report never hides an error behind an ``IndexError`` of its own).
+
+    >>> first_line(ValueError("bad header\\nline 2")), first_line(RuntimeError())
+    ('bad header', 'RuntimeError')
+    """
     for line in str(error).splitlines():
         if line.strip():
             return line.strip()

@@ -4,8 +4,7 @@ One row per (model, component, layer, head) with the columns of :data:`COLUMNS`;
 rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, the book's Notation page). Weights are streamed one
 layer at a time and scored with the factored formulas, so no d × d matrix is ever formed. Chapters 2 and 4.
 
-The module is called ``surveying`` (the act), like ``loading`` next to :func:`qkgeometry.load_qk`, so that
-``qkgeometry.survey`` stays the function.
+The module is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
 """
 
 from __future__ import annotations
@@ -18,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from .architectures import InputNorm
-from .loading import QKLayer, QKModel, load_qk
+from .errors import first_line
+from .model import RANDOM_PREFIX, QKLayer, QKModel
+from .readers import load_qk
 from .scores import layer_scores
 
 __all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line", "open_source", "read_cache",
@@ -99,21 +100,10 @@ SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometr
 CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 
 
-def first_line(error: BaseException) -> str:
-    """The first non-blank line of ``error``'s message, or its type name when the message is empty.
-
-    >>> first_line(ValueError("bad header\\nline 2")), first_line(RuntimeError())
-    ('bad header', 'RuntimeError')
-    """
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
-
-
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
     """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has
     no normalisation gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
     from .scores import resolve_device
-    from .zoo import RANDOM_PREFIX
 
     if isinstance(source, QKModel):
         if input_norm == "folded" and source.input_norm != "folded":
@@ -121,16 +111,12 @@ def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw"
                              "input_norm='raw'; load it with qkgeometry.load_qk(..., input_norm='folded') or pass the "
                              "source itself.")
         if device is not None and resolve_device(device) != source.device:
-            import copy
-
-            view = copy.copy(source)  # shares the reader; only the device differs, for this call
-            view.device = resolve_device(device)
-            return view
+            return source.with_device(resolve_device(device))  # the caller's model is unchanged
         return source
     if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
-        model = load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm).randomized()
-        model.device = resolve_device(device)
-        return model
+        # the twin reads nothing of its source: the source's files are closed before the twin is used
+        with load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm, device=device) as base:
+            return base.randomized()
     return load_qk(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
 
 
@@ -427,7 +413,7 @@ def _complete_rows(stored: pd.DataFrame, key: dict[str, Any], model: QKModel, pe
 
 def _check_result(rows: pd.DataFrame, model: QKModel, per: Per) -> None:
     """A computed result must have every expected row and finite scores: never store a NaN as a result."""
-    from .loading import SourceError
+    from .errors import SourceError
 
     if not len(rows):
         raise SourceError(f"{model.name!r} has no attention layers to score (0 layers in its config or "
