@@ -153,6 +153,7 @@ PAPER_MODEL_TYPES: dict[str, str] = {
     "Llama-3.2-11B-Vision": "mllama", "meta-llama/": "llama", "Mixtral": "mixtral", "Mistral": "mistral",
     "speecht5": "speecht5", "google-t5/": "t5", "google/t5-": "t5", "mbart": "mbart", "facebook/bart-": "bart",
     "whisper": "whisper", "vit-mae": "vit_mae", "dinov2": "dinov2", "dino-vit": "vit", "google/vit-": "vit",
+    "microsoft/dit-": "beit", "microsoft/beit-": "beit",
 }
 
 #: Model types with no adapter in the architecture registry whose fused Q/K/V weight is laid out like a registered
