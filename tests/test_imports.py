@@ -113,8 +113,18 @@ def test_no_import_cycle_in_the_package():
     assert not cycles, f"import cycles (every import counts, lazy ones too): {cycles}"
 
 
-def test_zoo_is_a_leaf_catalogue():
-    assert _graph()["qkgeometry.zoo"] == set(), "zoo must import nothing from the package"
+def test_the_catalogue_is_a_leaf():
+    """The catalogue imports only itself, the error family and the architecture registry (never the core that
+    reads models), and the old ``zoo`` module only re-exports it."""
+    graph = _graph()
+    allowed = {"qkgeometry.errors", "qkgeometry.architectures"}
+    catalogue = {m for m in graph if m == "qkgeometry.catalogue" or m.startswith("qkgeometry.catalogue.")}
+    assert {"qkgeometry.catalogue.offline", "qkgeometry.catalogue.presets", "qkgeometry.catalogue.paper"} <= catalogue
+    for module in catalogue:
+        assert graph[module] <= catalogue | allowed, f"{module} imports {sorted(graph[module] - catalogue - allowed)}"
+    assert graph["qkgeometry.zoo"] == {"qkgeometry.catalogue"}
+    for leaf in allowed:
+        assert not {m for m in graph[leaf] if m.startswith("qkgeometry.")} - allowed, leaf
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -417,14 +417,14 @@ def part_paths(parts: tuple[Part, ...], what: str) -> list[Path]:
         if part.size == 0:  # a folder or a file of unpinned size: presence is the check
             paths.append(path)
             continue
+        where = f"part {k} of {len(parts)} ({part.package!r}, {str(path)!r})" if len(parts) > 1 else repr(str(path))
         if not path.is_file():
-            raise PartError(f"{what}: {which} has {str(path)!r}, which is {_kind(path)}, not a regular file. "
-                            f"{_install_hint(parts)}")
+            raise PartError(f"{what}: {where} is {_kind(path)}, not a regular file. {_install_hint(parts)}")
         size = path.stat().st_size
         if size != part.size:
             state = "truncated" if size < part.size else "larger than expected"
-            raise PartError(f"{what}: {which} ({str(path)!r}) is {state}: {size} bytes, expected {part.size}. "
-                            f"The package is damaged or from another version. {_install_hint(parts)}")
+            raise PartError(f"{what}: {where} is {state}: {size} bytes, expected {part.size}. The package is "
+                            f"damaged or from another version. {_install_hint(parts)}")
         paths.append(path)
     return paths
 
