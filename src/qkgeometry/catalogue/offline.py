@@ -32,6 +32,7 @@ import re
 import shutil
 import stat
 import sys
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -238,22 +239,16 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
         else:
             path = Path.home() / ".cache" / "qkgeometry"
     out = Path(path).expanduser().resolve()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as e:
-        source = "QKGEOMETRY_CACHE" if env and path == env else "the cache path"
-        raise ValueError(f"cannot create the qkgeometry cache folder {str(out)!r}: it or a folder above it is a "
-                         f"file. Point {source} at a folder (or unset QKGEOMETRY_CACHE to use the default).") from e
+    _mkdir(out, "QKGEOMETRY_CACHE" if env and path == env else "the cache path")
     return out
 
 
-def _mkdir(folder: Path) -> None:
+def _mkdir(folder: Path, source: str = "QKGEOMETRY_CACHE") -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:
-        raise ValueError(
-            f"cannot create the qkgeometry cache folder {str(folder)!r}: it or a folder above it is a file. "
-            "Point QKGEOMETRY_CACHE at a folder (or unset it to use the default).") from e
+        raise ValueError(f"cannot create the qkgeometry cache folder {str(folder)!r}: it or a folder above it is a "
+                         f"file. Point {source} at a folder (or unset QKGEOMETRY_CACHE to use the default).") from e
 
 
 # ------------------------------------------------------------------------------------------------ safe file access
@@ -325,8 +320,9 @@ def _alive(pid: int) -> bool:
 
 
 def _temp_path(target: Path) -> Path:
-    """The temporary file (or folder) in which this process writes ``target``: ``.<name>.<pid>.tmp`` beside it."""
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    """The temporary file (or folder) in which this thread writes ``target``: ``.<name>.<pid>.<thread>.tmp`` beside
+    it (the process id tells later runs whether its writer is still alive)."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
 
 
 def _remove_stale_temps(target: Path) -> None:
@@ -334,7 +330,7 @@ def _remove_stale_temps(target: Path) -> None:
     prefix = f".{target.name}."
     with contextlib.suppress(OSError):
         for path in target.parent.iterdir():
-            pid = path.name[len(prefix):-len(".tmp")]
+            pid = path.name[len(prefix):-len(".tmp")].split(".")[0]
             if path.name.startswith(prefix) and path.name.endswith(".tmp") and pid.isdigit() and not _alive(int(pid)):
                 _remove(path)
 
