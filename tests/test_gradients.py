@@ -328,7 +328,7 @@ def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
 def test_chapter3_figures():
     import pandas as pd
 
-    from qkgeometry import plotting, zoo
+    from qkgeometry import plotting, catalogue
 
     rng = np.random.default_rng(0)
     summary = pd.DataFrame([{"step": s, "seed": k, "objective": o, "symmetry": rng.uniform(-1, 1),
@@ -343,7 +343,7 @@ def test_chapter3_figures():
             assert ys.min() >= -1 - 1e-9 and ys.max() <= 1 + 1e-9
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert any("null" in lab for lab in labels) and any("n = 3 seeds" in lab for lab in labels)
-    paper = plotting.paper_training_curves(zoo.paper_per_layer("custom-models"))
+    paper = plotting.paper_training_curves(catalogue.paper_per_layer("custom-models"))
     assert len(paper.axes) == 2 and len(paper.axes[0].lines) == 12 + 1  # 12 runs and the zero line
     one = pd.DataFrame({"setting": ["a"] * 8 + ["b"] * 8, "objective": ["causal", "mlm"] * 8,
                         "symmetry": rng.uniform(-1, 1, 16)})

@@ -114,24 +114,33 @@ def test_no_import_cycle_in_the_package():
 
 
 #: what the model and the format readers may import: the core below them, nothing above (analyses, catalogue)
-CORE = {"qkgeometry.errors", "qkgeometry.architectures", "qkgeometry.model"}
+CORE = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures", "qkgeometry.model"}
 
 
 def test_the_model_knows_no_format_and_the_readers_sit_below_it():
     graph = _graph()
-    assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.architectures"}
+    assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures"}
     assert graph["qkgeometry.errors"] == set()
     readers = {m for m in graph if m.startswith("qkgeometry.readers.")}
     assert {"qkgeometry.readers.safetensors", "qkgeometry.readers.gguf", "qkgeometry.readers.onnx"} <= readers
     for reader in readers:
         assert graph[reader] <= CORE | readers, f"{reader} imports {sorted(graph[reader] - CORE - readers)}"
     # the dispatch: every reader, the device check of the kernel, and the catalogue only for 'offline:' aliases
-    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.scores", "qkgeometry.zoo",
-                                                          "qkgeometry.catalogue.offline"}
+    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.scores", "qkgeometry.catalogue.offline"}
 
 
-def test_zoo_is_a_leaf_catalogue():
-    assert _graph()["qkgeometry.zoo"] == set(), "zoo must import nothing from the package"
+def test_the_catalogue_is_a_leaf():
+    """The catalogue imports only itself, the error family and the architecture registry (never the core that
+    reads models), and the old ``zoo`` module only re-exports it."""
+    graph = _graph()
+    allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures"}
+    catalogue = {m for m in graph if m == "qkgeometry.catalogue" or m.startswith("qkgeometry.catalogue.")}
+    assert {"qkgeometry.catalogue.offline", "qkgeometry.catalogue.presets", "qkgeometry.catalogue.paper"} <= catalogue
+    for module in catalogue:
+        assert graph[module] <= catalogue | allowed, f"{module} imports {sorted(graph[module] - catalogue - allowed)}"
+    assert graph["qkgeometry.zoo"] == {"qkgeometry.catalogue"}
+    for leaf in allowed:
+        assert not {m for m in graph[leaf] if m.startswith("qkgeometry.")} - allowed, leaf
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

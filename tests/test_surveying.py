@@ -239,7 +239,7 @@ def test_cli_plot_writes_figures(tiny_models, tmp_path, capsys):
 @pytest.mark.slow  # every offline model and its twin (about a minute)
 def test_cli_survey_offline_preset_writes_the_csv(tmp_path, capsys):
     """`qkgeometry survey --preset offline` runs offline and writes the CSV; a rerun reuses it all."""
-    from qkgeometry import zoo
+    from qkgeometry import catalogue
     from qkgeometry.cli import main
 
     out = tmp_path / "results.csv"
@@ -249,19 +249,19 @@ def test_cli_survey_offline_preset_writes_the_csv(tmp_path, capsys):
             "Qwen2.5-Coder-0.5B-Instruct": 24, "whisper-base": 18}  # whisper: 6 encoder, 6 decoder, 6 cross layers
     expected = {name: n for base, n in rows.items() for name in (base, f"{base} (random init)")}
     sizes = frame.groupby("model", sort=False).size().to_dict()
-    assert list(sizes) == [e.name for e in zoo.preset("offline")]  # models added to the preset join automatically
+    assert list(sizes) == [e.name for e in catalogue.preset("offline")]  # models added to the preset join automatically
     assert {name: sizes[name] for name in expected} == expected
     assert frame.loc[frame["model"] == "whisper-base", "component"].value_counts().to_dict() == {
         "encoder": 6, "decoder": 6, "cross": 6}
     assert set(frame.loc[frame["model"].str.startswith("whisper"), "modality"]) == {"audio"}
-    n = len(zoo.preset("offline"))
+    n = len(catalogue.preset("offline"))
     assert f"computed {n} model(s), reused 0" in capsys.readouterr().out
     assert main(["survey", "--preset", "offline", "--out", str(out)]) == 0
     assert f"computed 0 model(s), reused {n}" in capsys.readouterr().out
 
 
 def test_paper_scores_ship_with_the_package():
-    from qkgeometry.zoo import paper_scores
+    from qkgeometry.catalogue import paper_scores
 
     paper = paper_scores()
     assert len(paper) == 80 and paper["symmetry_median"].between(-1, 1).all()

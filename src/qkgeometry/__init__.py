@@ -72,7 +72,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-            return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. qkgeometry.zoo
+            return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. qkgeometry.catalogue
         raise AttributeError(f"module 'qkgeometry' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value

@@ -130,21 +130,22 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     """One row per (model, component, layer) with the layer's within-head share and key-bias ratio.
 
     ``sources``: what :func:`qkgeometry.survey` accepts (sources, ``"random:<source>"`` twins, or
-    :class:`qkgeometry.zoo.PresetEntry` items from ``qkgeometry.zoo.preset(...)``, whose name, family, modality and
+    :class:`qkgeometry.catalogue.PresetEntry` items from ``qkgeometry.catalogue.preset(...)``, whose name, family, modality and
     init label the rows). ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`).
     Columns: :data:`ANATOMY_COLUMNS` (``within_head_share`` is ``head_share(layer)["within_head"]``,
     ``key_bias_ratio`` is NaN for layers without a query bias). Layers are read one at a time. Chapter 4.
     """
     from tqdm.auto import tqdm
 
+    from .catalogue import PresetEntry
+    from .source_names import RANDOM_PREFIX
     from .surveying import open_source
-    from .zoo import RANDOM_PREFIX, PresetEntry
 
     if input_norm not in ("raw", "folded"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
-                        "qkgeometry.zoo.preset(...); got a single " + type(sources).__name__ + ".")
+                        "qkgeometry.catalogue.preset(...); got a single " + type(sources).__name__ + ".")
     rows = []
     for entry in tqdm(list(sources), desc="models", unit="model", disable=not progress):
         meta = entry if isinstance(entry, PresetEntry) else None

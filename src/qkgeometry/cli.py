@@ -110,7 +110,7 @@ def _cmd_architectures(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------ survey / plot
 def _add_survey(sub: argparse._SubParsersAction) -> None:
-    from .zoo import PRESETS
+    from .catalogue import PRESETS
 
     p = sub.add_parser("survey", help="score many models (a preset or listed sources) into one resumable CSV",
                        description="Score every model of a preset (or the SOURCES given), streaming one layer at a "
@@ -118,7 +118,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
                                    "same command resumes and recomputes nothing that finished. A model that fails "
                                    "is reported and skipped.")
     p.add_argument("sources", nargs="*", help="model folders, .gguf files, offline:<name>, random:<source> or Hub ids")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named model list from qkgeometry.zoo.PRESETS")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named model list from qkgeometry.catalogue.PRESETS")
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
     p.add_argument("--out", type=Path, default=Path("results.csv"), help="CSV cache and result (default results.csv)")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
@@ -130,8 +130,8 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
+    from .catalogue import preset
     from .surveying import summarize, survey
-    from .zoo import preset
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")

@@ -32,11 +32,9 @@ from .architectures import (
     pack_heads,
 )
 from .errors import SourceError
+from .source_names import RANDOM_PREFIX
 
 __all__ = ["RANDOM_PREFIX", "BlockPlan", "QKLayer", "QKModel", "SourcePlans", "TensorGetter", "to_float64_heads"]
-
-#: ``random:<source>`` names the random-init twin of ``source`` (:meth:`QKModel.randomized`) in surveys and presets.
-RANDOM_PREFIX = "random:"
 
 #: A tensor by its checkpoint name.
 TensorGetter = Callable[[str], torch.Tensor]

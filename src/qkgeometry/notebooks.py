@@ -247,8 +247,8 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     matplotlib.use("Agg")
     from . import plotting
     from .baselines import random_factor_scores
+    from .catalogue import model_source
     from .surveying import score_model, summarize
-    from .zoo import model_source
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

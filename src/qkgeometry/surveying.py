@@ -213,7 +213,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     """Score many models, one layer at a time, with a resumable on-disk cache. Chapter 4 uses it.
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
-    source, or :class:`qkgeometry.zoo.PresetEntry` items (``qkgeometry.zoo.preset("offline")``), whose ``name``
+    source, or :class:`qkgeometry.catalogue.PresetEntry` items (``qkgeometry.catalogue.preset("offline")``), whose ``name``
     labels the rows.
 
     Streaming: each model is opened lazily and scored layer by layer with the factored formulas (memory ~ one
@@ -259,12 +259,12 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     from tqdm.auto import tqdm
 
     from ._files import check_writable_file
-    from .zoo import PresetEntry
+    from .catalogue import PresetEntry
 
     _check_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
-                        "qkgeometry.zoo.preset(...); got a single " + type(sources).__name__ + ".")
+                        "qkgeometry.catalogue.preset(...); got a single " + type(sources).__name__ + ".")
     cache_path = None if cache is None else Path(cache)
     if cache_path is not None and cache_path.suffix != ".csv":
         raise ValueError(f"`cache` must be a .csv path; got {str(cache_path)!r}.")

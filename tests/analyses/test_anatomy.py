@@ -119,7 +119,7 @@ def test_query_bias_is_the_key_only_logit_term(case_id, tmp_path):
 def test_layer_anatomy_frame(tmp_path):
     case = next(c for c in CASES if c.id == "qwen2-gqa-bias")
     build_tiny_model(dataclasses.replace(case, bias_names=(), randomize=("bias", "input_layernorm.weight")), tmp_path)
-    from qkgeometry.zoo import PresetEntry
+    from qkgeometry.catalogue import PresetEntry
 
     entries = [PresetEntry(str(tmp_path), "tiny qwen2", "decoder", "language"), f"random:{tmp_path}"]
     frame = layer_anatomy(entries)

@@ -224,11 +224,11 @@ def test_chapter4_places_the_layer_anatomy_between_the_family_tests_and_the_pape
 
 def test_chapter4_code_picks_offline_models_from_the_preset_not_by_name():
     """New offline models join every figure and test of chapter 4: its code never names an offline model."""
-    from qkgeometry import zoo
+    from qkgeometry import catalogue
 
     for cell in _chapter4().cells:
         if cell.cell_type != "code" or ("remove-cell" in _tags(cell) and "google.colab" in cell.source):
             continue
-        named = [a for a in zoo.OFFLINE_MODELS if a in cell.source]
-        named += [e.name for e in zoo.preset("offline") if f'"{e.name}"' in cell.source]
+        named = [a for a in catalogue.OFFLINE_MODELS if a in cell.source]
+        named += [e.name for e in catalogue.preset("offline") if f'"{e.name}"' in cell.source]
         assert not named, f"chapter 4 names offline models {named} in a code cell; select them by family/modality"

@@ -375,8 +375,8 @@ def test_random_twin_of_an_onnx_model(tmp_path):
 # ------------------------------------------------------------------------------------------------ offline models
 def _installed(alias: str):
     try:
-        return qg.zoo.offline_path(alias)
-    except (FileNotFoundError, qg.zoo.PartError):
+        return qg.catalogue.offline_path(alias)
+    except (FileNotFoundError, qg.catalogue.PartError):
         pytest.skip(f"offline model {alias} is not installed")
 
 
@@ -398,7 +398,7 @@ def test_offline_dinov2_focus_reproduces_onnxruntime_logits_and_the_papers_dinov
     pixels = np.random.default_rng(0).normal(size=(1, 3, 224, 224)).astype(np.float32)
     assert check_ort_logits(path, {"input_image": pixels}) == 12 * 6
     # its backbone was fine-tuned from DINOv2-small: every layer's symmetry stays near the paper's value for it
-    paper = qg.zoo.paper_per_layer("vision-models")
+    paper = qg.catalogue.paper_per_layer("vision-models")
     paper = paper[(paper["model"] == "facebook/dinov2-small") & (paper["file"] == "DINOv2.pkl")]
     ours = qg.score_model(qk)
     gap = np.abs(ours.sort_values("layer")["symmetry"].to_numpy() - paper.sort_values("layer")["symmetry"].to_numpy())

@@ -219,12 +219,12 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
     models as small dots coloured by stack and ours as large outlined markers (one shape per model, named in the
     legend).
 
-    ``paper``: :func:`qkgeometry.zoo.paper_models` (columns ``modality, stack, symmetry_median,
+    ``paper``: :func:`qkgeometry.catalogue.paper_models` (columns ``modality, stack, symmetry_median,
     directionality_median``). ``ours``: optional frame with ``model, modality, stack, symmetry_median,
     directionality_median``. Modalities beyond ``modalities`` that appear in either frame get panels too, and a
     modality with no model at all gets none; ``paper`` may be empty when ``ours`` is not. Returns the Figure."""
     if ours is None or not len(ours):
-        require_rows(paper, "paper", "pass qkgeometry.zoo.paper_models(), or models of ours in `ours`")
+        require_rows(paper, "paper", "pass qkgeometry.catalogue.paper_models(), or models of ours in `ours`")
     present = set(paper["modality"]) | (set(ours["modality"]) if ours is not None else set())
     panels = [m for m in modalities if m in present] + sorted(present - set(modalities))
     fig, axes = plt.subplots(1, len(panels), figsize=(3.9 * len(panels), 4.0), squeeze=False, sharex=True,

@@ -84,9 +84,9 @@ def paper_training_curves(frame, scores=("symmetry", "directionality")):
     """Chapter 3: the authors' own training runs, median over layers against the fraction of training, one line per
     run, blue for encoders (masked LM) and red for decoders (causal LM); solid BERT, dashed BERT-small.
 
-    ``frame``: :func:`qkgeometry.zoo.paper_per_layer` with ``group="custom-models"``. Returns the Figure.
+    ``frame``: :func:`qkgeometry.catalogue.paper_per_layer` with ``group="custom-models"``. Returns the Figure.
     """
-    require_rows(frame, "frame", "pass qkgeometry.zoo.paper_per_layer('custom-models')")
+    require_rows(frame, "frame", "pass qkgeometry.catalogue.paper_per_layer('custom-models')")
     med = frame.groupby(["model", "step"], sort=False)[list(scores)].median().reset_index()
     fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
                              constrained_layout=True)

@@ -96,7 +96,7 @@ def trajectories_vs_paper(ours, theirs, y: str = "symmetry"):
     band. ``theirs`` has columns ``fraction, arch, model, <y>``: one thin line per run, coloured by arch (encoder
     or decoder). Returns the Figure."""
     require_rows(ours, "ours", "pass the recorded runs (fraction, init, seed and the score)")
-    require_rows(theirs, "theirs", "pass the paper's runs (qkgeometry.zoo.paper_per_layer('custom-models'))")
+    require_rows(theirs, "theirs", "pass the paper's runs (qkgeometry.catalogue.paper_per_layer('custom-models'))")
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.5), sharex=True, sharey=True)
     ax = axes[0]
     for init, g in ours.groupby("init", sort=False):

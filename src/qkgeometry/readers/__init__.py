@@ -32,6 +32,7 @@ from typing import Any
 from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
+from ..source_names import OFFLINE_PREFIX
 from . import ctranslate2, gguf, hub, module, onnx, safetensors
 from .files import check_regular_file, path_exists
 
@@ -95,10 +96,10 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
                         f"PreTrainedModel; got {type(source).__name__}.")
     if "\0" in source:
         raise SourceError("`source` contains a NUL byte, which no file name can hold; pass the path as text.")
-    if source.startswith("offline:"):
-        from ..zoo import offline_path  # TODO(merge): catalogue.offline
+    if source.startswith(OFFLINE_PREFIX):
+        from ..catalogue.offline import offline_path
 
-        return open_path(offline_path(source.split(":", 1)[1]), name or source, qk_norm)
+        return open_path(offline_path(source[len(OFFLINE_PREFIX):]), name or source, qk_norm)
     try:
         path = Path(source).expanduser()
     except RuntimeError as e:  # "~nosuchuser/...": Python cannot expand an unknown user's home

