@@ -328,7 +328,7 @@ def test_exercise_checkers_accept_reference_and_reject_wrong(capsys):
 def test_chapter3_figures():
     import pandas as pd
 
-    from qkgeometry import plotting, catalogue
+    from qkgeometry import catalogue, plotting
 
     rng = np.random.default_rng(0)
     summary = pd.DataFrame([{"step": s, "seed": k, "objective": o, "symmetry": rng.uniform(-1, 1),

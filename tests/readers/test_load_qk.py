@@ -11,9 +11,9 @@ import torch
 import transformers
 
 import qkgeometry as qg
+from qkgeometry.catalogue import offline_path
 from qkgeometry.errors import SourceError
 from qkgeometry.readers.hf_config import ConfigView
-from qkgeometry.catalogue import offline_path
 
 TINY_LLAMA = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
                   intermediate_size=64, vocab_size=99, max_position_embeddings=32)
