@@ -1,4 +1,4 @@
-"""Tests for qkgeometry._version: the version is written once, and the package metadata reads it from there."""
+"""The version is written once, in the package, and the package metadata reads it from there."""
 
 from __future__ import annotations
 
@@ -11,13 +11,8 @@ from pathlib import Path
 import pytest
 
 import qkgeometry
-from qkgeometry import _version
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_the_package_exports_the_one_version():
-    assert qkgeometry.__version__ == _version.__version__
 
 
 def test_pyproject_reads_the_version_from_the_package():
@@ -25,7 +20,7 @@ def test_pyproject_reads_the_version_from_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
-    assert attr == "qkgeometry._version.__version__"
+    assert attr == "qkgeometry.qkgeometry.__version__"
 
 
 def test_built_metadata_has_the_package_version(tmp_path):
@@ -36,7 +31,7 @@ def test_built_metadata_has_the_package_version(tmp_path):
                          timeout=120)
     assert res.returncode == 0, res.stderr
     metadata = (tmp_path / res.stdout.split()[-1] / "METADATA").read_text()
-    assert f"\nVersion: {_version.__version__}\n" in metadata
+    assert f"\nVersion: {qkgeometry.__version__}\n" in metadata
 
 
 def test_installed_metadata_has_the_package_version():
@@ -47,4 +42,4 @@ def test_installed_metadata_has_the_package_version():
     url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
     if url.startswith("file://") and Path(url[len("file://"):]).resolve() != ROOT:
         pytest.skip(f"the installed qkgeometry comes from another tree ({url})")
-    assert dist.version == _version.__version__
+    assert dist.version == qkgeometry.__version__
