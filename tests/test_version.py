@@ -20,7 +20,7 @@ def test_pyproject_reads_the_version_from_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
-    assert attr == "qkgeometry.qkgeometry.__version__"
+    assert attr == "qkgeometry._version.__version__"
 
 
 def test_built_metadata_has_the_package_version(tmp_path):
