@@ -5,9 +5,11 @@
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
                       [--input-norm raw|folded]
     qkgeometry plot results.csv [--out-dir DIR]
-    qkgeometry train ...   (chapter 5; see ``qkgeometry train --help``)
+    qkgeometry train ...              (chapter 5; see ``qkgeometry train --help``)
+    qkgeometry train-objectives ...   (chapter 3; see ``qkgeometry train-objectives --help``)
 
-SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf file, ``offline:<name>`` or a Hub id.
+SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf file, an ONNX graph, a CTranslate2
+``model.bin``, ``offline:<name>`` or a Hub id.
 ``python -m qkgeometry ...`` runs the same command line (which is what ``torchrun -m qkgeometry train ...`` needs).
 """
 
