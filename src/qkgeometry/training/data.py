@@ -132,7 +132,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = 8000, path: str | os.Pat
         raise RuntimeError("special tokens did not land at ids 0..4")
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(str(path) + ".tmp")
+        tmp = Path(f"{path}.{os.getpid()}.tmp")
         tok.save(str(tmp))
         tmp.replace(path)
     return tok
@@ -157,6 +157,7 @@ class TokenData:
     val: np.ndarray
     tokenizer: object
     fingerprint: str  # hash of the corpus text and tokenizer settings (goes into provenance)
+    tokenizer_sha256: str = ""  # hash of the tokenizer file the streams were made with (goes into provenance)
 
     def unigram_loss(self) -> float:
         """Cross-entropy (nats) of the train-set unigram distribution (add-one smoothed, special tokens excluded) on
@@ -169,28 +170,51 @@ class TokenData:
         return float(-logp[val].mean())
 
 
+#: Tokenizers shipped with the package, by data key (corpus, vocabulary size, hash of the corpus split).
+#: ``tokenizers``' WordPiece trainer is not deterministic (its merge order depends on hash-map iteration), so two
+#: trainings on the same text can give different vocabularies and a different plateau (0.08 nats apart were
+#: measured): runs that are compared must read one tokenizer. The shipped one is the tokenizer of the recorded runs
+#: of chapter 5 from seed 3 on (their token counts and unigram loss are reproduced to the last digit).
+SHIPPED_TOKENIZERS = {"wikipedia-v8000-d69df41131a510f9": "wikipedia-v8000-d69df41131a510f9-wordpiece.json"}
+
+
+def shipped_tokenizer(key: str) -> Path | None:
+    """The package's tokenizer file for data ``key`` (see :data:`SHIPPED_TOKENIZERS`), or None."""
+    name = SHIPPED_TOKENIZERS.get(key)
+    path = Path(__file__).with_name("tokenizers") / name if name else None
+    return path if path is not None and path.is_file() else None
+
+
 def prepare_data(corpus: str = "wikipedia", vocab_size: int = 8000, cache: str | os.PathLike | None = None,
                  val_percent: float = 5.0) -> TokenData:
-    """Load ``corpus``, split it, train (or load the cached) WordPiece tokenizer on the train part, and tokenise.
+    """Load ``corpus``, split it, tokenise it with the package's shipped tokenizer for this corpus and vocabulary
+    when there is one (:data:`SHIPPED_TOKENIZERS`), else with a WordPiece tokenizer trained on the train part (and
+    cached), and tokenise. Chapter 5.
 
-    Tokenizer and token streams are cached under ``<cache>/data/`` keyed by a hash of the corpus text.
+    Token streams are cached under ``<cache>/data/`` keyed by a hash of the corpus text and of the tokenizer file,
+    so a stream is never read back with another tokenizer than the one that made it. ``TokenData.tokenizer_sha256``
+    (a hash of the tokenizer's serialisation, recorded in every run's provenance) says which tokenizer a run read.
     """
     root = cache_dir(cache)
     train_texts, val_texts = split_documents(load_corpus(corpus, root), val_percent)
     key = f"{corpus}-v{vocab_size}-{_digest([*train_texts, '||', *val_texts])}"
     folder = root / "data"
-    tok = train_tokenizer(train_texts, vocab_size, folder / f"{key}-wordpiece.json")
+    shipped = shipped_tokenizer(key)
+    tok_file = shipped if shipped is not None else folder / f"{key}-wordpiece.json"
+    tok = train_tokenizer(train_texts, vocab_size, tok_file)
+    tok_sha = hashlib.sha256(tok.to_str().encode()).hexdigest()  # this tokenizer, whatever another process wrote
     arrays = {}
     for part, texts in (("train", train_texts), ("val", val_texts)):
-        f = folder / f"{key}-{part}.npy"
+        f = folder / f"{key}-{tok_sha[:12]}-{part}.npy"
         if f.is_file():
             arrays[part] = np.load(f, allow_pickle=False)
         else:
             arrays[part] = encode_stream(tok, texts)
-            tmp = folder / f"{key}-{part}.tmp.npy"
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f"{key}-{tok_sha[:12]}-{part}.{os.getpid()}.tmp.npy"
             np.save(tmp, arrays[part], allow_pickle=False)
             tmp.replace(f)
-    return TokenData(corpus, tok.get_vocab_size(), arrays["train"], arrays["val"], tok, key)
+    return TokenData(corpus, tok.get_vocab_size(), arrays["train"], arrays["val"], tok, key, tok_sha)
 
 
 # -------------------------------------------------------------------------------------------------- batches
