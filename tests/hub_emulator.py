@@ -55,6 +55,10 @@ class Fault:
     times: int = 1
     after: int = 0
     seconds: float = 30.0
+    #: also hit header reads (ranges from byte 0; huggingface_hub reads headers without retries)
+    headers: bool = False
+    #: matching requests let through before the fault starts
+    skip: int = 0
 
 
 @dataclass
@@ -140,10 +144,14 @@ class HubEmulator:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def take_fault(self, name: str) -> Fault | None:
+    def take_fault(self, name: str, range_header: str | None) -> Fault | None:
+        header_read = (range_header or "").replace(" ", "").startswith("bytes=0-")
         with self._lock:
             for f in self.faults:
-                if f.times > 0 and f.match in name:
+                if f.times > 0 and f.match in name and (f.headers or not header_read):
+                    if f.skip > 0:
+                        f.skip -= 1
+                        return None
                     f.times -= 1
                     return f
         return None
@@ -282,6 +290,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(404, None, f"no route {path}", head)
 
     def _model_info(self, rest: str, query: dict, head: bool) -> None:
+        m = re.fullmatch(r"(.+)/(tree|refs)(?:/([^/]+)(?:/(.*))?)?", rest)
+        if m is not None and m.group(1) in self.hub.repos:
+            return self._tree(m.group(1), m.group(3), m.group(4)) if m.group(2) == "tree" else self._refs(m.group(1))
         repo_id, _, rev = rest.partition("/revision/")
         repo = self._repo(repo_id, head)
         if repo is None:
@@ -304,6 +315,38 @@ class _Handler(BaseHTTPRequestHandler):
                 "lastModified": "2025-01-01T00:00:00.000Z", "createdAt": "2025-01-01T00:00:00.000Z"}
         self._send(200, b"" if head else json.dumps(body).encode(), {"Content-Type": "application/json"},
                    head=head)
+
+    def _tree(self, repo_id: str, rev: str | None, prefix: str | None) -> None:
+        """``GET /api/models/{id}/tree/{rev}[/{path}]`` (snapshot_download lists files with it); flat repos only."""
+        repo = self._repo(repo_id)
+        if repo is None:
+            return
+        commit = self._commit(repo, rev or "main")
+        if commit is None:
+            return
+        out = []
+        for p, data in sorted(commit[1].items()):
+            if prefix and not p.startswith(unquote(prefix).rstrip("/") + "/"):
+                continue
+            entry = {"type": "file", "oid": _etag(data), "size": len(data), "path": p}
+            if len(data) >= LFS_THRESHOLD:
+                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+            out.append(entry)
+        self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
+
+    def _refs(self, repo_id: str) -> None:
+        """``GET /api/models/{id}/refs``: branches, and ``refs/pr/N`` branches as pull requests."""
+        repo = self._repo(repo_id)
+        if repo is None:
+            return
+        branches, prs = [], []
+        for name, sha in sorted(repo.branches.items()):
+            if name.startswith("refs/pr/"):
+                prs.append({"name": name, "ref": name, "targetCommit": sha})
+            else:
+                branches.append({"name": name, "ref": f"refs/heads/{name}", "targetCommit": sha})
+        body = {"branches": branches, "converts": [], "tags": [], "pullRequests": prs}
+        self._send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def _resolve(self, repo_id: str, rev: str, filename: str, head: bool) -> None:
         repo = self._repo(repo_id, head)
@@ -338,7 +381,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self, data: bytes, name: str, head: bool, headers: dict[str, str]) -> None:
         headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        fault = None if head else self.hub.take_fault(name)
+        fault = None if head else self.hub.take_fault(name, self.headers.get("Range"))
         if fault is not None and fault.kind == "503":
             return self._error(503, None, "Service Unavailable", head)
         rng = self.headers.get("Range")

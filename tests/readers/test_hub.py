@@ -156,7 +156,7 @@ def test_sharded_bytes_are_the_qk_bytes(hub, folders):
     snapshot = sum(p.stat().st_size for p in folders["sharded"].glob("*.safetensors"))
     assert data_bytes <= 1.05 * qk, (data_bytes, qk)
     assert header_bytes <= plan.header_files * 100_001
-    assert snapshot > 8 * qk  # what the old path downloaded
+    assert snapshot > 5 * qk  # what a snapshot downloads
     # adjacent ranges are joined: q_proj and k_proj of a layer are not adjacent in the file (o_proj lies between),
     # so at most 3 requests per layer
     assert len(data) <= 3 * 4
@@ -195,17 +195,20 @@ def hub_cache_root():
 
 # ------------------------------------------------------------------------------------------------ faults
 def test_cut_connection_resumes_at_tensor_granularity(hub, folders):
-    hub.fault("cut", "model-00002", times=20, after=100)  # every retry of the second shard is cut mid-tensor
+    hub.fault("cut", "model-", skip=4, times=20, after=100)  # after 4 ranges, every request is cut mid-tensor
     with pytest.raises(SourceError, match=r"could not reach the Hugging Face Hub for 'tiny/sharded' .*tensors .* "
                                           r"are cached in .*rerun: the fetch resumes"):
         qg.score_model(qg.load_qk("tiny/sharded"))
     hub.faults.clear()
-    served_before = {r.path for r in hub.data_requests() if r.sent and r.status == 206}
+    done = {(r.path, r.range) for r in hub.data_requests() if r.status == 206 and "/_cdn/" in r.path
+            and not r.range.startswith("bytes=0-") and r.sent == int(r.range.split("-")[1]) - int(
+                r.range.split("=")[1].split("-")[0]) + 1}
+    assert len(done) == 4
     hub.reset_log()
     same_scores(qg.load_qk("tiny/sharded"), qg.load_qk(folders["sharded"]))
-    refetched = [r for r in hub.data_requests() if r.path in served_before and "00001" in r.path and
-                 not (r.range or "").startswith("bytes=0-")]
-    assert refetched == []  # what the first run wrote is not fetched again
+    again = {(r.path, r.range) for r in hub.data_requests()}
+    assert not done & again  # what the first run wrote is not fetched again
+    assert any(r.status == 206 for r in hub.data_requests())
 
 
 def test_a_single_cut_a_stall_and_a_503_are_retried(hub, folders):
@@ -281,7 +284,9 @@ def test_plan_says_what_a_fetch_costs(hub, capsys):
     assert plan.fused and all("c_attn" in n for n in plan.fused) and plan.fused_share == pytest.approx(2 / 3)
     assert cli.main(["score", "tiny/gpt2", "--plan"]) == 0
     out = capsys.readouterr().out
-    assert "tiny/gpt2" in out and "c_attn" in out and not hub.data_requests()[3:]
+    assert "tiny/gpt2" in out and "c_attn" in out and "Q/K" in out
+    weights = [r for r in hub.data_requests() if "safetensors" in r.path and not r.range.startswith("bytes=0-")]
+    assert weights == []  # headers only
     qg.score_model(qg.load_qk("tiny/gpt2"))
     assert hub_plan("tiny/gpt2").fetch_bytes == 0
     assert cli.main(["survey", "tiny/llama", "tiny/gpt2", "offline:minilm-l6", "--plan"]) == 0

@@ -40,7 +40,8 @@ from ..model import SourcePlans
 from . import remote
 from .hf_config import read_config, resolve_plans
 
-__all__ = ["FetchMode", "HubPlan", "hub_plan", "looks_like_path", "open_hub", "parse_hub_source", "plan_table"]
+__all__ = ["FetchMode", "HubPlan", "format_bytes", "hub_plan", "looks_like_path", "open_hub", "parse_hub_source",
+           "plan_table"]
 
 FetchMode = Literal["remote", "snapshot"]
 
@@ -140,8 +141,8 @@ class HubPlan:
 
     def row(self) -> dict[str, Any]:
         return {"model": self.repo_id, "commit": self.commit[:12], "gated": bool(self.gated),
-                "checkpoint_gb": self.checkpoint_bytes / 1e9, "qk_gb": self.qk_bytes / 1e9,
-                "fetch_gb": self.fetch_bytes / 1e9, "cached_gb": self.cached_bytes / 1e9,
+                "checkpoint_bytes": self.checkpoint_bytes, "qk_bytes": self.qk_bytes,
+                "fetch_bytes": self.fetch_bytes, "cached_bytes": self.cached_bytes,
                 "fused_whole": ", ".join(sorted({_template(n) for n in self.fused})) or ""}
 
 
@@ -253,12 +254,12 @@ def plan_table(sources: Iterable[Any]) -> Any:
         except SourceError as e:
             rows.append({"model": label, "note": str(e)})
     frame = pd.DataFrame(rows)
-    for col in ("checkpoint_gb", "qk_gb", "fetch_gb", "cached_gb"):
+    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes")
+    for col in sizes:
         if col not in frame:
             frame[col] = float("nan")
     if len(frame):
-        total = {"model": "total", **{c: frame[c].sum() for c in ("checkpoint_gb", "qk_gb", "fetch_gb",
-                                                                  "cached_gb")}}
+        total = {"model": "total", **{c: frame[c].sum() for c in sizes}}
         frame = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
     return frame
 
@@ -426,7 +427,7 @@ class Fetcher:
         except Exception as e:
             self.close()
             n, total = len(self.done), len(self.plan.spans)
-            cached = (f"; {n} of {total} tensors ({_gb(sum(self.plan.spans[m].nbytes for m in self.done))}) are "
+            cached = (f"; {n} of {total} tensors ({format_bytes(sum(self.plan.spans[m].nbytes for m in self.done))}) are "
                       f"cached in {str(self.store.folder(self.plan.commit))!r}" if n else "; nothing was cached yet")
             raise remote.hub_error(e, self.repo.repo_id, self.repo.revision, cached=cached) from e
 
@@ -442,11 +443,14 @@ class Fetcher:
                 data = remote.fetch_range(self.repo, file, start, end)
                 for s in spans:
                     os.pwrite(fd, data[s.start - start:s.end - start], self.data_start + self.offsets[s.name])
+                os.fsync(fd)  # on disk before the progress file says so: a crash never leaves zeros marked done
                 self.bar.update(end - start)
-            os.fsync(fd)
+                self.done.update(s.name for s in spans)
+                self._record()
         finally:
             os.close(fd)
-        self.done.update(names)
+
+    def _record(self) -> None:
         if self.done >= set(self.plan.spans):
             self.store.progress(self.plan.commit).unlink(missing_ok=True)
             self.close()
@@ -464,8 +468,9 @@ def _head(path: Path) -> bytes:
         return fh.read(8)
 
 
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+def format_bytes(n: float) -> str:
+    """A byte count for people: ``1.23 GB``, ``45.6 MB``, ``789 kB``."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
 
 
 def coalesce(spans: Iterable[Span], gap: int = COALESCE_GAP) -> list[tuple[str, int, int, list[Span]]]:
