@@ -24,6 +24,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -39,10 +40,36 @@ from urllib.parse import parse_qs, unquote, urlsplit
 LFS_THRESHOLD = 1024
 
 
+class Blob:
+    """A served file: bytes in memory, or a file on disk read by range (large synthetic checkpoints; their hashes
+    are of the path and size, not the content, so that serving 13 GB does not mean hashing it)."""
+
+    def __init__(self, data: bytes | Path):
+        self.data = data
+        self.size = len(data) if isinstance(data, bytes) else Path(data).stat().st_size
+        key = data if isinstance(data, bytes) else f"{data}:{self.size}".encode()
+        self.sha256 = hashlib.sha256(key).hexdigest()
+        self.sha1 = hashlib.sha1(b"blob %d\0" % self.size + key).hexdigest()
+
+    def chunks(self, start: int, end: int, step: int = 8 * 2**20):
+        """Bytes [start, end) in pieces of at most ``step``."""
+        if isinstance(self.data, bytes):
+            yield self.data[start:end]
+            return
+        with open(self.data, "rb") as fh:
+            fh.seek(start)
+            while start < end:
+                piece = fh.read(min(step, end - start))
+                if not piece:
+                    return
+                start += len(piece)
+                yield piece
+
+
 @dataclass
 class Repo:
     repo_id: str
-    commits: dict[str, dict[str, bytes]]  # sha -> file name -> content
+    commits: dict[str, dict[str, Blob]]  # sha -> file name -> content
     branches: dict[str, str]  # branch -> sha
     gated: str | bool = False  # False, "auto" or "manual"
     private: bool = False
@@ -102,13 +129,17 @@ class HubEmulator:
 
     # ------------------------------------------------------------------ set-up
     def add_repo(self, repo_id: str, source: Path | dict[str, bytes], *, gated: str | bool = False,
-                 private: bool = False, branch: str = "main") -> str:
+                 private: bool = False, branch: str = "main", on_disk: bool = False) -> str:
         """Serve ``source`` (a folder, or name -> bytes) as a commit of ``repo_id`` on ``branch``; returns the sha.
-        Adding to an existing repo makes a new commit on that branch (older commits stay reachable by sha)."""
-        files = ({p.relative_to(source).as_posix(): p.read_bytes() for p in sorted(Path(source).rglob("*"))
-                  if p.is_file()} if not isinstance(source, dict) else dict(source))
+        Adding to an existing repo makes a new commit on that branch (older commits stay reachable by sha).
+        ``on_disk``: serve the folder's files from disk by range instead of holding them in memory."""
+        if isinstance(source, dict):
+            files = {k: Blob(v) for k, v in source.items()}
+        else:
+            files = {p.relative_to(source).as_posix(): Blob(p if on_disk else p.read_bytes())
+                     for p in sorted(Path(source).rglob("*")) if p.is_file()}
         sha = hashlib.sha1(repo_id.encode() + b"\0" + b"".join(
-            k.encode() + hashlib.sha256(v).digest() for k, v in sorted(files.items()))).hexdigest()
+            k.encode() + bytes.fromhex(v.sha256) for k, v in sorted(files.items()))).hexdigest()
         old = self.repos.get(repo_id)
         repo = old if old is not None else Repo(repo_id, {}, {}, gated, private)
         repo.commits[sha] = files
@@ -157,10 +188,6 @@ class HubEmulator:
         return None
 
 
-def _etag(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 class _Handler(BaseHTTPRequestHandler):
     hub: HubEmulator
     protocol_version = "HTTP/1.1"
@@ -169,33 +196,34 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     # ------------------------------------------------------------------ plumbing
-    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, *,
-              head: bool = False, fault: Fault | None = None) -> None:
+    def _send(self, status: int, body: bytes | tuple[Blob, int, int] = b"", headers: dict[str, str] | None = None,
+              *, head: bool = False, fault: Fault | None = None) -> None:
+        blob, start, end = body if isinstance(body, tuple) else (Blob(body), 0, len(body))
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(end - start))
         self.end_headers()
         sent = 0
-        if not head and body:
-            if fault is not None and fault.kind == "cut":
-                self.wfile.write(body[:fault.after])
+        if not head and end > start:
+            if fault is not None and fault.kind in ("cut", "stall"):
+                piece = b"".join(blob.chunks(start, min(end, start + fault.after)))
+                self.wfile.write(piece)
                 self.wfile.flush()
-                sent = min(fault.after, len(body))
+                sent = len(piece)
                 self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            elif fault is not None and fault.kind == "stall":
-                self.wfile.write(body[:fault.after])
-                self.wfile.flush()
-                sent = min(fault.after, len(body))
-                time.sleep(fault.seconds)
-                self.close_connection = True
+                if fault.kind == "stall":
+                    time.sleep(fault.seconds)
+                else:
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
             else:
-                self.wfile.write(body)
-                sent = len(body)
+                try:
+                    for piece in blob.chunks(start, end):
+                        self.wfile.write(piece)
+                        sent += len(piece)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
         with self.hub._lock:
             self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent))
 
@@ -269,11 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
         out = []
         for p in form.get("paths", []):
             if p in files:
-                data = files[p]
-                entry = {"type": "file", "oid": _etag(data), "size": len(data), "path": p}
-                if len(data) >= LFS_THRESHOLD:
-                    entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
-                out.append(entry)
+                out.append(_entry(p, files[p]))
         self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
 
     def _route(self, head: bool) -> None:
@@ -303,12 +327,12 @@ class _Handler(BaseHTTPRequestHandler):
         sha, files = commit
         blobs = query.get("blobs", ["false"])[0].lower() == "true"
         siblings = []
-        for name, data in sorted(files.items()):
+        for name, blob in sorted(files.items()):
             s: dict = {"rfilename": name}
             if blobs:
-                s.update(size=len(data), blobId=_etag(data))
-                if len(data) >= LFS_THRESHOLD:
-                    s["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                s.update(size=blob.size, blobId=blob.sha1)
+                if blob.size >= LFS_THRESHOLD:
+                    s["lfs"] = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
             siblings.append(s)
         body = {"_id": sha[:24], "id": repo.repo_id, "modelId": repo.repo_id, "sha": sha, "private": repo.private,
                 "gated": repo.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": [], "siblings": siblings,
@@ -325,13 +349,10 @@ class _Handler(BaseHTTPRequestHandler):
         if commit is None:
             return
         out = []
-        for p, data in sorted(commit[1].items()):
+        for p, blob in sorted(commit[1].items()):
             if prefix and not p.startswith(unquote(prefix).rstrip("/") + "/"):
                 continue
-            entry = {"type": "file", "oid": _etag(data), "size": len(data), "path": p}
-            if len(data) >= LFS_THRESHOLD:
-                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
-            out.append(entry)
+            out.append(_entry(p, blob))
         self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
 
     def _refs(self, repo_id: str) -> None:
@@ -358,14 +379,13 @@ class _Handler(BaseHTTPRequestHandler):
         sha, files = commit
         if filename not in files:
             return self._error(404, "EntryNotFound", "Entry not found", head)
-        data = files[filename]
-        if len(data) >= LFS_THRESHOLD:  # large files live on the CDN host: 302 there, as the Hub does
-            sha256 = hashlib.sha256(data).hexdigest()
+        blob = files[filename]
+        if blob.size >= LFS_THRESHOLD:  # large files live on the CDN host: 302 there, as the Hub does
             location = f"{self.hub.cdn_url}/_cdn/{repo_id}/{sha}/{filename}"
             return self._send(302, b"", {"Location": location, "X-Repo-Commit": sha,
-                                         "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(len(data)),
-                                         "ETag": f'"{_etag(data)}"'}, head=head)
-        self._body(data, filename, head, {"ETag": f'"{_etag(data)}"', "X-Repo-Commit": sha})
+                                         "X-Linked-Etag": f'"{blob.sha256}"', "X-Linked-Size": str(blob.size),
+                                         "ETag": f'"{blob.sha1}"'}, head=head)
+        self._body(blob, filename, head, {"ETag": f'"{blob.sha1}"', "X-Repo-Commit": sha})
 
     def _cdn(self, path: str, head: bool) -> None:
         parts = unquote(path[len("/_cdn/"):]).split("/")
@@ -376,10 +396,9 @@ class _Handler(BaseHTTPRequestHandler):
         name = "/".join(parts[k + 1:]) if k else ""
         if files is None or name not in files:
             return self._error(404, None, "NoSuchKey", head)
-        data = files[name]
-        self._body(data, name, head, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
+        self._body(files[name], name, head, {"ETag": f'"{files[name].sha256}"'})
 
-    def _body(self, data: bytes, name: str, head: bool, headers: dict[str, str]) -> None:
+    def _body(self, blob: Blob, name: str, head: bool, headers: dict[str, str]) -> None:
         headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         fault = None if head else self.hub.take_fault(name, self.headers.get("Range"))
         if fault is not None and fault.kind == "503":
@@ -389,16 +408,17 @@ class _Handler(BaseHTTPRequestHandler):
             m = re.fullmatch(r"\s*bytes=(\d*)-(\d*)\s*", rng)
             if m is None or (not m.group(1) and not m.group(2)):
                 return self._error(416, None, "Range Not Satisfiable", head)
+            size = blob.size
             if m.group(1):
                 start = int(m.group(1))
-                end = min(int(m.group(2)), len(data) - 1) if m.group(2) else len(data) - 1
+                end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
             else:  # suffix range: the last N bytes
-                start, end = max(0, len(data) - int(m.group(2))), len(data) - 1
-            if start >= len(data) or end < start:
-                return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head=head)
-            return self._send(206, data[start:end + 1], {**headers, "Content-Range":
-                                                         f"bytes {start}-{end}/{len(data)}"}, head=head, fault=fault)
-        self._send(200, data, headers, head=head, fault=fault)
+                start, end = max(0, size - int(m.group(2))), size - 1
+            if start >= size or end < start:
+                return self._send(416, b"", {"Content-Range": f"bytes */{size}"}, head=head)
+            return self._send(206, (blob, start, end + 1), {**headers, "Content-Range": f"bytes {start}-{end}/{size}"},
+                              head=head, fault=fault)
+        self._send(200, (blob, 0, blob.size), headers, head=head, fault=fault)
 
 
 def hub_env(monkeypatch, hub: HubEmulator, home: Path) -> None:
@@ -426,3 +446,11 @@ def go_offline(monkeypatch) -> None:
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+def _entry(path: str, blob: Blob) -> dict:
+    """A paths-info / tree entry, as the Hub writes it."""
+    entry = {"type": "file", "oid": blob.sha1, "size": blob.size, "path": path}
+    if blob.size >= LFS_THRESHOLD:
+        entry["lfs"] = {"oid": blob.sha256, "size": blob.size, "pointerSize": 134}
+    return entry

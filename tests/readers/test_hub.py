@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from hub_emulator import HubEmulator, go_offline, hub_env
 from safetensors.torch import save_file
 
 import qkgeometry as qg
+from hub_emulator import HubEmulator, go_offline, hub_env
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
 from qkgeometry.readers.hub import hub_plan
@@ -74,7 +74,7 @@ def llama_shards(folder, layers=4, d=256, heads=8, kv=2, inter=512, vocab=512, s
     for k, shard in enumerate(shards):
         file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
         save_file(shard, str(folder / file), metadata={"format": "pt"})
-        weight_map.update({n: file for n in shard})
+        weight_map.update(dict.fromkeys(shard, file))
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     (folder / "config.json").write_text(json.dumps({
         "model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,

@@ -23,6 +23,7 @@ Chapter 4 ("Models from the Hub") shows the plan and what it costs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -167,19 +168,14 @@ def _record_plans(arch, config, infos: dict[str, Any]) -> tuple[list[tuple[str, 
     for plan in plans:
         variants = [plan]
         if plan.block.input_norm is not None:
-            try:
+            with contextlib.suppress(SourceError):
                 variants.append(plan.with_input_norm_folded(arch.model_type))
-            except SourceError:
-                pass
         d = plan.dims
         for i in range(d.n_layers):
             touched: list[str] = []
             for v in variants:
-                try:
-                    v.split(i)
-                except (NotImplementedError, RuntimeError):  # an operation meta tensors lack: shapes only matter
-                    pass
-            q = (plan.block.q.format(i=i))
+                v.split(i)  # on meta tensors: shapes are checked, nothing is computed
+            q = plan.block.q.format(i=i)
             k = plan.block.k.format(i=i) if plan.block.k else None
             names = list(dict.fromkeys(touched))
             for n in list(names):  # a quantised weight's scale travels with it
@@ -510,7 +506,7 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     store.remember(repo.revision, repo.commit)
     if store.complete(repo.commit):
         return _open_cached(store, repo.commit, repo_id, label, qk_norm)
-    plan, config_path = _plan_remote(repo, store)
+    plan, _config_path = _plan_remote(repo, store)
     store.prepare(plan)
     plan.cached = store.done(repo.commit, plan)
     fetcher = Fetcher(repo, plan, store)

@@ -154,7 +154,6 @@ def fetch_range(repo: RemoteRepo, filename: str, start: int, end: int, *, retrie
 
 def network_errors() -> tuple[type[BaseException], ...]:
     import httpx2
-
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
     return (httpx2.TransportError, OSError, OfflineModeIsEnabled, LocalEntryNotFoundError, TimeoutError)
