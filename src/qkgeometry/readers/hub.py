@@ -234,12 +234,10 @@ def plan_table(sources: Iterable[Any]) -> Any:
     so. A source that cannot be planned gets its one-line reason in ``note``."""
     import pandas as pd
 
-    from ..catalogue import PresetEntry
-
     rows = []
-    for entry in sources:
-        src = entry.source if isinstance(entry, PresetEntry) else entry
-        label = entry.name if isinstance(entry, PresetEntry) else str(src)
+    for entry in sources:  # a source, or a catalogue PresetEntry (its .source and .name)
+        src = getattr(entry, "source", entry)
+        label = getattr(entry, "name", None) or str(src)
         if not isinstance(src, str) or not is_hub_source(src):
             rows.append({"model": label, "note": "local (nothing to fetch)"})
             continue
@@ -279,7 +277,7 @@ class HubCache:
     ``refs/REVISION`` files that remember which commit a branch or tag named (for ``HF_HUB_OFFLINE=1``)."""
 
     def __init__(self, repo_id: str, root: Path | None = None):
-        from ..catalogue import cache_dir
+        from ..catalogue.offline import cache_dir
 
         self.repo_id = repo_id
         self.root = (root or cache_dir() / "hub") / ("models--" + repo_id.replace("/", "--"))
