@@ -292,3 +292,10 @@ def test_plan_says_what_a_fetch_costs(hub, capsys):
     assert cli.main(["survey", "tiny/llama", "tiny/gpt2", "offline:minilm-l6", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "total" in out and "local" in out
+
+
+def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
+    hub.add_repo("org/gguf", {"model-q8_0.gguf": b"GGUF" + b"\0" * 4096, "README.md": b"hi"})
+    err = one_line(capsys, ["score", "org/gguf"])
+    assert "GGUF files (model-q8_0.gguf)" in err and "`hf download org/gguf model-q8_0.gguf`" in err
+    assert not [r for r in hub.data_requests() if "gguf" in r.path]

@@ -87,6 +87,11 @@ def safetensors_headers(repo: RemoteRepo) -> Any:
 
 def no_safetensors_error(repo: RemoteRepo) -> SourceError:
     """A repo without safetensors weights: name what it has, and a revision that has safetensors if one exists."""
+    ggufs = sorted(f for f in repo.files if f.endswith(".gguf"))
+    if ggufs:
+        return SourceError(f"Hub repo {repo.repo_id!r} holds GGUF files ({', '.join(ggufs[:3])}"
+                           f"{' ...' if len(ggufs) > 3 else ''}), which are not read from the Hub directly: download "
+                           f"the one you want (`hf download {repo.repo_id} {ggufs[0]}`) and pass its local path.")
     pickled = sorted(f for f in repo.files if f.endswith(PICKLED_SUFFIXES))
     has = f" It has {', '.join(pickled[:3])}{' ...' if len(pickled) > 3 else ''}." if pickled else ""
     alt = safetensors_revision(repo)
