@@ -1,9 +1,9 @@
 """``qkgeometry`` command line.
 
-    qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2] [--input-norm raw|folded]
+    qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2] [--input-norm raw|folded] [--plan]
     qkgeometry architectures
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
-                      [--input-norm raw|folded]
+                      [--input-norm raw|folded] [--plan]
     qkgeometry plot results.csv [--out-dir DIR]
     qkgeometry train ...              (chapter 5; see ``qkgeometry train --help``)
     qkgeometry train-objectives ...   (chapter 3; see ``qkgeometry train-objectives --help``)
@@ -40,12 +40,40 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
     _add_input_norm(p)
     _add_device(p)
+    _add_plan(p)
     p.set_defaults(func=_cmd_score)
+
+
+def _add_plan(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", action="store_true",
+                   help="print what scoring would fetch from the Hub (from the safetensors headers alone: checkpoint "
+                        "size, Q/K bytes, bytes still to fetch, cached, gated) and stop")
+
+
+def print_plan(sources: Sequence) -> int:
+    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB."""
+    from .readers.hub import format_bytes, plan_table
+
+    frame = plan_table(sources)
+    headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
+               "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached",
+               "fused_whole": "fetched whole (fused QKV)", "note": "note"}
+    cols = [c for c in headers if c in frame]
+    shown = frame[cols].rename(columns=headers)
+    for c in ("checkpoint", "Q/K", "to fetch", "cached"):
+        shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
+    if "gated" in shown:
+        shown["gated"] = shown["gated"].map(lambda v: "yes" if v is True else "no" if v is False else "")
+    print(shown.fillna("").to_string(index=False))
+    return 0
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
     from .surveying import score_model, summarize
+
+    if args.plan:
+        return print_plan([args.source])
 
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
@@ -127,6 +155,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
     _add_input_norm(p)
     _add_device(p)
+    _add_plan(p)
     p.set_defaults(func=_cmd_survey)
 
 
@@ -138,6 +167,8 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
+    if args.plan:
+        return print_plan(entries)
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix != ".csv":
         raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")

@@ -198,11 +198,16 @@ def test_unsupported_architectures_are_source_errors():
 def test_a_hub_error_with_an_empty_message_is_still_one_clear_line(monkeypatch):
     import huggingface_hub
 
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
     def fail(*args, **kwargs):
         raise ConnectionError("")
 
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
-    with pytest.raises(SourceError, match=r"could not fetch 'someone/model' .*\(ConnectionError: ConnectionError\)"):
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", fail)
+    with pytest.raises(SourceError, match=r"could not reach the Hugging Face Hub for 'someone/model' "
+                                          r"\(ConnectionError: ConnectionError\)"):
         qg.load_qk("someone/model")
 
 
@@ -228,12 +233,13 @@ def test_bad_source_kinds(tmp_path, monkeypatch):
         qg.load_qk("offline:nope")
 
 
-def test_hub_id_offline_suggests_local_alternatives(monkeypatch):
+def test_hub_id_offline_suggests_local_alternatives(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("QKGEOMETRY_CACHE", str(tmp_path))
     import huggingface_hub.constants as c
 
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
-    with pytest.raises(SourceError, match=r"could not fetch 'some-org/some-model'.*offline:minilm-l6"):
+    with pytest.raises(SourceError, match=r"HF_HUB_OFFLINE is set and 'some-org/some-model'.*offline:minilm-l6"):
         qg.load_qk("some-org/some-model")
 
 

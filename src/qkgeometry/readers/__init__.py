@@ -50,12 +50,18 @@ PATH_READERS: tuple[tuple[str, Callable[[Path], bool], Opener], ...] = (
 
 
 def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
-            qk_norm: QKNorm = "folded", input_norm: InputNorm = "raw", device: Any = None) -> QKModel:
+            qk_norm: QKNorm = "folded", input_norm: InputNorm = "raw", device: Any = None,
+            fetch: hub.FetchMode = "remote") -> QKModel:
     """Open ``source`` and return a lazy :class:`~qkgeometry.QKModel` that reads one layer at a time.
 
     ``source``: a local Hugging Face folder (config.json + safetensors), a ``.gguf`` file, an ONNX graph, a
-    CTranslate2 Whisper ``model.bin``, an ``offline:<name>`` alias, a Hub id (needs network) or a
-    ``transformers.PreTrainedModel``. ``revision`` picks a Hub revision; ``name`` labels the model.
+    CTranslate2 Whisper ``model.bin``, an ``offline:<name>`` alias, a Hub id or ``hf://org/name[@revision]`` (needs
+    network the first time) or a ``transformers.PreTrainedModel``. ``revision`` picks a Hub revision; ``name``
+    labels the model.
+
+    ``fetch`` (Hub sources): ``"remote"`` (default) fetches only the tensors scoring reads, by range request, into
+    a per-commit cache (a rerun needs no network); ``"snapshot"`` downloads every safetensors file first
+    (:mod:`qkgeometry.readers.hub`).
 
     ``qk_norm`` matters only for QK-norm models (Qwen3, Gemma-3, OLMo-2): ``"folded"`` (default) multiplies the
     RMSNorm gains into W_Q and W_K (:func:`qkgeometry.architectures.fold_qk_norm` says why that is the form the model
@@ -80,12 +86,12 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
     from ..scores import resolve_device
 
     dev = resolve_device(device)  # before opening anything: a clear error if CUDA is asked for and absent
-    opened = open_source_plans(source, revision=revision, name=name, qk_norm=qk_norm)
+    opened = open_source_plans(source, revision=revision, name=name, qk_norm=qk_norm, fetch=fetch)
     return QKModel.from_plans(opened, qk_norm=qk_norm, input_norm=input_norm, device=dev)
 
 
 def open_source_plans(source: Any, *, revision: str | None = None, name: str | None = None,
-                      qk_norm: QKNorm = "folded") -> SourcePlans:
+                      qk_norm: QKNorm = "folded", fetch: hub.FetchMode = "remote") -> SourcePlans:
     """Resolve ``source`` into the plans of its reader (see :func:`load_qk` for the kinds of source)."""
     if module.sniff(source):
         return module.open_module(source, name, qk_norm)
@@ -100,6 +106,8 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
         from ..catalogue.offline import offline_path
 
         return open_path(offline_path(source[len(OFFLINE_PREFIX):]), name or source, qk_norm)
+    if source.startswith(hub.HF_PREFIX):
+        return hub.open_hub(source, revision, name, qk_norm, fetch)
     try:
         path = Path(source).expanduser()
     except RuntimeError as e:  # "~nosuchuser/...": Python cannot expand an unknown user's home
@@ -110,7 +118,7 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
     if hub.looks_like_path(source):
         raise SourceError(f"`source` {source!r} does not exist. Pass an existing model folder (config.json + "
                           "*.safetensors), a .gguf file, an 'offline:<name>' alias or a Hub id.")
-    return hub.open_hub(source, revision, name, qk_norm)
+    return hub.open_hub(source, revision, name, qk_norm, fetch)
 
 
 def open_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> SourcePlans:

@@ -1,0 +1,301 @@
+"""The Hub path against a loopback emulator of the Hub's file API (nothing here reaches the real Hub): scores from
+a Hub id equal the local folder's exactly, only the Q/K bytes travel, reruns send no data request, cut fetches
+resume, and every failure a Colab user can meet gives one line that says what to do."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pandas as pd
+import pytest
+import torch
+import transformers
+from safetensors.torch import save_file
+
+import qkgeometry as qg
+from hub_emulator import HubEmulator, go_offline, hub_env
+from qkgeometry import cli
+from qkgeometry.errors import SourceError
+from qkgeometry.readers.hub import hub_plan
+
+TIME_LIMIT_S = 120  # per test: a request that hangs fails the test instead of the run
+
+TINY = {
+    "bert": dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
+                 max_position_embeddings=32),
+    "llama": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=64, vocab_size=99, max_position_embeddings=32),
+    "gpt2": dict(n_embd=48, n_layer=2, n_head=4, vocab_size=99, n_positions=32),
+    "qwen3": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  intermediate_size=64, vocab_size=99, max_position_embeddings=32),
+}
+
+
+def tiny_folder(model_type: str, folder, **save):
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(model_type, **TINY[model_type])
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():  # norms are ones at init: give the gains something to fold
+        for n, p in model.named_parameters():
+            if "norm" in n.lower() and p.ndim == 1:
+                p.add_(torch.rand_like(p))
+    model.save_pretrained(folder, **save)
+    return folder
+
+
+def llama_shards(folder, layers=4, d=256, heads=8, kv=2, inter=512, vocab=512, shard_bytes=600_000):
+    """A Llama-shaped bf16 checkpoint split over shards with an index (every tensor a real Llama keeps)."""
+    hd = d // heads
+    gen = torch.Generator().manual_seed(1)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=gen).to(torch.bfloat16)
+
+    tensors = {"model.embed_tokens.weight": r(vocab, d), "model.norm.weight": r(d), "lm_head.weight": r(vocab, d)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        tensors.update({p + "input_layernorm.weight": r(d), p + "post_attention_layernorm.weight": r(d),
+                        p + "self_attn.q_proj.weight": r(heads * hd, d), p + "self_attn.k_proj.weight": r(kv * hd, d),
+                        p + "self_attn.v_proj.weight": r(kv * hd, d), p + "self_attn.o_proj.weight": r(d, d),
+                        p + "mlp.gate_proj.weight": r(inter, d), p + "mlp.up_proj.weight": r(inter, d),
+                        p + "mlp.down_proj.weight": r(d, inter)})
+    folder.mkdir(parents=True, exist_ok=True)
+    shards, current, size = [], {}, 0
+    for name in sorted(tensors):
+        current[name] = tensors[name]
+        size += tensors[name].numel() * 2
+        if size >= shard_bytes:
+            shards.append(current)
+            current, size = {}, 0
+    if current:
+        shards.append(current)
+    weight_map = {}
+    for k, shard in enumerate(shards):
+        file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(folder / file), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shard, file))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "rms_norm_eps": 1e-5}))
+    return folder, tensors
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub-models")
+    out = {t: tiny_folder(t, root / t) for t in TINY}
+    out["sharded"] = llama_shards(root / "sharded")[0]
+    return out
+
+
+@pytest.fixture
+def hub(folders, tmp_path, monkeypatch):
+    def expired(*_):
+        raise TimeoutError(f"a Hub test ran past {TIME_LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TIME_LIMIT_S)
+    try:
+        with HubEmulator() as emulator:
+            for t, folder in folders.items():
+                emulator.add_repo(f"tiny/{t}", folder)
+            hub_env(monkeypatch, emulator, tmp_path)
+            yield emulator
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def same_scores(a, b):
+    for per in ("layer", "head"):
+        fa, fb = qg.score_model(a, per=per), qg.score_model(b, per=per)
+        cols = ["component", "layer", "head", "symmetry", "directionality"]
+        pd.testing.assert_frame_equal(fa[cols].reset_index(drop=True), fb[cols].reset_index(drop=True),
+                                      check_exact=True)
+
+
+# ------------------------------------------------------------------------------------------------ scores
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2", "qwen3", "sharded"])
+def test_hub_scores_equal_the_local_folder(hub, folders, kind):
+    same_scores(qg.load_qk(f"tiny/{kind}"), qg.load_qk(folders[kind]))
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama", "qwen3"])
+def test_every_bilinear_form_reads_from_one_fetch(hub, folders, kind):
+    """The gains are fetched with Q/K, so raw / folded forms all equal the local ones (and need no second fetch)."""
+    qg.score_model(qg.load_qk(f"tiny/{kind}"))
+    hub.reset_log()
+    for kw in (dict(input_norm="folded"), dict(qk_norm="raw"), dict(qk_norm="raw", input_norm="folded")):
+        if kind != "qwen3" and "qk_norm" in kw:
+            continue
+        same_scores(qg.load_qk(f"tiny/{kind}", **kw), qg.load_qk(folders[kind], **kw))
+    assert hub.data_requests() == []
+
+
+def test_hf_uri_and_revision(hub, folders):
+    sha = hub.repos["tiny/llama"].branches["main"]
+    m = qg.load_qk(f"hf://tiny/llama@{sha}")
+    assert m.revision == sha
+    same_scores(m, qg.load_qk(folders["llama"]))
+
+
+# ------------------------------------------------------------------------------------------------ bytes
+def test_sharded_bytes_are_the_qk_bytes(hub, folders):
+    _, tensors = llama_shards(folders["sharded"].parent / "again")  # same seed: the same tensors
+    qk = sum(t.numel() * 2 for n, t in tensors.items() if any(k in n for k in ("q_proj", "k_proj", "input_layernorm")))
+    plan = hub_plan("tiny/sharded")
+    assert plan.total_bytes == qk and plan.fetch_bytes == qk and plan.header_files >= 3
+    hub.reset_log()
+    qg.score_model(qg.load_qk("tiny/sharded"))
+    header = [r for r in hub.data_requests() if r.range and r.range.startswith("bytes=0-")]
+    data = [r for r in hub.data_requests() if r not in header and "/_cdn/" in r.path]
+    header_bytes = sum(r.sent for r in header)
+    data_bytes = sum(r.sent for r in data)
+    snapshot = sum(p.stat().st_size for p in folders["sharded"].glob("*.safetensors"))
+    assert data_bytes <= 1.05 * qk, (data_bytes, qk)
+    assert header_bytes <= plan.header_files * 100_001
+    assert snapshot > 5 * qk  # what a snapshot downloads
+    # adjacent ranges are joined: q_proj and k_proj of a layer are not adjacent in the file (o_proj lies between),
+    # so at most 3 requests per layer
+    assert len(data) <= 3 * 4
+
+
+def test_rerun_sends_no_data_request_and_works_offline(hub, folders, monkeypatch):
+    first = qg.score_model(qg.load_qk("tiny/sharded"), per="head")
+    hub.reset_log()
+    again = qg.score_model(qg.load_qk("tiny/sharded"), per="head")
+    assert hub.data_requests() == [] and len(hub.log) == 1  # the revision -> commit lookup only
+    pd.testing.assert_frame_equal(first, again, check_exact=True)
+    go_offline(monkeypatch)
+    hub.reset_log()
+    offline = qg.score_model(qg.load_qk("tiny/sharded"), per="head")
+    assert hub.log == []
+    pd.testing.assert_frame_equal(first, offline, check_exact=True)
+
+
+def test_damaged_cache_is_refetched(hub, folders):
+    m = qg.load_qk("tiny/llama")
+    qg.score_model(m)
+    m.close()
+    f = next((hub_cache_root() / "models--tiny--llama").glob("*/qk.safetensors"))
+    with open(f, "r+b") as fh:
+        fh.truncate(f.stat().st_size - 10)
+    hub.reset_log()
+    same_scores(qg.load_qk("tiny/llama"), qg.load_qk(folders["llama"]))
+    assert hub.data_requests()
+
+
+def hub_cache_root():
+    from qkgeometry.catalogue import cache_dir
+
+    return cache_dir() / "hub"
+
+
+# ------------------------------------------------------------------------------------------------ faults
+def test_cut_connection_resumes_at_tensor_granularity(hub, folders):
+    hub.fault("cut", "model-", skip=4, times=20, after=100)  # after 4 ranges, every request is cut mid-tensor
+    with pytest.raises(SourceError, match=r"could not reach the Hugging Face Hub for 'tiny/sharded' .*tensors .* "
+                                          r"are cached in .*rerun: the fetch resumes"):
+        qg.score_model(qg.load_qk("tiny/sharded"))
+    hub.faults.clear()
+    done = {(r.path, r.range) for r in hub.data_requests() if r.status == 206 and "/_cdn/" in r.path
+            and not r.range.startswith("bytes=0-") and r.sent == int(r.range.split("-")[1]) - int(
+                r.range.split("=")[1].split("-")[0]) + 1}
+    assert len(done) == 4
+    hub.reset_log()
+    same_scores(qg.load_qk("tiny/sharded"), qg.load_qk(folders["sharded"]))
+    again = {(r.path, r.range) for r in hub.data_requests()}
+    assert not done & again  # what the first run wrote is not fetched again
+    assert any(r.status == 206 for r in hub.data_requests())
+
+
+def test_a_single_cut_a_stall_and_a_503_are_retried(hub, folders):
+    hub.fault("cut", "model-00001", times=1, after=50)
+    hub.fault("stall", "model-00002", times=1, seconds=4)  # longer than the 2 s read timeout
+    hub.fault("503", "model-00003", times=1)
+    same_scores(qg.load_qk("tiny/sharded"), qg.load_qk(folders["sharded"]))
+    assert all(f.times == 0 for f in hub.faults)
+
+
+# ------------------------------------------------------------------------------------------------ errors
+def one_line(capsys, argv):
+    code = cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_repo_not_found(hub, capsys):
+    err = one_line(capsys, ["score", "tiny/nope"])
+    assert "'tiny/nope' was not found" in err and "check the spelling, or the model is private" in err
+    assert "Without network" not in err
+
+
+def test_gated_repo_401_and_403(hub, folders, capsys, monkeypatch):
+    hub.add_repo("org/gated", folders["llama"], gated="manual")
+    err = one_line(capsys, ["score", "org/gated"])
+    assert "is gated" in err and "`hf auth login`" in err and "HF_TOKEN" in err and "huggingface-cli" not in err
+    hub.tokens["hf_user"] = set()
+    monkeypatch.setenv("HF_TOKEN", "hf_user")
+    err = one_line(capsys, ["score", "org/gated"])
+    assert "accept the licence on the model's Hub page (https://huggingface.co/org/gated)" in err
+    assert "not in the authorized list" in err  # the Hub's own words
+    hub.tokens["hf_user"] = {"org/gated"}
+    assert cli.main(["score", "org/gated"]) == 0
+
+
+def test_bin_only_repo_names_the_repo_and_a_safetensors_revision(hub, folders, tmp_path, capsys):
+    hub.add_repo("org/pickled", {"config.json": (folders["llama"] / "config.json").read_bytes(),
+                                 "pytorch_model.bin": b"\x80" * 4096})
+    err = one_line(capsys, ["score", "org/pickled"])
+    assert "'org/pickled'" in err and "pytorch_model.bin" in err and "never loads pickled weights" in err
+    assert "snapshots" not in err
+    hub.add_repo("org/pickled", folders["llama"], branch="refs/pr/1")
+    err = one_line(capsys, ["score", "org/pickled"])
+    assert "pass `revision='refs/pr/1'`" in err
+    assert not any("pytorch_model.bin" in r.path for r in hub.data_requests())
+
+
+def test_revision_not_found(hub, capsys):
+    with pytest.raises(SourceError, match=r"revision 'v9' of Hub repo 'tiny/llama' was not found"):
+        qg.load_qk("tiny/llama", revision="v9")
+
+
+def test_network_down_and_offline_cold_cache(hub, capsys, monkeypatch):
+    hub.close()
+    err = one_line(capsys, ["score", "tiny/llama"])
+    assert "could not reach the Hugging Face Hub for 'tiny/llama'" in err and "rerun" in err
+    go_offline(monkeypatch)
+    err = one_line(capsys, ["score", "tiny/llama"])
+    assert "HF_HUB_OFFLINE is set" in err and "not in the qkgeometry cache" in err
+
+
+def test_snapshot_fallback(hub, folders):
+    same_scores(qg.load_qk("tiny/gpt2", fetch="snapshot"), qg.load_qk(folders["gpt2"]))
+    with pytest.raises(ValueError, match="`fetch` must be 'remote' or 'snapshot'"):
+        qg.load_qk("tiny/gpt2", fetch="all")
+
+
+# ------------------------------------------------------------------------------------------------ plan
+def test_plan_says_what_a_fetch_costs(hub, capsys):
+    plan = hub_plan("tiny/gpt2")
+    assert plan.fused and all("c_attn" in n for n in plan.fused) and plan.fused_share == pytest.approx(2 / 3)
+    assert cli.main(["score", "tiny/gpt2", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny/gpt2" in out and "c_attn" in out and "Q/K" in out
+    weights = [r for r in hub.data_requests() if "safetensors" in r.path and not r.range.startswith("bytes=0-")]
+    assert weights == []  # headers only
+    qg.score_model(qg.load_qk("tiny/gpt2"))
+    assert hub_plan("tiny/gpt2").fetch_bytes == 0
+    assert cli.main(["survey", "tiny/llama", "tiny/gpt2", "offline:minilm-l6", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "total" in out and "local" in out
+
+
+def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
+    hub.add_repo("org/gguf", {"model-q8_0.gguf": b"GGUF" + b"\0" * 4096, "README.md": b"hi"})
+    err = one_line(capsys, ["score", "org/gguf"])
+    assert "GGUF files (model-q8_0.gguf)" in err and "`hf download org/gguf model-q8_0.gguf`" in err
+    assert not [r for r in hub.data_requests() if "gguf" in r.path]
