@@ -499,15 +499,17 @@ def test_plot_refuses_unplottable_results(model_dir, tmp_path, capsys):
 def test_sigint_during_a_survey_says_what_was_saved(tmp_path):
     models = [str(make_model(tmp_path / f"m{k}", tensors=llama_tensors(seed=k))) for k in range(2)]
     out = tmp_path / "r.csv"
+    marker = tmp_path / "scoring-m1"  # written when the survey is inside the second model's (slow) scoring
     script = _SLOW_SURVEY.replace("time.sleep(float(sys.argv[1]))",
-                                  "time.sleep(0 if model.name == 'm0' else float(sys.argv[1]))")
+                                  f"model.name == 'm0' or (open({str(marker)!r}, 'w').close(), "
+                                  "time.sleep(float(sys.argv[1])))")
     proc = subprocess.Popen([sys.executable, "-c", script, "60", "survey", *models, "--out", str(out)],
                             env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.time() + 120
-    while not out.exists() and time.time() < deadline and proc.poll() is None:
+    deadline = time.time() + 240  # a loaded machine can take a minute to import the stack
+    while not (out.exists() and marker.exists()) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(0.3)
+    assert marker.exists(), "the survey never reached the second model"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
