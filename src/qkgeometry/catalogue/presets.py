@@ -1,4 +1,4 @@
-"""Survey presets: named lists of models for :func:`qkgeometry.survey.survey` and ``qkgeometry survey --preset``.
+"""Survey presets: named lists of models for :func:`qkgeometry.survey` and ``qkgeometry survey --preset``.
 
 ``offline`` holds every offline model (:mod:`qkgeometry.catalogue.offline`) with its random-init twin; the
 ``paper-*`` presets hold the paper's pretrained models by Hub id. Chapter 4.
@@ -18,11 +18,11 @@ __all__ = ["PRESETS", "RANDOM_PREFIX", "PresetEntry", "preset"]
 class PresetEntry:
     """One model of a survey preset.
 
-    ``source`` is anything :func:`qkgeometry.survey.survey` accepts: an ``offline:`` alias, a Hub id, or
-    ``random:<source>`` for the random-init twin of ``source`` (see :meth:`qkgeometry.QKModel.randomized`). ``name`` is the label in
-    the result frame; ``family`` the paper's label; ``params_b`` the approximate parameter count in billions (the
-    download size scales with it: a Hub survey streams one layer at a time but huggingface_hub fetches whole shards).
-    ``gated`` models need ``huggingface-cli login`` and an accepted licence.
+    ``source`` is anything :func:`qkgeometry.survey` accepts: an ``offline:`` alias, a Hub id, or
+    ``random:<source>`` for the random-init twin of ``source`` (see :meth:`qkgeometry.QKModel.randomized`). ``name``
+    is the label in the result frame; ``family`` the paper's label; ``params_b`` the approximate parameter count in
+    billions (a Hub survey fetches only the Q/K tensors, about a tenth of that; ``qkgeometry survey --preset NAME
+    --plan`` prints the bytes per model). ``gated`` models need ``hf auth login`` and an accepted licence.
     """
 
     source: str
@@ -59,7 +59,7 @@ def _entries(family: str, models: dict[str, float], modality: str = "language", 
             for hub_id, params in models.items()]
 
 
-#: Named model lists for :func:`qkgeometry.survey.survey` and ``qkgeometry survey --preset NAME``.
+#: Named model lists for :func:`qkgeometry.survey` and ``qkgeometry survey --preset NAME``.
 #:
 #: * ``offline``: every offline model of :data:`~qkgeometry.catalogue.OFFLINE_MODELS` but those in
 #:   :data:`~qkgeometry.catalogue.NOT_SURVEYED`, each followed by its random-init twin (runs anywhere without network;
