@@ -503,6 +503,9 @@ def test_sigint_during_a_survey_says_what_was_saved(tmp_path):
     script = _SLOW_SURVEY.replace("time.sleep(float(sys.argv[1]))",
                                   f"model.name == 'm0' or (open({str(marker)!r}, 'w').close(), "
                                   "time.sleep(float(sys.argv[1])))")
+    # A process started with SIGINT ignored keeps ignoring it (Python installs its handler only where SIGINT is
+    # not ignored), and a test session that started Jupyter kernels may hand that on; a terminal never does.
+    script = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + script
     proc = subprocess.Popen([sys.executable, "-c", script, "60", "survey", *models, "--out", str(out)],
                             env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
