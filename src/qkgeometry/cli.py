@@ -177,6 +177,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
                                 "`qkgeometry survey --preset offline --out results.csv`.")
     frame = read_cache(args.results)  # names the file on any decode or format problem; drops damaged rows
+    _check_plotted_scores(args.results)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
@@ -197,6 +198,23 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             plt.close(fig)
         print(f"wrote {path}")
     return 0
+
+
+def _check_plotted_scores(path: Path) -> None:
+    """Refuse a results CSV with a score cell that is not a number in [-1, 1] (``inf``, ``nan``, ``1e300``, text):
+    a figure would otherwise drop the row or draw it off the axes without a word."""
+    import io
+
+    import pandas as pd
+
+    from .plotting.model_survey import check_scores
+
+    text = path.read_bytes().decode("utf-8")
+    text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
+    raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
+                      keep_default_na=False)
+    raw = raw[(raw["symmetry"].str.strip() != "") & (raw["directionality"].str.strip() != "")]
+    check_scores(raw.reset_index(drop=True), f"results file {str(path)!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -79,16 +79,23 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4."""
-    def q(p: float):
-        return lambda s: s.quantile(p)
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4.
 
-    grouped = frame.groupby(["model", "family", "component"], sort=False)
-    out = grouped.agg(n=("symmetry", "size"),
-                      symmetry_median=("symmetry", "median"), symmetry_q25=("symmetry", q(0.25)),
-                      symmetry_q75=("symmetry", q(0.75)),
-                      directionality_median=("directionality", "median"),
-                      directionality_q25=("directionality", q(0.25)), directionality_q75=("directionality", q(0.75)))
+    ``frame``: a score or survey frame (at least the columns model, family, component, symmetry, directionality).
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"`frame` must be a pandas DataFrame of scores (qkgeometry.score_model or survey); got "
+                        f"{type(frame).__name__}.")
+    needed = ["model", "family", "component", "symmetry", "directionality"]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise ValueError(f"`frame` lacks the column(s) {missing}; pass the frame of qkgeometry.score_model or "
+                         "qkgeometry.survey (one row per layer or head, with both scores).")
+    grouped = frame.groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
+    out = grouped.size().rename("n").to_frame()
+    median, q25, q75 = grouped.median(), grouped.quantile(0.25), grouped.quantile(0.75)  # vectorised per group
+    for score in ("symmetry", "directionality"):
+        out[f"{score}_median"], out[f"{score}_q25"], out[f"{score}_q75"] = median[score], q25[score], q75[score]
     return out.reset_index()
 
 
