@@ -45,7 +45,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying import score_model, summarize
+    from .surveying import score_model, spreadsheet_safe, summarize
 
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
@@ -57,7 +57,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
           f"{len(frame)} rows; scores are median [q25, q75]")
     print(format_summary(summary))
     if args.out is not None:
-        write_csv_atomic(frame, args.out, "--out")  # all or nothing: the previous file survives a failed write
+        write_csv_atomic(spreadsheet_safe(frame), args.out, "--out")  # all or nothing: the previous file survives a failed write
         print(f"wrote {len(frame)} rows to {args.out}")
     return 0
 

@@ -22,8 +22,9 @@ from .model import RANDOM_PREFIX, QKLayer, QKModel
 from .readers import load_qk
 from .scores import layer_scores
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line", "open_source", "read_cache",
-           "score_layer", "score_layers", "score_model", "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
+           "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",
+           "spreadsheet_text", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -140,7 +141,8 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     """Read a survey CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a tidy frame.
 
     Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
-    frame. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
+    frame. Text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
+    ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
     are rows whose scores or key fields are missing or not finite; :func:`survey` then sees those models as
     incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
@@ -178,6 +180,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
                          "another path or delete the file.") from e
+    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
     if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
         frame["input_norm"] = "raw"
     missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
@@ -197,6 +200,33 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     frame["input_norm"] = frame["input_norm"].fillna("raw")
     frame["revision"] = frame["revision"].fillna("")
     return frame[SURVEY_COLUMNS]
+
+
+#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
+#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
+    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
+    stays a number). :func:`spreadsheet_text` undoes it exactly; :func:`read_cache` applies it to what it reads."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column].dtype):
+            out[column] = out[column].map(
+                lambda v: "'" + v if isinstance(v, str) and v.startswith((*FORMULA_STARTS, "'")) else v)
+    return out
+
+
+def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
+    one (in place; returns ``frame``)."""
+    for column in frame.columns:
+        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column].dtype):
+            frame[column] = frame[column].map(lambda v: v[1:] if isinstance(v, str) and v.startswith("'") else v)
+    return frame
 
 
 def _empty() -> pd.DataFrame:
@@ -240,6 +270,9 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
     * The output file is checked for writability before any model is computed.
+    * **Safe to open in a spreadsheet.** A text cell that starts with ``=``, ``+``, ``-`` or ``@`` (a model folder
+      named ``=HYPERLINK(...)``) is written with a leading apostrophe, which spreadsheet programs read as "text, not
+      a formula" (:func:`spreadsheet_safe`); :func:`read_cache` reads the original value back.
 
     ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`); a model whose
     normalisation gain is not known fails (reported and skipped) under ``"folded"``.
@@ -382,7 +415,7 @@ class _CacheFile:
             disk = disk.loc[~_matches(disk, key)]
             merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
             merged["head"] = merged["head"].astype("Int64")
-            write_csv_atomic(merged, self.path, "survey file")
+            write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
             self._frame, self._stamp = merged, self._current_stamp()
         return merged
 
