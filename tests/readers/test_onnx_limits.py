@@ -293,3 +293,13 @@ def test_a_used_initializer_pointing_outside_the_folder_is_refused(tmp_path):
     wk.external_data.add(key="location", value="../outside.bin")
     with no_hang(20), pytest.raises(SourceError, match=r"'wk' points at external data '../outside.bin', outside"):
         qg.load_qk(save(model, folder / "model.onnx"))
+
+
+def test_ops_of_other_domains_keep_their_own_input_counts(tmp_path):
+    """The input-count check applies to standard ONNX ops only: com.microsoft's Range takes two inputs."""
+    extra = [helper.make_node("Range", ["one", "two"], ["unused_range"], domain="com.microsoft")]
+    model, w = attention(extra_nodes=extra, extra_inits=[numpy_helper.from_array(np.array(1, np.int64), "one"),
+                                                         numpy_helper.from_array(np.array(2, np.int64), "two")])
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    layer = qg.load_qk(save(model, tmp_path / "ms.onnx")).layer(0)
+    assert torch.equal(layer.wq, torch.from_numpy(w["q"].astype(np.float64).reshape(D, H, HD).transpose(1, 0, 2)))

@@ -178,11 +178,14 @@ class OnnxGraph:
     def _check_inputs(self, where: str) -> None:
         """Refuse a node with fewer inputs than its op needs (a one-input MatMul)."""
         for k, node in enumerate(self.nodes):
-            need = MIN_INPUTS.get(node.op_type, 0)
-            if node.op_type == "Reshape" and not (len(node.input) > 1 and node.input[1]) \
+            standard = node.domain in ("", "ai.onnx")
+            fused = node.domain == "com.microsoft" and node.op_type in (
+                "FusedMatMul", "Attention", "MultiHeadAttention", "GroupQueryAttention")
+            need = MIN_INPUTS.get(node.op_type, 0) if standard or fused else 0
+            if standard and node.op_type == "Reshape" and not (len(node.input) > 1 and node.input[1]) \
                     and not any(a.name == "shape" for a in node.attribute):  # opset 1-4: the shape is an attribute
                 raise ONNXGraphError(f"{where!r}: {self.describe(k)} has no target shape (no second input and "
-                                         "no shape attribute); the graph is malformed: export it again.")
+                                     "no shape attribute); the graph is malformed: export it again.")
             if sum(1 for i in node.input[:need] if i) < need:
                 raise ONNXGraphError(f"{where!r}: {self.describe(k)} has {len(node.input)} input(s); {node.op_type} "
                                      f"needs at least {need}. The graph is malformed: export it again.")
