@@ -177,10 +177,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
                                 "`qkgeometry survey --preset offline --out results.csv`.")
     frame = read_cache(args.results)  # names the file on any decode or format problem; drops damaged rows
-    _check_plotted_scores(args.results)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
+    _check_plotted_scores(args.results)
     check_writable_dir(args.out_dir, "--out-dir")
     import matplotlib
 

@@ -211,12 +211,13 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
     ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
     mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly; :func:`read_cache` applies it to what it reads."""
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`read_cache` undoes it on what it reads."""
     out = frame.copy()
     for column in out.columns:
-        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column].dtype):
-            out[column] = out[column].map(
-                lambda v: "'" + v if isinstance(v, str) and v.startswith((*FORMULA_STARTS, "'")) else v)
+        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
+        if marked.any():
+            out[column] = out[column].astype(object)
+            out.loc[marked, column] = "'" + out.loc[marked, column]
     return out
 
 
@@ -224,9 +225,17 @@ def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
     """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
     one (in place; returns ``frame``)."""
     for column in frame.columns:
-        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column].dtype):
-            frame[column] = frame[column].map(lambda v: v[1:] if isinstance(v, str) and v.startswith("'") else v)
+        marked = _text_starting(frame[column], ("'",))
+        if marked.any():
+            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
     return frame
+
+
+def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
+    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
+    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
+        return pd.Series(False, index=column.index)
+    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
 
 
 def _empty() -> pd.DataFrame:
