@@ -46,7 +46,7 @@ def test_label_text_escapes_dollars_cuts_long_names_and_is_idempotent():
 def test_thousands_of_models_draw_in_seconds_with_a_bounded_legend(tmp_path):
     frame = survey_frame(3000)
     start = time.perf_counter()
-    with no_hang(120):
+    with no_hang(300):
         figs = draw_all(frame, tmp_path)
     elapsed = time.perf_counter() - start
     legend = figs["layer_curves"].legends[0]
@@ -54,7 +54,7 @@ def test_thousands_of_models_draw_in_seconds_with_a_bounded_legend(tmp_path):
     assert len(labels) == plotting.MAX_LEGEND_ENTRIES and labels[-1] == f"… and {3000 - len(labels) + 1} more"
     assert not figs["scatter"].axes[0].texts  # too many points to name each: none named, the title says so
     assert "too many to name" in figs["scatter"].axes[0].get_title()
-    assert elapsed < 60, f"{elapsed:.0f} s for 3000 models"
+    assert elapsed < 120, f"{elapsed:.0f} s for 3000 models"  # about 20 s on two cores; 282 s before the bounds
 
 
 def test_a_huge_and_a_tex_like_model_name_draw(tmp_path):
