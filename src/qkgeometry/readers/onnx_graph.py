@@ -27,7 +27,11 @@ Layers are ordered by graph position. Each projection weight ``W`` (d_model, n·
 (g(h) = h // group), as every exporter of Hugging Face models and ``GroupQueryAttention`` do. The scores describe
 W_qk = W_Q W_Kᵀ alone: biases, rotary embeddings and the logit scale are outside it.
 
-This module is longer than the package's others (about 700 lines) because it is one graph walk whose steps share
+Before any walk the graph itself is checked: acyclic, one producer per tensor, no initializer overwritten by a
+node, enough inputs for each op; and a constant is evaluated one node at a time, each only after its output is known
+to fit the bounds of :mod:`qkgeometry.limits` (so a few bytes cannot declare gigabytes).
+
+This module is longer than the package's others (about 900 lines) because it is one graph walk whose steps share
 their state and messages; the reader on top of it, :mod:`qkgeometry.readers.onnx`, is a few lines.
 """
 
