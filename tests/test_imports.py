@@ -114,13 +114,15 @@ def test_no_import_cycle_in_the_package():
 
 
 #: what the model and the format readers may import: the core below them, nothing above (analyses, catalogue)
-CORE = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures", "qkgeometry.model"}
+CORE = {"qkgeometry.errors", "qkgeometry.limits", "qkgeometry.source_names", "qkgeometry.architectures",
+        "qkgeometry.model"}
 
 
 def test_the_model_knows_no_format_and_the_readers_sit_below_it():
     graph = _graph()
     assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures"}
     assert graph["qkgeometry.errors"] == set()
+    assert graph["qkgeometry.limits"] == set()  # the bounds every reader checks: a leaf like the errors
     readers = {m for m in graph if m.startswith("qkgeometry.readers.")}
     assert {"qkgeometry.readers.safetensors", "qkgeometry.readers.gguf", "qkgeometry.readers.onnx"} <= readers
     for reader in readers:

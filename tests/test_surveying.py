@@ -360,3 +360,30 @@ def test_cache_written_before_input_norm_reads_as_raw(tmp_path):
     frame.drop(columns="input_norm").to_csv(cache, index=False)
     again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False)
     assert again.attrs["computed"] == [] and (again["input_norm"] == "raw").all()
+
+
+def test_survey_csv_cells_that_start_a_formula_are_quoted_and_read_back(tiny_models, tmp_path):
+    import csv
+    import shutil
+
+    names = ["=cmd|' -C calc'!A0", "@SUM(1+1)", "+1", "-x", "'quoted"]
+    sources = []
+    for name in names:
+        shutil.copytree(tiny_models[0], tmp_path / name)
+        sources.append(str(tmp_path / name))
+    cache = tmp_path / "r.csv"
+    frame = qg.survey(sources, cache=cache, progress=False)
+    assert list(dict.fromkeys(frame["model"])) == names
+    with open(cache, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:  # every text cell a spreadsheet would run as a formula starts with the text mark '
+        for column in ("model", "source"):
+            assert not row[column].startswith(("=", "+", "-", "@")), row[column]
+        assert row["model"].startswith("'")
+    assert float(rows[0]["symmetry"]) == pytest.approx(frame["symmetry"].iloc[0])  # numbers stay numbers
+    back = read_cache(cache)
+    assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
+    again = qg.survey(sources, cache=cache, progress=False)  # the keys read back equal: nothing recomputed
+    assert again.attrs["computed"] == []
+    pd.testing.assert_frame_equal(qg.surveying.spreadsheet_text(qg.surveying.spreadsheet_safe(frame)), frame,
+                                  check_dtype=False)

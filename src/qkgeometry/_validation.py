@@ -62,6 +62,17 @@ def check_finite(x: Any, name: str) -> None:
         )
 
 
+def as_array(x: ArrayLike, name: str) -> np.ndarray:
+    """``np.asarray(x)``, refusing a ragged nested sequence (rows of different lengths) with a message naming
+    ``name`` instead of NumPy's "inhomogeneous shape" error."""
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"`{name}` could not be read as an array: it is a ragged nested sequence (rows of different "
+                         "lengths) or holds non-numbers; pass a rectangular numpy array or torch tensor of floats."
+                         ) from e
+
+
 def to_float64(x: ArrayLike, name: str) -> np.ndarray:
     """Return ``x`` as a new float64 numpy array on the CPU after checking its dtype and values.
 
@@ -75,7 +86,7 @@ def to_float64(x: ArrayLike, name: str) -> np.ndarray:
         check_real_floating(x, name)
         arr = x.detach().to(device="cpu", dtype=torch.float64).numpy()
     else:
-        arr = np.asarray(x)
+        arr = as_array(x, name)
         check_real_floating(arr, name)
         arr = arr.astype(np.float64, copy=True)
     check_finite(arr, name)

@@ -70,7 +70,7 @@ def print_plan(sources: Sequence) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying import score_model, summarize
+    from .surveying import score_model, spreadsheet_safe, summarize
 
     if args.plan:
         return print_plan([args.source])
@@ -85,7 +85,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
           f"{len(frame)} rows; scores are median [q25, q75]")
     print(format_summary(summary))
     if args.out is not None:
-        write_csv_atomic(frame, args.out, "--out")  # all or nothing: the previous file survives a failed write
+        write_csv_atomic(spreadsheet_safe(frame), args.out, "--out")  # all or nothing: the previous file survives a failed write
         print(f"wrote {len(frame)} rows to {args.out}")
     return 0
 
@@ -211,6 +211,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
+    _check_plotted_scores(args.results)
     check_writable_dir(args.out_dir, "--out-dir")
     import matplotlib
 
@@ -228,6 +229,23 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             plt.close(fig)
         print(f"wrote {path}")
     return 0
+
+
+def _check_plotted_scores(path: Path) -> None:
+    """Refuse a results CSV with a score cell that is not a number in [-1, 1] (``inf``, ``nan``, ``1e300``, text):
+    a figure would otherwise drop the row or draw it off the axes without a word."""
+    import io
+
+    import pandas as pd
+
+    from .plotting.model_survey import check_scores
+
+    text = path.read_bytes().decode("utf-8")
+    text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
+    raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
+                      keep_default_na=False)
+    raw = raw[(raw["symmetry"].str.strip() != "") & (raw["directionality"].str.strip() != "")]
+    check_scores(raw.reset_index(drop=True), f"results file {str(path)!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

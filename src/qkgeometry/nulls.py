@@ -118,6 +118,8 @@ def lowrank_symmetry_variance(d: int, r: int, rho: float | None = None) -> float
     :func:`lowrank_rho_ratio_of_means`, exact for r = 1 and ≈ (2/d²)(1 − 3/(rd)) for d ≫ r.
     """
     d, r = _check_int(d, "d", 2), _check_int(r, "r", 1)
+    if rho is not None:
+        _check_rho(rho, min(d, r))
     return rotation_null_variance(d, lowrank_rho_ratio_of_means(d, r) if rho is None else rho)
 
 
@@ -142,9 +144,26 @@ class RotationNull(NamedTuple):
     rho: np.ndarray | float  # ‖MᵀM‖²/‖M‖⁴ in [1/rank, 1]
 
 
+def _check_rho(rho, rank: int) -> np.ndarray:
+    """``rho`` as float64, each value in [1/rank, 1] (ρ = ‖MᵀM‖²/‖M‖⁴ = Σσ⁴/(Σσ²)² for a matrix of that rank)."""
+    try:
+        values = np.asarray(rho, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"`rho` must be a number or an array of numbers; got {rho!r:.80}.") from e
+    tol = 1e-12
+    bad = ~np.isfinite(values) | (values < 1.0 / rank - tol) | (values > 1 + tol)
+    if np.any(bad):
+        first = values.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+        raise ValueError(f"`rho` must lie in [1/{rank}, 1] (ρ = ‖MᵀM‖²/‖M‖⁴ is 1 for rank one and 1/rank for equal "
+                         f"singular values); got {first!r}. Compute it with rotation_null_moments.")
+    return values
+
+
 def rotation_null_variance(d: int, rho):
-    """``Var s(O M) = (2d² + 2d + 2 − 6dρ)/(d²(d − 1)(d + 2))`` for ``ρ = ‖MᵀM‖²/‖M‖⁴``. Chapter 6."""
+    """``Var s(O M) = (2d² + 2d + 2 − 6dρ)/(d²(d − 1)(d + 2))`` for ``ρ = ‖MᵀM‖²/‖M‖⁴``, which lies in [1/d, 1]
+    (values outside are refused). Chapter 6."""
     d = _check_int(d, "d", 2)
+    rho = _check_rho(rho, d)
     return (2.0 * d * d + 2.0 * d + 2.0 - 6.0 * d * np.asarray(rho, dtype=np.float64)) / (d * d * (d - 1.0) * (d + 2.0))
 
 
@@ -286,6 +305,17 @@ def _directionality_samples(d: int, r: int | None, n_samples: int, seed: int, nu
     return np.concatenate(parts)
 
 
+def _levels(q) -> np.ndarray:
+    """Quantile levels ``q`` as a 1-D float64 array, each in [0, 1]."""
+    try:
+        levels = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"`q` must be quantile levels in [0, 1]; got {q!r:.80}.") from e
+    if levels.ndim != 1 or not np.all(np.isfinite(levels) & (levels >= 0) & (levels <= 1)):
+        raise ValueError(f"`q` must hold quantile levels in [0, 1] (e.g. 0.05, 0.5, 0.95); got {q!r:.80}.")
+    return levels
+
+
 def directionality_null_quantiles(d: int, r: int | None = None, q=DEFAULT_QUANTILES, n_samples: int = 2000,
                                   seed: int = 0, num_std: float = 2.0) -> pd.Series:
     """Simulated quantiles of the null directionality score (index: the levels ``q``). Chapter 6.
@@ -294,9 +324,7 @@ def directionality_null_quantiles(d: int, r: int | None = None, q=DEFAULT_QUANTI
     which halves the Monte Carlo variance of the centre. For d ≤ 5 (num_std = 2) every quantile is exactly 0. With
     the default settings, shapes and levels of the shipped table are read from it (the same numbers, no simulation).
     """
-    levels = np.atleast_1d(np.asarray(q, dtype=np.float64))
-    if np.any((levels < 0) | (levels > 1)):
-        raise ValueError(f"`q` must hold levels in [0, 1]; got {q!r}.")
+    levels = _levels(q)
     if directionality_is_identically_zero(d, num_std):
         return pd.Series(np.zeros(len(levels)), index=levels, name="directionality")
     if n_samples == TABLE_SAMPLES and seed == 0 and num_std == 2.0:  # the shipped table holds these exact numbers
@@ -313,8 +341,8 @@ def directionality_null_quantiles(d: int, r: int | None = None, q=DEFAULT_QUANTI
 def symmetry_null_quantiles(d: int, r: int | None = None, q=DEFAULT_QUANTILES, n_samples: int = 4000,
                             seed: int = 0) -> pd.Series:
     """Quantiles of the null symmetry score: exact (Beta) for the Gaussian d × d matrix (``r=None``) and for
-    rank one; simulated (cached) for other r, where no closed-form law is known. Chapter 6."""
-    levels = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    rank one; simulated (cached) for other r, where no closed-form law is known. ``q``: levels in [0, 1]. Chapter 6."""
+    levels = _levels(q)
     if r is None:
         values = gaussian_symmetry_law(d).ppf(levels)
     elif r == 1:

@@ -84,7 +84,14 @@ class RopeSpec:
     base: float | None = None  # the rope theta the frequencies came from (for display)
 
     def __post_init__(self):
-        freq = np.asarray(self.inv_freq, dtype=np.float64)
+        if isinstance(self.head_dim, (bool, np.bool_)) or not isinstance(self.head_dim, (int, np.integer)) \
+                or self.head_dim < 1:
+            raise ValueError(f"`head_dim` must be a positive integer (the size of each head); got {self.head_dim!r}.")
+        object.__setattr__(self, "head_dim", int(self.head_dim))
+        try:
+            freq = np.asarray(self.inv_freq, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"`inv_freq` must be a vector of real numbers; got {self.inv_freq!r:.80}.") from e
         if freq.ndim != 1 or 2 * len(freq) > self.head_dim or not np.all(np.isfinite(freq)):
             raise ValueError(f"`inv_freq` must be a finite vector of length <= head_dim/2 = {self.head_dim // 2}; "
                              f"got shape {freq.shape}.")
@@ -210,8 +217,22 @@ def _gguf_rope_spec(path: Path, layer: int, head_dim: int) -> RopeSpec:
 
 
 # -------------------------------------------------------------------------------------------- the form
+def _deltas(deltas, name: str = "deltas") -> np.ndarray:
+    """``deltas`` as a 1-D float64 array of finite offsets; anything else is refused naming ``name``."""
+    try:
+        out = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"`{name}` must be real offsets (numbers, or a 1-D array of them); got {deltas!r:.80}.") from e
+    if out.ndim != 1:
+        raise ValueError(f"`{name}` must be a number or a 1-D array of offsets; got shape {out.shape}.")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"`{name}` holds {int(np.sum(~np.isfinite(out)))} NaN or infinite offset(s); an offset "
+                         "Δ = j − i is a finite number of positions.")
+    return out
+
+
 def _angles(spec: RopeSpec, deltas) -> tuple[np.ndarray, np.ndarray]:
-    phase = np.multiply.outer(np.atleast_1d(np.asarray(deltas, dtype=np.float64)), spec.inv_freq)
+    phase = np.multiply.outer(_deltas(deltas), spec.inv_freq)
     return np.cos(phase), np.sin(phase)  # (n_deltas, n_pairs)
 
 
@@ -232,7 +253,7 @@ def _rotate_columns(x: np.ndarray, spec: RopeSpec, cos: np.ndarray, sin: np.ndar
 
 def rotation_matrix(spec: RopeSpec, delta: float) -> np.ndarray:
     """The dense head_dim × head_dim rotation ``R(Δ)`` (for teaching and tests; the functions below never build it)."""
-    cos, sin = _angles(spec, [delta])
+    cos, sin = _angles(spec, _deltas(delta, "delta"))
     return _rotate_columns(np.eye(spec.head_dim), spec, cos, sin)[0]
 
 
@@ -240,7 +261,7 @@ def offset_factors(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -
     """``(W_Q R(Δ), W_K)``: factors of ``M(Δ)``. ``wq``, ``wk``: (..., d, m·head_dim) (one head: m = 1; a layer's
     grouped factors from :meth:`qkgeometry.QKLayer.factors`: m = n_kv_heads, R acting on each block). Chapter 6."""
     q, k = _pair(wq, wk, spec)
-    cos, sin = _angles(spec, [delta])
+    cos, sin = _angles(spec, _deltas(delta, "delta"))
     return _rotate_columns(q, spec, cos, sin)[0], k
 
 
@@ -308,7 +329,7 @@ def offset_traces(q: ArrayLike, k: ArrayLike, spec: RopeSpec, deltas, chunk: int
     choice of I or J on each side, r/2 × r/2) are computed once; each offset then costs O(r²).
     """
     q, k = _pair(q, k, spec)
-    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    deltas = _deltas(deltas)
     core = k.T @ q  # C = W_Kᵀ W_Q
     pairs, freq = _all_planes(spec, q.shape[-1])
     coefs = {"cross": _trig_coefficients(core, core, pairs, transpose_right=False),
@@ -341,7 +362,7 @@ def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.Data
     (s(M(Δ))), ``reciprocity`` (⟨M(Δ), M(−Δ)ᵀ⟩/(‖M(Δ)‖‖M(−Δ)‖)), ``energy`` (‖M(Δ)‖²/‖M(0)‖²), ``rope_base``.
     Cost O(d r²) per head plus O(r²) per offset. Chapter 6.
     """
-    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    deltas = _deltas(deltas)
     all_deltas = np.unique(np.concatenate([deltas, -deltas, [0.0]]))
     pos = {float(v): i for i, v in enumerate(all_deltas)}
     idx = np.array([pos[float(v)] for v in deltas])
@@ -367,7 +388,7 @@ def offset_z_scores(model: Any, deltas, per: str = "layer", layers=None) -> pd.D
     ρ(Δ) = tr((Rᵀ G_Q R G_K)²)/‖M(Δ)‖⁴ costs O(r³) per offset, so pass a modest grid of offsets. Columns:
     ``model, layer, head, delta, symmetry, rho, null_sd, z``. Chapter 6.
     """
-    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    deltas = _deltas(deltas)
     frames = []
     with opened(model) as qk:
         d = qk.d_model
@@ -395,7 +416,7 @@ def directionality_by_offset(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta
     Row norms² are ``diag(W_Q (R G_K Rᵀ) W_Qᵀ)``, column norms² ``diag(W_K (Rᵀ G_Q R) W_Kᵀ)``.
     """
     q, k = _pair(wq, wk, spec)
-    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    deltas = _deltas(deltas)
     cos, sin = _angles(spec, deltas)
     qr = _rotate_columns(q, spec, cos, sin)  # (n, d, r)
     rows = np.einsum("ndr,rs,nds->nd", qr, k.T @ k, qr)

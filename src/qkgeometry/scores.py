@@ -35,6 +35,7 @@ from array_api_compat import array_namespace
 
 from ._validation import (
     ArrayLike,
+    as_array,
     check_factors,
     check_finite,
     check_nonzero,
@@ -181,7 +182,7 @@ def _as_tensor(x: ArrayLike, name: str, device: torch.device | None) -> torch.Te
     if is_torch_tensor(x):
         t = x
     else:
-        arr = np.asarray(x)
+        arr = as_array(x, name)
         check_real_floating(arr, name)
         if not arr.flags.writeable or any(step < 0 for step in arr.strides):
             arr = np.array(arr)  # torch wraps only writeable arrays with non-negative strides

@@ -14,6 +14,12 @@ matrices are never formed. Conventions: the book's Notation page.
 ``‖M_s‖² = Σ λ²``, so the **positive share** ``Σ_{λ>0} λ² / Σ λ²`` says how much of the symmetric energy rewards
 similar query and key directions (a tied W_Q = W_K gives a positive semi-definite M_s and share 1); the **trace
 z-score** ``√d · tr(M)/‖M‖`` has mean 0 and variance 1 exactly under the rotation null ``M ↦ O M``.
+
+The same M has many factorisations: ``(sA)(B/s)ᵀ`` for any s > 0. Before anything is computed, A and B are each
+scaled by a power of two (exact in floating point) so that their largest entries lie in [1/2, 1), and the spectra
+are scaled back by the product of those powers: the results do not depend on s (checked for s up to 10^±150), and
+factors near 10^±160 neither overflow nor underflow. The shares and the trace z-score of an all-zero M are 0/0 and
+raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,37 @@ def _factors(A: ArrayLike, B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     a, b = to_float64(A, "A"), to_float64(B, "B")
     check_factors(a, b)
     return a, b
+
+
+def _balanced(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a', b', e)`` with ``a = a'·2^eA``, ``b = b'·2^eB`` (each matrix's largest entry in [1/2, 1)) and
+    ``e = eA + eB`` (batch shape): ``M = 2^e · a' b'ᵀ`` exactly, so spectra of ``a' b'ᵀ`` times ``2^e`` are M's."""
+    def unit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        peak = np.max(np.abs(x), axis=(-2, -1), keepdims=True)
+        exponent = np.frexp(peak)[1]  # peak = m · 2**exponent, 0.5 <= m < 1 (0 for an all-zero matrix)
+        return np.ldexp(x, -exponent), exponent[..., 0, 0]
+
+    (ua, ea), (ub, eb) = unit(a), unit(b)
+    return ua, ub, ea.astype(np.int64) + eb.astype(np.int64)
+
+
+def _scaled_back(values: np.ndarray, exponent: np.ndarray, what: str) -> np.ndarray:
+    """``values · 2^exponent`` (per batch entry), refusing results beyond float64's range."""
+    out = np.ldexp(values, exponent[..., None])
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"the {what} of M = A Bᵀ exceed float64's range (about 1.8e308); scale A or B down (the "
+                         "shares and the trace z-score do not depend on the scale).")
+    return out
+
+
+def _check_not_zero(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    """Refuse an all-zero ``M = A Bᵀ`` (``‖M‖² = tr(AᵀA BᵀB) = 0``), whose ``what`` is 0/0."""
+    total = np.einsum("...rs,...rs->...", np.swapaxes(a, -1, -2) @ a, np.swapaxes(b, -1, -2) @ b)
+    zero = total <= 0
+    if np.any(zero):
+        where = "" if total.ndim == 0 else f" (at batch index {tuple(int(i) for i in np.argwhere(zero)[0])})"
+        raise ValueError(f"M = A Bᵀ is the zero matrix{where}, so its {what} is 0/0; check that the weights were "
+                         "loaded (a zero matrix often means a missing tensor), or drop it.")
 
 
 def _core(a: np.ndarray, b: np.ndarray, skew: bool) -> np.ndarray:
@@ -89,15 +126,15 @@ def symmetric_eigenvalues(A: ArrayLike, B: ArrayLike) -> np.ndarray:
     M_s has rank at most min(d, 2r): these 2r values are its non-zero eigenvalues padded with zeros (up to
     round-off), and its other eigenvalues are exactly 0. Chapter 6.
     """
-    a, b = _factors(A, B)
-    return np.linalg.eigvalsh(_core(a, b, skew=False))
+    a, b, e = _balanced(*_factors(A, B))
+    return _scaled_back(np.linalg.eigvalsh(_core(a, b, skew=False)), e, "eigenvalues")
 
 
 def skew_singular_values(A: ArrayLike, B: ArrayLike) -> np.ndarray:
     """Singular values of ``M_n`` (descending, shape (..., 2r), zero-padded as in :func:`symmetric_eigenvalues`);
     the non-zero ones come in equal pairs (eigenvalues ±iσ of a real skew matrix). Chapter 6."""
-    a, b = _factors(A, B)
-    return _skew_singular(_core(a, b, skew=True))
+    a, b, e = _balanced(*_factors(A, B))
+    return _scaled_back(_skew_singular(_core(a, b, skew=True)), e, "singular values")
 
 
 def _skew_singular(core: np.ndarray) -> np.ndarray:
@@ -110,7 +147,8 @@ def trace_z_score(A: ArrayLike, B: ArrayLike) -> np.ndarray | float:
 
     ``tr(M) = tr(M_s) = Σ λ`` and ``‖M‖² = tr(G_A G_B)``; positive means the form rewards q ≈ k on average.
     """
-    a, b = _factors(A, B)
+    a, b, _ = _balanced(*_factors(A, B))
+    _check_not_zero(a, b, "trace z-score")
     trace = np.einsum("...ir,...ir->...", a, b)
     total = np.einsum("...rs,...rs->...", np.swapaxes(a, -1, -2) @ a, np.swapaxes(b, -1, -2) @ b)
     out = np.sqrt(a.shape[-2]) * trace / np.sqrt(total)
@@ -127,8 +165,10 @@ class SpectralSummary(NamedTuple):
 
 
 def spectral_summary(A: ArrayLike, B: ArrayLike) -> SpectralSummary:
-    """Positive share, top-eigenvalue share, top skew-pair share and trace z-score of ``M = A Bᵀ``. Chapter 6."""
-    a, b = _factors(A, B)
+    """Positive share, top-eigenvalue share, top skew-pair share and trace z-score of ``M = A Bᵀ``. Chapter 6.
+    Independent of how M is factored (``(sA)(B/s)ᵀ``) and of its scale; an all-zero M raises ``ValueError``."""
+    a, b, _ = _balanced(*_factors(A, B))
+    _check_not_zero(a, b, "spectral summary")
     lam = np.linalg.eigvalsh(_core(a, b, skew=False))
     sig = _skew_singular(_core(a, b, skew=True))
     energy = np.sum(lam ** 2, axis=-1)
@@ -148,9 +188,10 @@ def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, see
     ``Σ_A V_Aᵀ``: O(d r²) per sample, no d × d rotation). No closed form is known; this is its simulation."""
     from .nulls import random_frames
 
-    a, b = _factors(A, B)
+    a, b, _ = _balanced(*_factors(A, B))
     if a.ndim != 2:
         raise ValueError(f"`A` and `B` must be single (d, r) matrices; got shape {a.shape}.")
+    _check_not_zero(a, b, "positive share")
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}.")
     rng = np.random.default_rng(seed)

@@ -22,8 +22,9 @@ from .model import RANDOM_PREFIX, QKLayer, QKModel
 from .readers import load_qk
 from .scores import layer_scores
 
-__all__ = ["CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line", "open_source", "read_cache",
-           "score_layer", "score_layers", "score_model", "summarize", "survey"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
+           "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",
+           "spreadsheet_text", "summarize", "survey"]
 
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
            "n_heads", "n_kv_heads"]
@@ -79,16 +80,23 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4."""
-    def q(p: float):
-        return lambda s: s.quantile(p)
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4.
 
-    grouped = frame.groupby(["model", "family", "component"], sort=False)
-    out = grouped.agg(n=("symmetry", "size"),
-                      symmetry_median=("symmetry", "median"), symmetry_q25=("symmetry", q(0.25)),
-                      symmetry_q75=("symmetry", q(0.75)),
-                      directionality_median=("directionality", "median"),
-                      directionality_q25=("directionality", q(0.25)), directionality_q75=("directionality", q(0.75)))
+    ``frame``: a score or survey frame (at least the columns model, family, component, symmetry, directionality).
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"`frame` must be a pandas DataFrame of scores (qkgeometry.score_model or survey); got "
+                        f"{type(frame).__name__}.")
+    needed = ["model", "family", "component", "symmetry", "directionality"]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise ValueError(f"`frame` lacks the column(s) {missing}; pass the frame of qkgeometry.score_model or "
+                         "qkgeometry.survey (one row per layer or head, with both scores).")
+    grouped = frame.groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
+    out = grouped.size().rename("n").to_frame()
+    median, q25, q75 = grouped.median(), grouped.quantile(0.25), grouped.quantile(0.75)  # vectorised per group
+    for score in ("symmetry", "directionality"):
+        out[f"{score}_median"], out[f"{score}_q25"], out[f"{score}_q75"] = median[score], q25[score], q75[score]
     return out.reset_index()
 
 
@@ -133,7 +141,8 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     """Read a survey CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a tidy frame.
 
     Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
-    frame. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
+    frame. Text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
+    ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
     are rows whose scores or key fields are missing or not finite; :func:`survey` then sees those models as
     incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
@@ -171,6 +180,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
                          "another path or delete the file.") from e
+    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
     if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
         frame["input_norm"] = "raw"
     missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
@@ -190,6 +200,42 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     frame["input_norm"] = frame["input_norm"].fillna("raw")
     frame["revision"] = frame["revision"].fillna("")
     return frame[SURVEY_COLUMNS]
+
+
+#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
+#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
+    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`read_cache` undoes it on what it reads."""
+    out = frame.copy()
+    for column in out.columns:
+        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
+        if marked.any():
+            out[column] = out[column].astype(object)
+            out.loc[marked, column] = "'" + out.loc[marked, column]
+    return out
+
+
+def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
+    one (in place; returns ``frame``)."""
+    for column in frame.columns:
+        marked = _text_starting(frame[column], ("'",))
+        if marked.any():
+            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
+    return frame
+
+
+def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
+    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
+    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
+        return pd.Series(False, index=column.index)
+    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
 
 
 def _empty() -> pd.DataFrame:
@@ -233,6 +279,9 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
     * The output file is checked for writability before any model is computed.
+    * **Safe to open in a spreadsheet.** A text cell that starts with ``=``, ``+``, ``-`` or ``@`` (a model folder
+      named ``=HYPERLINK(...)``) is written with a leading apostrophe, which spreadsheet programs read as "text, not
+      a formula" (:func:`spreadsheet_safe`); :func:`read_cache` reads the original value back.
 
     ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`); a model whose
     normalisation gain is not known fails (reported and skipped) under ``"folded"``.
@@ -375,7 +424,7 @@ class _CacheFile:
             disk = disk.loc[~_matches(disk, key)]
             merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
             merged["head"] = merged["head"].astype("Int64")
-            write_csv_atomic(merged, self.path, "survey file")
+            write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
             self._frame, self._stamp = merged, self._current_stamp()
         return merged
 

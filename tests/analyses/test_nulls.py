@@ -189,3 +189,25 @@ def test_bad_arguments():
         nulls.lowrank_symmetry_variance(10, 0)
     with pytest.raises(ValueError, match="`q`"):
         nulls.directionality_null_quantiles(10, q=(1.5,))
+
+
+# ------------------------------------------------------------------------------------------------ bad arguments
+@pytest.mark.parametrize("rho", [5, -0.1, 0.01, np.nan, np.inf, [0.5, 2.0]])
+def test_rotation_null_variance_refuses_a_rho_outside_its_range(rho):
+    with pytest.raises(ValueError, match=r"`rho` must lie in \[1/10, 1\]"):
+        nulls.rotation_null_variance(10, rho)
+    assert nulls.rotation_null_variance(10, [0.1, 1.0]).min() > 0  # the ends of the range are fine
+
+
+def test_lowrank_symmetry_variance_bounds_rho_by_the_rank():
+    with pytest.raises(ValueError, match=r"`rho` must lie in \[1/3, 1\]"):
+        nulls.lowrank_symmetry_variance(10, 3, rho=0.2)
+    assert nulls.lowrank_symmetry_variance(10, 3, rho=0.5) > 0
+
+
+@pytest.mark.parametrize("q", [[1.5], [-0.1], [np.nan], "median", [[0.5]]])
+def test_null_quantiles_refuse_levels_outside_0_1(q):
+    with pytest.raises(ValueError, match=r"`q` must (hold quantile levels|be quantile levels) in \[0, 1\]"):
+        nulls.symmetry_null_quantiles(8, q=q)
+    with pytest.raises(ValueError, match=r"`q` must (hold quantile levels|be quantile levels) in \[0, 1\]"):
+        nulls.directionality_null_quantiles(8, q=q, n_samples=10)

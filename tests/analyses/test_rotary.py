@@ -229,3 +229,23 @@ def test_bad_spec_is_a_clear_error():
     qk = qg.load_qk("offline:minilm-l6")
     with pytest.raises(ValueError, match="not supported"):
         rotary.rope_spec(qk, 0)
+
+
+# ------------------------------------------------------------------------------------------------ bad arguments
+@pytest.mark.parametrize("head_dim", [0, -4, 2.5, True, "8"])
+def test_rope_spec_refuses_a_head_dim_that_is_not_a_positive_integer(head_dim):
+    with pytest.raises(ValueError, match="`head_dim` must be a positive integer"):
+        rotary.RopeSpec(np.zeros(0), head_dim)
+
+
+@pytest.mark.parametrize("delta", [np.nan, np.inf, "one", [[1.0]]])
+def test_offsets_must_be_finite_numbers(delta):
+    spec = rotary.RopeSpec(rotary.rope_frequencies(50.0, 8), 8)
+    rng = np.random.default_rng(0)
+    wq, wk = rng.standard_normal((6, 8)), rng.standard_normal((6, 8))
+    with pytest.raises(ValueError, match=r"`deltas?`"):
+        rotary.offset_form(wq, wk, spec, delta)
+    with pytest.raises(ValueError, match="`deltas`"):
+        rotary.offset_traces(wq, wk, spec, [0.0, delta] if np.ndim(delta) == 0 else delta)
+    with pytest.raises(ValueError, match="`deltas`"):
+        rotary.directionality_by_offset(wq, wk, spec, [delta] if np.ndim(delta) == 0 else delta)

@@ -83,3 +83,52 @@ def test_positive_share_null_is_symmetric_about_one_half():
 def test_spectrum_table_on_a_real_model():
     frame = spectrum.spectrum_table("offline:minilm-l6", per="head")
     assert len(frame) == 72 and frame["positive_share"].between(0, 1).all()
+
+
+# ------------------------------------------------------------------------------------------------ scale and zero
+def _dense_reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
+    """Eigenvalues of M_s, singular values of M_n and the summary of M = A Bᵀ from the d × d matrix itself."""
+    m = a @ b.T
+    sym, skew = qg.decompose(m)
+    lam, sig = np.linalg.eigvalsh(sym), np.linalg.svd(skew, compute_uv=False)
+    energy, skew_energy = np.sum(lam ** 2), np.sum(sig ** 2)
+    summary = (np.sum(lam[lam > 0] ** 2) / energy, np.max(lam ** 2) / energy, 2 * sig[0] ** 2 / skew_energy,
+               math.sqrt(m.shape[0]) * np.trace(m) / np.linalg.norm(m))
+    return lam, sig, summary
+
+
+@pytest.mark.parametrize("s", [1e-150, 1e-60, 1e-4, 1.0, 1e4, 1e60, 1e150])
+def test_spectra_do_not_depend_on_how_m_is_factored(s):
+    """M = (sA)(B/s)ᵀ is the same matrix for every s: its spectra and summary equal the dense reference."""
+    rng = np.random.default_rng(7)
+    d, r = 12, 3
+    a, b = rng.standard_normal((d, r)), rng.standard_normal((d, r))
+    lam, sig, summary = _dense_reference(a, b)
+    scale = np.abs(lam).max()
+    np.testing.assert_allclose(_pad(spectrum.symmetric_eigenvalues(s * a, b / s), d), lam, atol=1e-12 * scale)
+    np.testing.assert_allclose(spectrum.skew_singular_values(s * a, b / s), sig[:2 * r], atol=1e-12 * scale)
+    np.testing.assert_allclose(tuple(spectrum.spectral_summary(s * a, b / s)), summary, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("s", [1e-160, 1e160])
+def test_huge_and_tiny_factors_give_the_scale_free_numbers_not_a_linalg_error(s):
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((10, 2)), rng.standard_normal((10, 2))
+    _, _, summary = _dense_reference(a, b)
+    np.testing.assert_allclose(tuple(spectrum.spectral_summary(s * a, s * b)), summary, rtol=1e-10, atol=1e-12)
+    assert spectrum.trace_z_score(s * a, s * b) == pytest.approx(summary[3], rel=1e-10)
+    if s > 1:  # the eigenvalues themselves are ~1e320: beyond float64, said in one line
+        with pytest.raises(ValueError, match="exceed float64's range"):
+            spectrum.symmetric_eigenvalues(s * a, s * b)
+
+
+def test_the_summary_of_a_zero_matrix_is_refused_not_nan():
+    zero = np.zeros((6, 2))
+    a = np.ones((6, 2))
+    cancel = np.c_[np.ones(6), -np.ones(6)]  # nonzero factors whose product A Bᵀ is zero
+    for args in ((zero, zero), (a, zero), (cancel, np.ones((6, 2)))):
+        with pytest.raises(ValueError, match=r"zero matrix.*0/0"):
+            spectrum.spectral_summary(*args)
+        with pytest.raises(ValueError, match=r"zero matrix.*0/0"):
+            spectrum.trace_z_score(*args)
+    np.testing.assert_array_equal(spectrum.symmetric_eigenvalues(zero, zero), np.zeros(4))  # well defined

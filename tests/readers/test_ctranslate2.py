@@ -249,3 +249,29 @@ def test_whisper_ctranslate2_norms_and_query_bias_match_transformers(tmp_path):
     torch.testing.assert_close(cross.wq, cross_raw.wq * gq[None, :, None], atol=1e-12, rtol=0)
     torch.testing.assert_close(cross.wk_kv, cross_raw.wk_kv * gk[None, :, None], atol=1e-12, rtol=0)
     assert not torch.allclose(gq, gk)
+
+
+def test_a_shape_that_overflows_int64_is_refused_not_read_as_empty(tmp_path):
+    import struct
+
+    path = write_ctranslate2(tmp_path / "model.bin", "TinySpec", {"w": np.zeros(0, np.float32)})
+    data = bytearray(path.read_bytes())
+    at = data.index(b"w\0") + 2
+    # rank 3, shape (2**31, 2**31, 4): 2**64 entries, which an int64 product wraps to 0 (= the 0 bytes stored)
+    data[at:at + 1 + 4] = struct.pack("<B3I", 3, 2 ** 31, 2 ** 31, 4)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CT2FormatError, match=r"'w' declares shape \(2147483648, 2147483648, 4\).*over the bound"):
+        CT2Index(path)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_a_one_dimensional_linear_weight_is_refused_by_name(tmp_path, layer):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    index = CT2Index(tmp_path / "model.bin")
+    variables = {name: index.raw(name).copy() for name in index.names()}
+    name = f"encoder/layer_{layer}/self_attention/linear_0/weight"
+    variables[name] = variables[name].reshape(-1)
+    write_ctranslate2(tmp_path / "flat.bin", "WhisperSpec", variables, revision=3)
+    with pytest.raises(ValueError, match=rf"'{name}' has shape \("):  # one line naming it, no IndexError
+        qg.load_qk(tmp_path / "flat.bin").layer(layer, "encoder")

@@ -3,17 +3,77 @@ heatmaps, the median plane with IQR bars, random-init twins, paired encoder/deco
 
 Rows are coloured by attention stack (:func:`stack_of`, :data:`~qkgeometry.plotting.style.STACK_COLORS`), random
 twins in grey, one marker shape per model.
+
+A survey can hold thousands of models, and a model's name is whatever its folder was called, so every figure stays
+bounded: names are shown as plain text (a ``$`` is never read as mathematics) and cut to :data:`MAX_LABEL_CHARS`
+characters, a legend lists at most :data:`MAX_LEGEND_ENTRIES` entries (then one "and N more" entry), the scatter
+writes names next to at most :data:`MAX_TEXT_LABELS` points, and the per-model panels (heatmaps, twins) show the
+first :data:`MAX_PANELS` models and say so.
 """
 
 from __future__ import annotations
 
+import math
+
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from .style import DIVERGING, FAMILY_COLORS, MODEL_MARKERS, STACK_COLORS, STACK_WORDS, plt, require_rows
 
-__all__ = ["curve_label", "modality_planes", "paired_stacks", "stack_of", "survey_figures", "survey_head_heatmaps",
+__all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_scores", "curve_label",
+           "label_text", "modality_planes", "paired_stacks", "stack_of", "survey_figures", "survey_head_heatmaps",
            "survey_layer_curves", "survey_scatter", "survey_twins"]
+
+#: characters of a model name shown in a figure (longer names end in "…")
+MAX_LABEL_CHARS = 48
+#: entries of one legend; the rest are summed up in one "and N more" entry
+MAX_LEGEND_ENTRIES = 24
+#: points of the survey scatter that get their name written next to them
+MAX_TEXT_LABELS = 40
+#: per-model panels (head heatmaps) or categories (random twins) of one figure
+MAX_PANELS = 32
+
+
+def label_text(text) -> str:
+    """``text`` as a figure label: one line, at most :data:`MAX_LABEL_CHARS` characters (cut with "…"), and every
+    ``$`` escaped so that matplotlib shows it instead of parsing mathematics (a name such as ``$\\frac{$`` would
+    otherwise stop the whole figure). Applying it twice gives the same label."""
+    text = " ".join(str(text).replace(r"\$", "$").split())
+    if len(text) > MAX_LABEL_CHARS:
+        text = text[:MAX_LABEL_CHARS - 1] + "…"
+    return text.replace("$", r"\$")
+
+
+def _bounded_legend(handles: dict, order: list[str]) -> tuple[list, list[str]]:
+    """The (handles, labels) of a legend of at most :data:`MAX_LEGEND_ENTRIES` entries: the first ones of
+    ``order``, then one blank-marker entry that counts the rest."""
+    if len(order) <= MAX_LEGEND_ENTRIES:
+        return [handles[k] for k in order], [label_text(k) for k in order]
+    shown = order[:MAX_LEGEND_ENTRIES - 1]
+    more = Line2D([], [], linestyle="none", marker="none")
+    return ([handles[k] for k in shown] + [more],
+            [label_text(k) for k in shown] + [f"… and {len(order) - len(shown)} more"])
+
+
+def check_scores(frame, name: str = "frame") -> None:
+    """Refuse a frame whose ``symmetry`` or ``directionality`` is missing, not finite or outside [−1, 1] (both
+    scores lie in that range by definition), with one line naming ``name``, the column and the first bad row."""
+    import numpy as np
+    import pandas as pd
+
+    for column in ("symmetry", "directionality"):
+        if column not in frame:
+            raise ValueError(f"{name} has no {column!r} column; pass a survey frame (qkgeometry.survey or "
+                             "read_cache).")
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(values) | (np.abs(values) > 1 + 1e-9)
+        if bad.any():
+            i = int(np.argmax(bad))
+            model = frame["model"].iloc[i] if "model" in frame else "?"
+            raise ValueError(f"{name}: {column} = {frame[column].iloc[i]!r} for model {label_text(model)!r} (and "
+                             f"{int(bad.sum()) - 1} more rows) is not a score in [-1, 1]; the file was edited or "
+                             "damaged: rerun the survey for that model.")
 
 
 def stack_of(family: str, component: str) -> str:
@@ -24,7 +84,7 @@ def stack_of(family: str, component: str) -> str:
 
 def curve_label(model: str, component: str) -> str:
     """How a figure names one (model, component): ``model`` for ``self`` attention, else ``model [component]``."""
-    return model if component == "self" else f"{model} [{component}]"
+    return label_text(model) if component == "self" else f"{label_text(model)} [{component}]"
 
 
 def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "directionality")):
@@ -56,10 +116,14 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
         ax.set_ylabel(score)
         ax.set_ylim(-1, 1)
     order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
-    fig.legend([handles[k] for k in order], order, loc="lower center", ncol=min(4, len(order)), fontsize=7.5,
-               bbox_to_anchor=(0.5, 0.0))
-    rows = -(-len(order) // min(4, len(order)))
-    fig.tight_layout(rect=(0, 0.06 * rows + 0.02, 1, 1))
+    if any(k.startswith("random") for k in order) and len(order) > MAX_LEGEND_ENTRIES:  # keep the twins' entry
+        order = order[:MAX_LEGEND_ENTRIES - 2] + order[-1:] + order[MAX_LEGEND_ENTRIES - 2:-1]
+    shown, labels = _bounded_legend(handles, order)
+    ncol = min(4, len(labels))
+    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=7.5, bbox_to_anchor=(0.5, 0.0))
+    rows = math.ceil(len(labels) / ncol)
+    fig.set_figheight(3.6 + 0.22 * rows)
+    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / (3.6 + 0.22 * rows), 1, 1))
     return fig
 
 
@@ -71,6 +135,7 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
     groups = list(heads.groupby(["model", "component"], sort=False))
     if not groups:
         raise ValueError("`frame` has no per-head rows; run the survey with per='head'.")
+    total, groups = len(groups), groups[:MAX_PANELS]
     ncols = min(4, len(groups))  # at most four panels a row, so that wide surveys stay readable on a page
     nrows = -(-len(groups) // ncols)
     fig, grid_axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.6 * nrows), squeeze=False,
@@ -83,7 +148,7 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
         grid = g.pivot_table(index="layer", columns="head", values=score)
         im = ax.imshow(grid.to_numpy(dtype=float), cmap=DIVERGING, vmin=-1, vmax=1, aspect="auto",
                        interpolation="nearest")
-        ax.set_title(model if comp == "self" else f"{model} [{comp}]", fontsize=9)
+        ax.set_title(curve_label(model, comp), fontsize=9)
         ax.set_xlabel("head")
         ax.grid(False)
         for axis in (ax.xaxis, ax.yaxis):  # imshow's default locator puts ticks at half-integers
@@ -91,6 +156,8 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
     for row in range(nrows):
         axes[row * ncols].set_ylabel("layer")
     fig.colorbar(im, ax=list(axes), shrink=0.8, label=score)
+    if total > len(groups):
+        fig.suptitle(f"the first {len(groups)} of {total} models", fontsize=10)
     return fig
 
 
@@ -110,26 +177,33 @@ def survey_scatter(summary, labels: str = "text"):
     names = [m for m, i in zip(summary["model"], init) if i != "random"]
     base = {m: k for k, m in enumerate(dict.fromkeys(names))}
     handles: dict[str, object] = {}
-    for (_, r), kind in zip(summary.iterrows(), init):
+    named = labels == "text" and len(summary) <= MAX_TEXT_LABELS
+    styles, order = {}, []  # one errorbar call per look (colour, marker, twin or not): fast for thousands of rows
+    for k, ((_, r), kind) in enumerate(zip(summary.iterrows(), init)):
         random = kind == "random"
         color = FAMILY_COLORS["random"] if random else STACK_COLORS.get(stack_of(r["family"], r["component"]),
                                                                           "#333333")
         twin_of = str(r["model"]).replace(" (random init)", "")
         marker = MODEL_MARKERS[base.get(twin_of, 0) % len(MODEL_MARKERS)] if labels == "legend" else "o"
+        styles.setdefault((color, marker, random), []).append(k)
+        order.append((k, (color, marker, random), random, curve_label(r["model"], r["component"])))
+    lines = {}
+    for (color, marker, random), rows in styles.items():
+        sub = summary.iloc[rows]
+        x, y = sub["symmetry_median"].to_numpy(float), sub["directionality_median"].to_numpy(float)
         container = ax.errorbar(
-            r["symmetry_median"], r["directionality_median"],
-            xerr=[[r["symmetry_median"] - r["symmetry_q25"]], [r["symmetry_q75"] - r["symmetry_median"]]],
-            yerr=[[r["directionality_median"] - r["directionality_q25"]],
-                  [r["directionality_q75"] - r["directionality_median"]]],
+            x, y, xerr=[x - sub["symmetry_q25"].to_numpy(float), sub["symmetry_q75"].to_numpy(float) - x],
+            yerr=[y - sub["directionality_q25"].to_numpy(float), sub["directionality_q75"].to_numpy(float) - y],
             fmt=marker, color=color, ms=6 if not random else 5, capsize=2, lw=1, alpha=0.7 if random else 1,
             mec="white" if labels == "legend" else None)
-        label = curve_label(r["model"], r["component"])
-        if labels == "text":
-            ax.annotate(label, (r["symmetry_median"], r["directionality_median"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
-        else:
+        lines[(color, marker, random)] = container.lines[0]
+    for k, style, random, label in order:
+        if named:
+            ax.annotate(label, (summary["symmetry_median"].iloc[k], summary["directionality_median"].iloc[k]),
+                        fontsize=7, xytext=(4, 4), textcoords="offset points")
+        elif labels == "legend":
             handles.setdefault("random-init twins (grey, same marker as their model)" if random else label,
-                               container.lines[0])
+                               lines[style])
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
     ax.axvline(0, color="0.6", lw=0.8, zorder=0)
     ax.set_xlabel("symmetry (median over layers, IQR bars)")
@@ -140,13 +214,14 @@ def survey_scatter(summary, labels: str = "text"):
             ax.scatter([], [], color=STACK_COLORS[stack], label=stack)
         if any(i == "random" for i in init):
             ax.scatter([], [], color=FAMILY_COLORS["random"], label="random init")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")  # a fixed corner: loc="best" scans every point
+        if not named:
+            ax.set_title(f"{len(summary)} points: too many to name each (at most {MAX_TEXT_LABELS})", fontsize=8)
         fig.tight_layout()
     else:
         order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
-        ncol = 2
-        ax.legend([handles[k] for k in order], order, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=ncol,
-                  fontsize=7.5)
+        shown, texts = _bounded_legend(handles, order)
+        ax.legend(shown, texts, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7.5)
         fig.tight_layout()
     return fig
 
@@ -158,13 +233,17 @@ def survey_twins(frame, score: str = "symmetry"):
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with pretrained models and their random:<source> twins")
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False)[score].mean().reset_index()
     layers["base"] = layers["model"].str.replace(" (random init)", "", regex=False)
+    bases = list(dict.fromkeys(layers["base"]))
+    if len(bases) > MAX_PANELS:
+        layers = layers[layers["base"].isin(set(bases[:MAX_PANELS]))]
+    layers["base"] = layers["base"].map(label_text)
     fig, ax = plt.subplots(figsize=(1.6 + 1.5 * layers["base"].nunique(), 3.6))
     palette = {"pretrained": "#1f77b4", "random": FAMILY_COLORS["random"]}
     sns.boxplot(data=layers, x="base", y=score, hue="init", palette=palette, ax=ax, showfliers=False, width=0.6)
     sns.stripplot(data=layers, x="base", y=score, hue="init", palette=palette, dodge=True, ax=ax, size=3,
                   legend=False, edgecolor="k", linewidth=0.3)
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-    ax.set_xlabel("")
+    ax.set_xlabel(f"the first {MAX_PANELS} of {len(bases)} models" if len(bases) > MAX_PANELS else "")
     ax.set_ylabel(f"{score} (one point per layer)")
     fig.tight_layout()
     return fig
@@ -208,8 +287,9 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
         ax.set_xlim(-0.3, 1.3)
         ax.set_ylabel(f"{score} (median over the stack's layers)")
     order = [k for k in handles if k in groups] + [k for k in handles if k not in groups]
-    fig.legend([handles[k] for k in order], order, loc="lower center", ncol=min(4, len(order)), fontsize=7.5)
-    rows = -(-len(order) // min(4, len(order)))
+    shown, labels = _bounded_legend(handles, order)
+    fig.legend(shown, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7.5)
+    rows = -(-len(labels) // min(4, len(labels)))
     fig.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 1))
     return fig
 
@@ -251,9 +331,10 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
         ax.set_xlabel("symmetry (median over layers)")
     axes[0][0].set_ylabel("directionality (median over layers)")
     order = [k for k in handles if k.startswith("authors")] + [k for k in handles if not k.startswith("authors")]
-    ncol = min(4, len(order))
-    fig.legend([handles[k] for k in order], order, loc="lower center", ncol=ncol, fontsize=7.5)
-    rows = -(-len(order) // ncol)
+    shown, labels = _bounded_legend(handles, order)
+    ncol = min(4, len(labels))
+    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=7.5)
+    rows = -(-len(labels) // ncol)
     fig.tight_layout(rect=(0, 0.055 * rows + 0.03, 1, 1))
     return fig
 
@@ -261,6 +342,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
 def survey_figures(frame) -> dict:
     """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
+    check_scores(frame)
     from ..surveying import summarize
 
     figs = {"layer_curves": survey_layer_curves(frame)}

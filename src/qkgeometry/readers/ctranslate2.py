@@ -36,6 +36,7 @@ import numpy as np
 
 from ..architectures import QKNorm, get_architecture
 from ..errors import CTranslate2FormatError
+from ..limits import MAX_TENSOR_ELEMENTS, LimitExceeded, check_elements
 from ..model import BlockPlan, SourcePlans
 from .files import fingerprint
 
@@ -138,7 +139,11 @@ class CT2Index:
             dtype_id, nbytes = self._read("B"), self._read("I")
             if dtype_id not in DTYPES:
                 raise CT2FormatError(f"{str(self.path)!r}: variable {name!r} has unknown dtype id {dtype_id}.")
-            expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype_id].itemsize
+            try:  # exact Python integers: (2**31, 2**31, 4) must not wrap around to 0 bytes
+                expected = check_elements(shape, MAX_TENSOR_ELEMENTS, f"{str(self.path)!r}: variable {name!r}") \
+                    * DTYPES[dtype_id].itemsize
+            except LimitExceeded as e:
+                raise CT2FormatError(str(e)) from None
             if nbytes != expected or self._pos + nbytes > len(self._buf):
                 raise CT2FormatError(f"{str(self.path)!r}: variable {name!r} {shape} claims {nbytes} bytes (expected "
                                      f"{expected}) at offset {self._pos} of a {len(self._buf)}-byte file: the file "
@@ -271,7 +276,11 @@ def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
         n_layers = _count_layers(index, template)
         if n_layers == 0:
             raise CT2FormatError(f"{where!r}: no {template.format(i=0)!r}; the Whisper model is incomplete.")
-        d_model = index.variables[template.format(i=0)].shape[1]
+        first = index.variables[index.aliases.get(template.format(i=0), template.format(i=0))]
+        if len(first.shape) != 2 or 0 in first.shape:
+            raise CT2FormatError(f"{where!r}: {first.name!r} has shape {first.shape}; a Linear weight must be 2-D "
+                                 "(out_features, d_model). The file is corrupt; re-convert the model.")
+        d_model = first.shape[1]
         if n_heads <= 0 or d_model % n_heads:
             raise CT2FormatError(f"{where!r}: d_model {d_model} is not a multiple of {side}/num_heads {n_heads}.")
         dims = Dims(n_layers, d_model, n_heads, n_heads, d_model // n_heads)

@@ -27,12 +27,17 @@ Layers are ordered by graph position. Each projection weight ``W`` (d_model, n·
 (g(h) = h // group), as every exporter of Hugging Face models and ``GroupQueryAttention`` do. The scores describe
 W_qk = W_Q W_Kᵀ alone: biases, rotary embeddings and the logit scale are outside it.
 
-This module is longer than the package's others (about 700 lines) because it is one graph walk whose steps share
+Before any walk the graph itself is checked: acyclic, one producer per tensor, no initializer overwritten by a
+node, enough inputs for each op; and a constant is evaluated one node at a time, each only after its output is known
+to fit the bounds of :mod:`qkgeometry.limits` (so a few bytes cannot declare gigabytes).
+
+This module is longer than the package's others (about 900 lines) because it is one graph walk whose steps share
 their state and messages; the reader on top of it, :mod:`qkgeometry.readers.onnx`, is a few lines.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +47,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ONNXGraphError
+from ..limits import (
+    MAX_COMPUTED_ELEMENTS,
+    MAX_GRAPH_NODES,
+    MAX_TENSOR_ELEMENTS,
+    MAX_WALK,
+    LimitExceeded,
+    check_elements,
+)
 from ..model import BlockPlan
 
 __all__ = ["MAX_WALK", "AttentionSite", "ONNXGraphError", "OnnxGraph", "Projection", "external_files",
@@ -74,9 +87,11 @@ QUANTIZED_PRODUCTS = frozenset({"MatMulNBits", "MatMulInteger", "QLinearMatMul",
 UNSUPPORTED_FUSED = frozenset({"PackedAttention", "PackedMultiHeadAttention", "DecoderMaskedMultiHeadAttention",
                                "DecoderMaskedSelfAttention", "LongformerAttention", "SparseAttention",
                                "PagedAttention", "QOrderedAttention", "DecoderAttention", "QAttention"})
-#: nodes visited per operand on the walk back to a projection: far more than any projection-to-product path. A
-#: walk that needs more is refused (never cut short, which could accept a partial match).
-MAX_WALK = 400
+#: the fewest inputs each op the walk reads must have (the ONNX operator specifications' minimum)
+MIN_INPUTS = {"MatMul": 2, "Gemm": 2, "FusedMatMul": 2, "Attention": 2, "MultiHeadAttention": 1,
+              "GroupQueryAttention": 1, "Softmax": 1, "Split": 1, "Slice": 1, "Transpose": 1, "Concat": 1,
+              "DequantizeLinear": 2, "ConstantOfShape": 1, "Expand": 2, "Tile": 2, "Gather": 2, "Range": 3,
+              "Where": 3, "Add": 2, "Sub": 2, "Mul": 2, "Div": 2}
 
 
 @dataclass(frozen=True)
@@ -139,17 +154,66 @@ class OnnxGraph:
 
     def __post_init__(self) -> None:
         g = self.model.graph
+        where = str(self.path)
+        if len(g.node) > MAX_GRAPH_NODES:
+            raise ONNXGraphError(f"{where!r} declares {len(g.node):,} graph nodes, over the bound of "
+                                 f"{MAX_GRAPH_NODES:,}; the file is corrupt or not a model export.")
         self.nodes = list(g.node)
         self.initializers = {t.name: t for t in g.initializer}
         self.graph_inputs = {i.name for i in g.input} - set(self.initializers)
         self.producer, self.consumers = {}, {}
         for k, node in enumerate(self.nodes):
             for j, out in enumerate(node.output):
-                if out:
-                    self.producer[out] = (k, j)
+                if not out:
+                    continue
+                if out in self.producer or out in self.initializers:
+                    first = ("an initializer" if out in self.initializers
+                             else self.describe(self.producer[out][0]))
+                    raise ONNXGraphError(f"{where!r}: tensor {out!r} is produced by {self.describe(k)} and also by "
+                                         f"{first}; every tensor of an ONNX graph has one producer. The graph is "
+                                         "malformed: export it again.")
+                self.producer[out] = (k, j)
             for name in node.input:
                 if name:
                     self.consumers.setdefault(name, []).append(k)
+        self._check_inputs(where)
+        self._check_acyclic(where)
+
+    def _check_inputs(self, where: str) -> None:
+        """Refuse a node with fewer inputs than its op needs (a one-input MatMul)."""
+        for k, node in enumerate(self.nodes):
+            standard = node.domain in ("", "ai.onnx")
+            fused = node.domain == "com.microsoft" and node.op_type in (
+                "FusedMatMul", "Attention", "MultiHeadAttention", "GroupQueryAttention")
+            need = MIN_INPUTS.get(node.op_type, 0) if standard or fused else 0
+            if standard and node.op_type == "Reshape" and not (len(node.input) > 1 and node.input[1]) \
+                    and not any(a.name == "shape" for a in node.attribute):  # opset 1-4: the shape is an attribute
+                raise ONNXGraphError(f"{where!r}: {self.describe(k)} has no target shape (no second input and "
+                                     "no shape attribute); the graph is malformed: export it again.")
+            if sum(1 for i in node.input[:need] if i) < need:
+                raise ONNXGraphError(f"{where!r}: {self.describe(k)} has {len(node.input)} input(s); {node.op_type} "
+                                     f"needs at least {need}. The graph is malformed: export it again.")
+
+    def _check_acyclic(self, where: str) -> None:
+        """Refuse a graph whose nodes form a cycle (``t = Identity(t)``, or a loop through any ops): ONNX graphs are
+        acyclic, and every walk of this module relies on it (Kahn's algorithm, linear in the graph's size)."""
+        waiting = [0] * len(self.nodes)
+        for k, node in enumerate(self.nodes):
+            waiting[k] = sum(1 for i in node.input if i in self.producer)
+        ready = [k for k, n in enumerate(waiting) if n == 0]
+        done = 0
+        while ready:
+            k = ready.pop()
+            done += 1
+            for out in self.nodes[k].output:
+                for c in self.consumers.get(out, ()) if out else ():
+                    waiting[c] -= 1
+                    if waiting[c] == 0:
+                        ready.append(c)
+        if done < len(self.nodes):
+            stuck = next(k for k, n in enumerate(waiting) if n > 0)
+            raise ONNXGraphError(f"{where!r}: the graph has a cycle (through {self.describe(stuck)}); ONNX graphs "
+                                 "must be acyclic. The file is malformed: export it again.")
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> OnnxGraph:
@@ -176,7 +240,7 @@ class OnnxGraph:
             return self._const[name]
         if name in self.initializers:
             return True
-        stack, result = [name], None
+        stack, in_progress = [name], set()
         while stack:  # iterative: a long chain of constant ops must not hit the recursion limit
             t = stack[-1]
             if t in self._const or t in self.initializers or not t:
@@ -192,13 +256,14 @@ class OnnxGraph:
                 stack.pop()
                 continue
             pending = [i for i in node.input if i and i not in self._const and i not in self.initializers]
-            if pending:
-                stack.extend(pending)
+            if pending and t not in in_progress:
+                in_progress.add(t)  # its inputs are pushed once; a tensor met again while in progress is a cycle
+                stack.extend(i for i in pending if i not in in_progress)
                 continue
-            self._const[t] = all(not i or i in self.initializers or self._const[i] for i in node.input)
+            self._const[t] = all(not i or i in self.initializers or self._const.get(i, False) for i in node.input)
+            in_progress.discard(t)
             stack.pop()
-        result = self._const.get(name, name in self.initializers)
-        return result
+        return self._const.get(name, False)
 
     def value(self, name: str) -> np.ndarray:
         """The value of constant tensor ``name`` as a NumPy array (initializers read directly; other constants
@@ -220,30 +285,46 @@ class OnnxGraph:
         self._values = {k: v for k, v in self._values.items() if v.size <= 64}
 
     def _initializer(self, name: str) -> np.ndarray:
-        from onnx import numpy_helper
+        from onnx import TensorProto, numpy_helper
 
         tensor = self.initializers[name]
         base = self.path.parent
+        where = f"{str(self.path)!r}: initializer {name!r}"
+        if tensor.data_type in (TensorProto.STRING, TensorProto.UNDEFINED) or \
+                tensor.data_type not in TensorProto.DataType.values():
+            kind = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
+                TensorProto.DataType.values() else f"type {tensor.data_type}"
+            raise ONNXGraphError(f"{where} holds {kind} data, not numbers; it cannot be read as a weight.")
+        try:
+            check_elements(tensor.dims, MAX_TENSOR_ELEMENTS, where)
+        except LimitExceeded as e:
+            raise ONNXGraphError(str(e)) from None
         for entry in tensor.external_data:
             if entry.key == "location":
-                target = (base / entry.value).resolve()
-                if base.resolve() not in target.parents:
-                    raise ONNXGraphError(f"{str(self.path)!r}: initializer {name!r} points at external data "
-                                         f"{entry.value!r}, outside the model's folder; refused.")
-                if not target.is_file():
-                    raise ONNXGraphError(f"{str(self.path)!r}: the external data file {entry.value!r} of initializer "
-                                         f"{name!r} is missing; keep it next to the .onnx file.")
+                self._external_path(name, entry.value)
         try:
             array = numpy_helper.to_array(tensor, base_dir=str(base))
         except (OSError, ValueError, TypeError) as e:
-            raise ONNXGraphError(f"{str(self.path)!r}: could not read initializer {name!r} ({type(e).__name__}: {e});"
-                                 " the file or its external data is truncated: export or download it again.") from e
+            raise ONNXGraphError(f"{where} could not be read ({type(e).__name__}: {e}); the file or its external "
+                                 "data is truncated: export or download it again.") from e
         return _widen(array)
 
-    def _evaluate(self, name: str) -> np.ndarray:
-        import onnx
-        from onnx.reference import ReferenceEvaluator
+    def _external_path(self, name: str, location: str) -> Path:
+        """The external-data file ``location`` of initializer ``name``: inside the model's folder, a regular file."""
+        base = self.path.parent
+        target = (base / location).resolve()
+        if base.resolve() not in target.parents:
+            raise ONNXGraphError(f"{str(self.path)!r}: initializer {name!r} points at external data {location!r}, "
+                                 "outside the model's folder; refused.")
+        if not target.is_file():
+            raise ONNXGraphError(f"{str(self.path)!r}: the external data file {location!r} of initializer {name!r} "
+                                 "is missing (or not a regular file); keep it next to the .onnx file.")
+        return target
 
+    def _evaluate(self, name: str) -> np.ndarray:
+        """Evaluate the cone of constant ops that produces ``name``, one node at a time in graph order, each only
+        after the size of what it would produce is known to be within :data:`~qkgeometry.limits.MAX_COMPUTED_ELEMENTS`
+        (a graph can declare a huge tensor in a few bytes)."""
         cone: set[int] = set()
         leaves: set[str] = set()
         stack = [name]
@@ -259,19 +340,34 @@ class OnnxGraph:
                 continue
             cone.add(k)
             stack.extend(self.nodes[k].input)
-        feeds = {t: self.value(t) if t not in self._values else self._values[t] for t in sorted(leaves)}
-        nodes = [self.nodes[k] for k in sorted(cone)]
+        values = {t: self.value(t) if t not in self._values else self._values[t] for t in sorted(leaves)}
+        for k in sorted(cone):  # graph order is a topological order (the graph was checked to be acyclic)
+            node = self.nodes[k]
+            inputs = [values.get(i) if i else None for i in node.input]
+            bound = _output_bound(node, inputs, self.attrs(k))
+            if bound > MAX_COMPUTED_ELEMENTS:
+                raise ONNXGraphError(f"{str(self.path)!r}: {self.describe(k)} would compute {bound:,} entries from "
+                                     f"constants, over the bound of {MAX_COMPUTED_ELEMENTS:,}; the graph is corrupt or "
+                                     "built to exhaust memory. Refused before evaluating it.")
+            values.update(self._run_node(node, inputs, name))
+        return _widen(np.asarray(values[name]))
+
+    def _run_node(self, node: Any, inputs: list[np.ndarray | None], name: str) -> dict[str, np.ndarray]:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {i: v for i, v in zip(node.input, inputs) if i}
         graph = onnx.helper.make_graph(
-            nodes, "weight", [onnx.helper.make_tensor_value_info(t, _proto_dtype(feeds[t]), feeds[t].shape)
-                              for t in feeds], [onnx.helper.make_tensor_value_info(name, 0, None)])
+            [node], "weight", [onnx.helper.make_tensor_value_info(t, _proto_dtype(v), v.shape) for t, v in feeds.items()],
+            [onnx.helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
         opsets = [o for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
         model = onnx.helper.make_model(graph, opset_imports=opsets, ir_version=self.model.ir_version)
         try:
-            (out,) = ReferenceEvaluator(model, new_ops=[_dequantize_linear()]).run(None, feeds)
+            outs = ReferenceEvaluator(model, new_ops=[_dequantize_linear()]).run(None, feeds)
         except Exception as e:  # any failure of the reference ops on odd constants
             raise ONNXGraphError(f"{str(self.path)!r}: could not evaluate the constant expression that produces "
                                  f"{name!r} ({type(e).__name__}: {e}).") from e
-        return _widen(np.asarray(out))
+        return dict(zip([o for o in node.output if o], (np.asarray(o) for o in outs)))
 
     def ints(self, name: str) -> list[int] | None:
         """A small constant integer tensor as a list, or None when it is not constant."""
@@ -289,6 +385,54 @@ class OnnxGraph:
         node = self.nodes[k]
         op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
         return f"{op} node {node.name!r} (#{k})" if node.name else f"{op} node #{k}"
+
+
+def _broadcast(*shapes: Iterable[int]) -> int:
+    """Entries of the broadcast of ``shapes`` (each aligned axis takes its largest size), as a Python int."""
+    shapes = [tuple(int(n) for n in sh) for sh in shapes]
+    rank = max((len(sh) for sh in shapes), default=0)
+    padded = [(1,) * (rank - len(sh)) + sh for sh in shapes]
+    return math.prod(max((sh[i] for sh in padded), default=1) for i in range(rank))
+
+
+def _output_bound(node: Any, inputs: list[np.ndarray | None], attrs: dict[str, Any]) -> int:
+    """An upper bound on the entries node ``node`` outputs from constant ``inputs``, computed from shapes and small
+    shape-giving values only (nothing is materialised). Ops that can grow a tensor (``ConstantOfShape``,
+    ``Expand``, ``Tile``, ``Range``, ``Gather``, a sparse ``Constant``, broadcasting) are bounded exactly; the
+    others output at most as many entries as their inputs hold."""
+    op = node.op_type
+    present = [v for v in inputs if v is not None]
+
+    def ints(v: np.ndarray | None) -> list[int]:
+        return [] if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+
+    if op == "ConstantOfShape":
+        return math.prod(max(0, n) for n in ints(inputs[0])) if inputs and inputs[0] is not None else 1
+    if op == "Constant":
+        sparse = attrs.get("sparse_value")
+        if sparse is not None:
+            return math.prod(max(0, int(n)) for n in sparse.dims)
+        value = attrs.get("value")
+        return math.prod(value.dims) if value is not None and hasattr(value, "dims") else 64
+    if op == "Expand" and len(inputs) > 1 and inputs[0] is not None:
+        return _broadcast(inputs[0].shape, [max(0, n) for n in ints(inputs[1])])
+    if op == "Tile" and len(inputs) > 1 and inputs[0] is not None:
+        reps = ints(inputs[1])
+        return inputs[0].size * math.prod(max(0, n) for n in reps)
+    if op == "Range" and len(inputs) >= 3 and all(v is not None for v in inputs[:3]):
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs[:3])
+        span = (limit - start) / delta if delta else math.inf
+        return int(max(0.0, math.ceil(span))) if math.isfinite(span) else MAX_COMPUTED_ELEMENTS + 1
+    if op == "Gather" and len(inputs) > 1 and inputs[0] is not None and inputs[1] is not None:
+        data, axis = inputs[0], int(attrs.get("axis", 0))
+        if data.ndim == 0 or not -data.ndim <= axis < data.ndim:
+            return data.size * inputs[1].size
+        return data.size // max(1, data.shape[axis]) * inputs[1].size
+    if op == "Concat":
+        return sum(v.size for v in present)
+    if op in ("Mul", "Div", "Add", "Sub", "Where", "DequantizeLinear", "CastLike"):
+        return _broadcast(*(v.shape for v in present))
+    return max((v.size for v in present), default=1)
 
 
 def _dequantize_linear() -> type:
@@ -319,11 +463,16 @@ def _proto_dtype(array: np.ndarray) -> int:
 
 
 def external_files(graph: OnnxGraph) -> list[Path]:
-    """The external-data files the model's initializers refer to (for the content fingerprint)."""
-    found = []
-    for tensor in graph.initializers.values():
+    """The external-data files that the initializers the graph's nodes read refer to (for the content
+    fingerprint). An initializer no node reads is ignored, whatever it points at: it is never opened. A used one
+    that points outside the model's folder, or at something that is not a regular file, is refused."""
+    found: list[Path] = []
+    for name, tensor in graph.initializers.items():
+        if name not in graph.consumers:
+            continue
         for entry in tensor.external_data:
             if entry.key == "location":
+                graph._external_path(name, entry.value)
                 p = graph.path.parent / entry.value
                 if p not in found:
                     found.append(p)
@@ -454,7 +603,8 @@ def _head_layout(g: OnnxGraph, proj: int, path: set[int], width: int, side: str,
         node = g.nodes[k]
         op = node.op_type
         if op == "Reshape":
-            dims = _trailing_dims(g, node.input[1])
+            dims = (_trailing_dims(g, node.input[1]) if len(node.input) > 1 and node.input[1]
+                    else [int(n) for n in g.attrs(k).get("shape", [])])  # opset 1-4: the target is an attribute
             cur = stop - start
             if dims and dims[-1] == cur:  # keeps the columns together (e.g. (b·t, n) -> (b, t, n))
                 tensor = node.output[0]
@@ -503,9 +653,14 @@ def _column_selection(g: OnnxGraph, k: int, tensor: str, path: set[int], width: 
                                  f"into [Q | K | V] (axis {axis}, sizes {sizes}); unsupported fused layout.")
         j = next(i for i, o in enumerate(outs) if o in used)
         return int(sum(sizes[:j])), int(sum(sizes[:j + 1]))
-    starts, ends = g.ints(node.input[1]), g.ints(node.input[2])
-    axes = g.ints(node.input[3]) if len(node.input) > 3 and node.input[3] else [0]
-    steps = g.ints(node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
+    if len(node.input) < 3:  # opset 1-9: starts, ends and axes are attributes
+        starts, ends = attrs.get("starts"), attrs.get("ends")
+        axes, steps = attrs.get("axes") or [0], [1]
+    else:
+        starts, ends = g.ints(node.input[1]), g.ints(node.input[2])
+        axes = g.ints(node.input[3]) if len(node.input) > 3 and node.input[3] else [0]
+        steps = g.ints(node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
+    starts, ends, axes = (None if v is None else list(v) for v in (starts, ends, axes))
     if None in (starts, ends, axes, steps) or len(starts) != 1 or axes[0] not in (-1, 2) or steps != [1]:
         raise ONNXGraphError(f"{where}: {g.describe(k)} slices the fused projection in a way this reader does not "
                              "know (only a constant Slice of the last axis, step 1).")
@@ -599,13 +754,30 @@ def _site_from_fused(g: OnnxGraph, k: int) -> AttentionSite:
         _, n, transposed = _weight_shape(g, j)
         return Projection(j, g.nodes[j].input[1], transposed, g.nodes[j].input[0]), n
 
+    def heads(key: str, default: int | None = None) -> int:
+        value = attrs.get(key, default)
+        if value is None:
+            raise ONNXGraphError(f"{where}: the attribute {key!r} is missing; {op} needs it to split its heads. "
+                                 "The graph is malformed: export it again.")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ONNXGraphError(f"{where}: the attribute {key!r} is {value!r}; a head count must be a positive "
+                                 "integer. The graph is malformed: export it again.")
+        return int(value)
+
     if op == "Attention" and node.domain == "com.microsoft":  # packed weight (d, q + k + v)
-        h = int(attrs["num_heads"])
+        h = heads("num_heads")
         weight = inputs[1]
-        if not g.is_const(weight):
-            raise ONNXGraphError(f"{where}: its weight input is not a constant.")
-        d, n = g.value(weight).shape
+        if not weight or not g.is_const(weight):
+            raise ONNXGraphError(f"{where}: its weight input is missing or not a constant.")
+        shape = g.value(weight).shape
+        if len(shape) != 2:
+            raise ONNXGraphError(f"{where}: its packed QKV weight {weight!r} has shape {shape}; it must be 2-D "
+                                 "(d_model, q + k + v).")
+        d, n = shape
         sizes = attrs.get("qkv_hidden_sizes") or [n // 3] * 3
+        if len(sizes) != 3 or any(int(v) <= 0 for v in sizes) or sum(int(v) for v in sizes) != n:
+            raise ONNXGraphError(f"{where}: qkv_hidden_sizes {list(sizes)} do not split the packed weight's {n} "
+                                 "columns into Q, K and V.")
         qh, kh = int(sizes[0]), int(sizes[1])
         if qh != kh or qh % h:
             raise ONNXGraphError(f"{where}: qkv_hidden_sizes {sizes} do not give Q and K heads of one size.")
@@ -613,20 +785,23 @@ def _site_from_fused(g: OnnxGraph, k: int) -> AttentionSite:
         kk = Projection(k, weight, False, inputs[0], (qh, qh + kh))
         return AttentionSite(k, op, q, kk, h, h, qh // h, int(d), None, bool(attrs.get("unidirectional", 0)))
     if op == "Attention":  # opset 23: Q, K, V as (b, T, heads·head_dim) or (b, heads, T, head_dim)
-        hq, hk = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
+        if attrs.get("q_num_heads") is not None or attrs.get("kv_num_heads") is not None:
+            hq, hk = heads("q_num_heads"), heads("kv_num_heads")
+        else:
+            hq = hk = None
         if hq is None or hk is None:  # 4-D inputs: read the heads from the Reshapes, as for a plain product
             site = _site_from_product(g, k, inputs[0], inputs[1], "")
             return AttentionSite(k, op, site.query, site.key, site.n_heads, site.n_kv_heads, site.head_dim,
                                  site.d_model, None, bool(attrs.get("is_causal", 0)))
         (q, nq), (kk, nk) = proj(inputs[0], "query"), proj(inputs[1], "key")
         return _fused_site(g, k, op, q, kk, int(hq), int(hk), nq, nk, bool(attrs.get("is_causal", 0)), where)
-    h = int(attrs["num_heads"])
+    h = heads("num_heads")
     if op == "MultiHeadAttention":
         if not inputs[1]:
             raise ONNXGraphError(f"{where}: packed QKV MultiHeadAttention (no key input) is not supported.")
         (q, nq), (kk, nk) = proj(inputs[0], "query"), proj(inputs[1], "key")
         return _fused_site(g, k, op, q, kk, h, h, nq, nk, bool(attrs.get("unidirectional", 0)), where)
-    hk = int(attrs.get("kv_num_heads", h))  # GroupQueryAttention: always causal
+    hk = heads("kv_num_heads", h)  # GroupQueryAttention: always causal
     if inputs[1]:
         (q, nq), (kk, nk) = proj(inputs[0], "query"), proj(inputs[1], "key")
         return _fused_site(g, k, op, q, kk, h, hk, nq, nk, True, where)
