@@ -16,7 +16,6 @@ import sys
 import textwrap
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
+from bounded import no_hang
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
 from qkgeometry.surveying import read_cache
@@ -112,18 +112,6 @@ def one_line_error(capsys, rc: int, *needles: str, status: int = 2) -> str:
     return lines[0]
 
 
-@contextmanager
-def no_hang(seconds: int = 30):
-    def boom(*_):
-        raise TimeoutError(f"hung for {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -> subprocess.CompletedProcess:

@@ -24,7 +24,7 @@ INIT_NOTES = {
     "default": "transformers BERT init: N(0, 0.02) weights, zero biases",
     "symmetric": "model's own init, then W_Q := W_K and b_Q := b_K (both zero) per layer; trained freely",
     "skew": "model's own init, then W_Q^h := W_K^h J (J orthogonal skew) per head, biases zeroed",
-    "rotated": "model's own init, then W_Q^h := W_K^h O^h (O^h Haar-random orthogonal, keyed by the seed) per head, "
+    "rotated": "model's own init, then W_Q^h := W_K^h O^h (O^h Haar-random orthogonal, keyed by the run seed) per head, "
                "query bias zeroed",
     "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
 }

@@ -15,7 +15,7 @@ biases for BERT), so every variant keeps the model's init distribution:
 * ``skew`` (control): per head ``W_Q^h := W_K^h J`` with ``J`` the block-diagonal 90° rotation (orthogonal, ``Jᵀ = −J``),
   so ``W_qk^h = W_K^h J W_K^hᵀ`` starts exactly skew-symmetric; ``W_K^h J`` has the same distribution as ``W_K^h``.
 * ``rotated`` (control): per head ``W_Q^h := W_K^h O^h`` with ``O^h`` a Haar-random orthogonal (d_h, d_h) matrix drawn
-  from a generator keyed by the seed (the global random stream, hence the data order, is untouched). ``W_K^h O^h`` has
+  from a generator keyed by the run's seed (the global random stream, hence the data order, is untouched). ``W_K^h O^h`` has
   the same distribution as ``W_K^h`` and the same column norms, so the init keeps the weight distribution and the
   scale of ``W_qk`` of the symmetric init, but ``W_qk^h = W_K^h O^h W_K^hᵀ`` is neither symmetric nor skew: the
   control that separates "symmetric" from "Q tied to K at init".
