@@ -65,3 +65,27 @@ def test_bad_values_are_named(bad):
 def test_format_interval_has_no_negative_zero():
     assert stats.format_interval(-0.00001, -0.2, 0.1) == "0.000 [-0.200, 0.100]"
     assert stats.format_interval(0.15, 0.09, 0.21, percent=True) == "15.0% [9.0%, 21.0%]"
+
+
+def test_paired_difference_clustered_counts_one_difference_per_cluster():
+    # three pairs of family a (differences 1, 2, 3) and one of family b (difference -1)
+    result = stats.paired_difference([2, 4, 6, 0], [1, 2, 3, 1], unit="family", clusters=["a", "a", "a", "b"])
+    np.testing.assert_allclose(result.differences, [2.0, -1.0])
+    assert result.n == 2 and result.interval.unit == "family"
+    assert result.n_positive == 1 and result.n_negative == 1
+    plain = stats.paired_difference([2, 4, 6, 0], [1, 2, 3, 1])
+    assert plain.n == 4 and plain.interval.estimate == pytest.approx(1.25)
+    assert result.interval.estimate == pytest.approx(0.5)
+    assert result.p_value == pytest.approx(sps.ttest_1samp([2.0, -1.0], 0).pvalue)
+    with pytest.raises(ValueError, match="clusters: needs one label per pair"):
+        stats.paired_difference([1, 2], [0, 0], clusters=["a"])
+
+
+def test_holm_adjustment_matches_the_step_down_rule():
+    p = np.array([0.04, 0.001, 0.03, 0.2])
+    adjusted = stats.holm_adjusted(p)
+    # sorted: 0.001*4, 0.03*3, 0.04*2, 0.2*1 -> running max 0.004, 0.09, 0.09, 0.2
+    np.testing.assert_allclose(adjusted, [0.09, 0.004, 0.09, 0.2])
+    assert np.all(adjusted >= p)
+    with pytest.raises(ValueError, match="p_values"):
+        stats.holm_adjusted([0.5, 1.5])

@@ -158,3 +158,23 @@ def test_paper_models_refuse_an_unclassified_results_file(monkeypatch):
     monkeypatch.setattr(paper, "paper_per_layer", lambda group=None: __import__("pandas").concat([frame, extra]))
     with pytest.raises(ValueError, match=r"NewModel\.pkl"):
         paper.paper_models()
+
+
+def test_paper_models_flag_stacks_that_repeat_another_models_scores():
+    models = paper.paper_models()
+    duplicates = models[models["duplicate_of"] != ""]
+    # MusicGen conditions on a frozen T5 text encoder; the diarisation WavLM repeats its base model
+    assert sorted(duplicates["model"]) == sorted([f"facebook/musicgen-{s}" for s in
+                                                  ("small", "medium", "large", "stereo-small", "stereo-medium",
+                                                   "stereo-large")] + ["microsoft/wavlm-base-plus-sd"])
+    assert set(duplicates["stack"]) == {"encoder"}
+    by = models.set_index(["model", "stack"])
+    assert by.loc[("facebook/musicgen-small", "encoder"), "duplicate_of"] == "google-t5/t5-base"
+    assert by.loc[("google-t5/t5-base", "encoder"), "duplicate_of"] == ""
+    assert by.loc[("facebook/musicgen-small", "decoder"), "duplicate_of"] == ""  # trained: its own scores
+    # each flagged stack really repeats its original, layer by layer
+    per_layer = paper.paper_per_layer()
+    for model, original in zip(duplicates["model"], duplicates["duplicate_of"]):
+        a, b = (per_layer[(per_layer["model"] == m) & per_layer["file"].str.contains("Encoder|wavlm")]
+                .sort_values("layer")[["symmetry", "directionality"]].to_numpy() for m in (model, original))
+        np.testing.assert_allclose(a, b, atol=1e-12)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "LAYOUT_LIKE",
     "PAPER_ALIASES",
@@ -189,6 +191,22 @@ def fused_qkv_layout(model: str) -> str:
     return "" if layout == "linear" else layout
 
 
+def _duplicate_stacks(per_layer: Any, stacks: Any) -> list[str]:
+    """For each row of ``stacks`` (one per model and stack), the earlier model with identical per-layer scores."""
+    first_seen: dict[tuple, str] = {}
+    arrays = {key: tuple(np.round(group.sort_values("layer")[["symmetry", "directionality"]].to_numpy(), 12).ravel())
+              for key, group in per_layer.groupby(["model", "stack"], sort=False)}
+    rank = stacks["modality"].map({"language": 0, "vision": 1, "audio": 2}).fillna(3)
+    for i in rank.sort_values(kind="stable").index:
+        first_seen.setdefault((stacks.at[i, "stack"], arrays[(stacks.at[i, "model"], stacks.at[i, "stack"])]),
+                              stacks.at[i, "model"])
+    out = []
+    for model, stack in zip(stacks["model"], stacks["stack"]):
+        original = first_seen[(stack, arrays[(model, stack)])]
+        out.append("" if original == model else original)
+    return out
+
+
 def paper_models() -> Any:
     """The authors' pretrained models, one row per (model, attention stack), summarised over layers.
 
@@ -200,9 +218,13 @@ def paper_models() -> Any:
     Columns: ``model``, ``file``, ``modality`` (``language``, ``vision``, ``audio``), ``stack`` (``encoder``,
     ``decoder``, ``decoder, not causal``), ``paired`` (True for a stack of an encoder-decoder model whose other
     stack is also in the files), ``layers``, ``symmetry_median``, ``symmetry_q25``, ``symmetry_q75`` and the same
-    three for ``directionality``, and three flags: ``gqa`` (:data:`PAPER_GQA`), ``fused_qkv``
-    (:func:`fused_qkv_layout`, ``""`` when not fused) and ``random_weights`` (:data:`PAPER_RANDOM_WEIGHTS`).
-    Chapter 4.
+    three for ``directionality``, and four flags: ``gqa`` (:data:`PAPER_GQA`), ``fused_qkv``
+    (:func:`fused_qkv_layout`, ``""`` when not fused), ``random_weights`` (:data:`PAPER_RANDOM_WEIGHTS`) and
+    ``duplicate_of``: the model whose stack has the same per-layer scores to twelve digits, the first such stack in
+    the order language, vision, audio, then the files' order (``""`` for that first one and for every distinct
+    stack): audio models reuse language models' text encoders, not the other way round. Six MusicGen text encoders repeat
+    ``google-t5/t5-base``'s encoder (MusicGen conditions on a frozen T5) and ``microsoft/wavlm-base-plus-sd``
+    repeats ``microsoft/wavlm-base-plus``; a test that counts models as independent drops these rows. Chapter 4.
     """
     import pandas as pd
 
@@ -234,7 +256,8 @@ def paper_models() -> Any:
     out["gqa"] = out["model"].isin(PAPER_GQA)
     out["fused_qkv"] = out["model"].map(fused_qkv_layout)
     out["random_weights"] = out["model"].isin(PAPER_RANDOM_WEIGHTS)
+    out["duplicate_of"] = _duplicate_stacks(frame, out)
     columns = ["model", "file", "modality", "stack", "paired", "layers", "symmetry_median", "symmetry_q25",
                "symmetry_q75", "directionality_median", "directionality_q25", "directionality_q75", "gqa",
-               "fused_qkv", "random_weights"]
+               "fused_qkv", "random_weights", "duplicate_of"]
     return pd.DataFrame(out[columns]).reset_index(drop=True)
