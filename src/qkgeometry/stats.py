@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import stats as _scipy_stats

@@ -178,3 +178,26 @@ def test_paper_models_flag_stacks_that_repeat_another_models_scores():
         a, b = (per_layer[(per_layer["model"] == m) & per_layer["file"].str.contains("Encoder|wavlm")]
                 .sort_values("layer")[["symmetry", "directionality"]].to_numpy() for m in (model, original))
         np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_paper_scores_one_per_model_keeps_the_listing_that_matches_the_files():
+    reported = paper.paper_scores(one_per_model=True)
+    assert not reported["hub_id"].duplicated().any() and reported["hub_id"].notna().all()
+    by = reported.set_index("hub_id")
+    # listed twice with different values: the Hub-id listing is kept, the short name's values ride along
+    row = by.loc["meta-llama/Meta-Llama-3-8B"]
+    assert row["model_as_reported"] == "meta-llama/Meta-Llama-3-8B" and row["listed_twice_as"] == "llama3-8b"
+    assert row["directionality_median"] == pytest.approx(0.01) and row["other_directionality_median"] == pytest.approx(-0.65)
+    names = set(paper.paper_scores()["model_as_reported"])
+    assert set(reported["listed_twice_as"]) - {""} <= names
+    # every kept row that the per-layer files cover matches their median to the printed two decimals
+    models = paper.paper_models()
+    recomputed = models[models["stack"] != "decoder, not causal"].drop_duplicates("model").set_index("model")
+    common = by.index.intersection(recomputed.index)
+    assert len(common) >= 50
+    for score in ("symmetry_median", "directionality_median"):
+        assert (by.loc[common, score] - recomputed.loc[common, score]).abs().max() <= 0.0051, score
+    # the first listing, by contrast, disagrees with the files for six models
+    first = paper.paper_scores().dropna(subset=["hub_id"]).drop_duplicates("hub_id").set_index("hub_id")
+    off = (first.loc[common, "directionality_median"] - recomputed.loc[common, "directionality_median"]).abs() > 0.0051
+    assert off.sum() == 6

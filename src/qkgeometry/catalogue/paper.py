@@ -51,15 +51,32 @@ PAPER_ALIASES = {
 }
 
 
-def paper_scores() -> Any:
+def paper_scores(one_per_model: bool = False) -> Any:
     """The paper's reported per-model medians and IQR sides (package data ``data/paper_scores.csv``; its README
-    gives the provenance), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`). Chapter 4,
-    "The paper's table, reproduced"."""
+    gives the provenance), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`).
+
+    The authors' table lists many models twice, under a short name and under the Hub id. ``one_per_model=True``
+    keeps one row per Hub id, the one listed under the Hub id where there is one (those rows match the per-layer
+    result files), and adds ``listed_twice_as`` (the other listing's name, ``""`` when there is none) with
+    ``other_symmetry_median`` / ``other_directionality_median``, that listing's values. Six models carry
+    different values under their two names (directionality by up to 0.66); rows with no Hub id are dropped.
+    Chapter 4, "The paper's table, reproduced".
+    """
     import pandas as pd
 
     frame = pd.read_csv(_DATA / "paper_scores.csv")
     frame.insert(1, "hub_id", frame["model_as_reported"].map(lambda m: PAPER_ALIASES.get(m, m if "/" in m else None)))
-    return frame
+    if not one_per_model:
+        return frame
+    frame = frame.dropna(subset=["hub_id"])
+    under_hub_id = frame["model_as_reported"] == frame["hub_id"]
+    kept = frame.assign(_rank=~under_hub_id).sort_values("_rank", kind="stable").drop_duplicates("hub_id")
+    other = frame.drop(index=kept.index).drop_duplicates("hub_id").set_index("hub_id")
+    kept = kept.drop(columns="_rank").sort_index()
+    kept["listed_twice_as"] = kept["hub_id"].map(other["model_as_reported"]).fillna("")
+    for score in ("symmetry_median", "directionality_median"):
+        kept[f"other_{score}"] = kept["hub_id"].map(other[score])
+    return kept.reset_index(drop=True)
 
 
 def paper_per_layer(group: str | None = None) -> Any:
