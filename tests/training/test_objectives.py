@@ -51,7 +51,7 @@ def _one_masked_batch(cfg: ob.ObjectiveConfig) -> ob.ObjectiveBatch:
     return ob.ObjectiveBatch("mlm", ids.masked_fill(selected, MASK_ID), ids, selected, None)
 
 
-@pytest.mark.parametrize("objective", ob.OBJECTIVES)
+@pytest.mark.parametrize("objective", ob.ALL_OBJECTIVES)
 def test_rank1_gradient_matches_autograd_in_every_layer(objective):
     cfg = _cfg()
     model = _model(cfg)
@@ -62,6 +62,28 @@ def test_rank1_gradient_matches_autograd_in_every_layer(objective):
         grad_q, grad_k = gr.factor_gradients(lg.grad_w, block.wq.detach(), block.wk.detach())
         for ours, auto in ((grad_q, block.wq.grad), (grad_k, block.wk.grad)):
             assert float((ours - auto).abs().max() / auto.abs().max()) < 1e-12
+
+
+def test_the_authors_decoder_objective_is_a_causal_model_fed_by_the_masked_lm_collator():
+    cfg = _cfg()
+    model = _model(cfg)
+    batch, mlm = _batch(ob.AUTHORS_DECODER, cfg), _batch("mlm", cfg)
+    # the same corrupted input and chosen positions as masked LM for a seed and step
+    assert torch.equal(batch.inputs, mlm.inputs) and torch.equal(batch.selected, mlm.selected)
+    assert batch.selected[:, 1:].any()
+    # the loss of a causal LM head with labels -100 outside the chosen positions, shifted by one (as a causal
+    # BERT computes it from the collator's labels)
+    logits = model.lm_logits(model.hidden(batch.inputs, causal=True))
+    labels = torch.where(batch.selected, batch.targets, torch.full_like(batch.targets, -100))
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1),
+                                                 ignore_index=-100)
+    assert float(ob.objective_loss(model, batch)) == pytest.approx(float(expected), rel=1e-12)
+    # causal: the last input token is never read
+    changed = batch._replace(inputs=batch.inputs.clone())
+    changed.inputs[:, -1] = (changed.inputs[:, -1] + 1) % VOCAB
+    assert float(ob.objective_loss(model, changed)) == pytest.approx(float(expected), rel=1e-12)
+    mlm_changed = mlm._replace(inputs=changed.inputs)
+    assert float(ob.objective_loss(model, mlm_changed)) != pytest.approx(float(ob.objective_loss(model, mlm)))
 
 
 def test_exactness_check_detects_a_wrong_gradient():

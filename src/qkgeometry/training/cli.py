@@ -240,13 +240,13 @@ def configure_objectives_parser(p: argparse.ArgumentParser) -> argparse.Argument
     """Add to ``p`` one option per :class:`~qkgeometry.training.config.ObjectiveConfig` field plus the options of
     ``qkgeometry train-objectives`` itself (where to write, seeds, objectives, vocabulary, gradient batches,
     threads, cache); return ``p``."""
-    from .config import MAX_VOCAB_SIZE, OBJECTIVES, ObjectiveConfig
+    from .config import ALL_OBJECTIVES, MAX_VOCAB_SIZE, OBJECTIVES, ObjectiveConfig
 
     d = _OBJECTIVE_RUN_DEFAULTS
     g = p.add_argument_group("what to train")
     g.add_argument("--seeds", type=int, nargs="+", default=d["seeds"],
                    help="seeds of the initialisations and batch orders (each trained once per objective)")
-    g.add_argument("--objectives", nargs="+", choices=OBJECTIVES, default=list(OBJECTIVES),
+    g.add_argument("--objectives", nargs="+", choices=ALL_OBJECTIVES, default=list(OBJECTIVES),
                    help="objectives to train from each initialisation")
     g.add_argument("--vocab-size", type=int, default=d["vocab_size"],
                    help=f"WordPiece vocabulary size of the Wikipedia leads (at most {MAX_VOCAB_SIZE:,})")

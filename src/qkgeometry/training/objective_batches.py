@@ -6,6 +6,9 @@
 * ``"rtd"``: bidirectional attention, replaced-token detection in the style of ELECTRA: a fraction ``mask_prob`` of
   the positions is replaced by tokens drawn from the corpus' unigram distribution (a fixed generator instead of
   ELECTRA's small trained one) and a binary head predicts, **at every position**, whether the token was replaced.
+* ``"causal-masked"``: the paper's decoders as their training script builds them (a causal BERT fed by the masked-LM
+  collator): causal attention over the MLM-corrupted input (the same chosen positions as ``"mlm"`` for a seed and
+  step), and the cross-entropy of position t predicting the original token t + 1, only where t + 1 was chosen.
 
 Every objective sees the same (batch × sequence) input tokens at every step: equal token budgets. The masks are
 pure functions of (seed, step), so runs are paired by seed.
@@ -19,11 +22,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from .config import OBJECTIVES
+from .config import ALL_OBJECTIVES, CAUSAL_OBJECTIVES, OBJECTIVES
 from .data import SPECIAL_TOKENS, keyed_generator, mlm_mask
 from .objective_model import ObjectiveTransformer
 
-__all__ = ["OBJECTIVES", "ObjectiveBatch", "check_objective", "make_objective_batch", "objective_loss",
+__all__ = ["ALL_OBJECTIVES", "OBJECTIVES", "ObjectiveBatch", "check_objective", "make_objective_batch", "objective_loss",
            "unigram_probs"]
 
 Tensor = torch.Tensor
@@ -42,9 +45,9 @@ class ObjectiveBatch(NamedTuple):
 
 
 def check_objective(objective: str) -> None:
-    """Raise ValueError unless ``objective`` is one of :data:`OBJECTIVES`."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"`objective` must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+    """Raise ValueError unless ``objective`` is one of :data:`ALL_OBJECTIVES`."""
+    if objective not in ALL_OBJECTIVES:
+        raise ValueError(f"`objective` must be one of {', '.join(ALL_OBJECTIVES)}; got {objective!r}.")
 
 
 def unigram_probs(stream: np.ndarray, vocab_size: int) -> Tensor:
@@ -67,7 +70,7 @@ def make_objective_batch(ids: Tensor, objective: str, vocab_size: int, seed: int
     check_objective(objective)
     if objective == "causal":
         return ObjectiveBatch(objective, ids, ids, None, None)
-    if objective == "mlm":
+    if objective in ("mlm", "causal-masked"):  # the same chosen positions for both, paired by (seed, step)
         inputs, selected = mlm_mask(ids, vocab_size, keyed_generator(seed, step, 2), prob=mask_prob)
         return ObjectiveBatch(objective, inputs, ids, selected, None)
     if unigram is None:
@@ -84,13 +87,17 @@ def objective_loss(model: ObjectiveTransformer, batch: ObjectiveBatch, capture: 
     """The scalar loss of ``batch`` (mean over the positions the objective reads). Chapter 3, "A fair test".
 
     causal: cross-entropy of position t predicting token t + 1, every t < T − 1; mlm: cross-entropy on the selected
-    positions only; rtd: binary cross-entropy of "replaced?" at every position.
+    positions only; rtd: binary cross-entropy of "replaced?" at every position; causal-masked: cross-entropy of
+    position t predicting the original token t + 1 where t + 1 was selected.
     """
     check_objective(batch.objective)
-    h = model.hidden(batch.inputs, causal=batch.objective == "causal", capture=capture)
+    h = model.hidden(batch.inputs, causal=batch.objective in CAUSAL_OBJECTIVES, capture=capture)
     if batch.objective == "causal":
         logits = model.lm_logits(h[:, :-1])
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets[:, 1:].reshape(-1))
+    if batch.objective == "causal-masked":
+        chosen = batch.selected[:, 1:]
+        return nn.functional.cross_entropy(model.lm_logits(h[:, :-1][chosen]), batch.targets[:, 1:][chosen])
     if batch.objective == "mlm":
         return nn.functional.cross_entropy(model.lm_logits(h[batch.selected]), batch.targets[batch.selected])
     return nn.functional.binary_cross_entropy_with_logits(model.rtd_head(h).squeeze(-1), batch.labels)

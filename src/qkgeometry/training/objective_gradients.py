@@ -15,6 +15,7 @@ import torch
 
 from ..gradients import bidirectional_mask, causal_mask, pair_energy_shares, rank1_gradient, softmax_backward
 from ..scores import directionality_score, symmetry_score
+from .config import CAUSAL_OBJECTIVES
 from .objective_batches import ObjectiveBatch, objective_loss
 from .objective_model import ObjectiveTransformer
 
@@ -48,7 +49,7 @@ def attention_gradients(model: ObjectiveTransformer, batch: ObjectiveBatch) -> t
     loss = objective_loss(model, batch, capture)
     loss.backward()
     t = batch.inputs.shape[1]
-    mask = causal_mask(t) if batch.objective == "causal" else bidirectional_mask(t)
+    mask = causal_mask(t) if batch.objective in CAUSAL_OBJECTIVES else bidirectional_mask(t)
     out = []
     for block, (x, probs) in zip(model.blocks, capture):
         x = x.detach()

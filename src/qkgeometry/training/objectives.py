@@ -23,7 +23,7 @@ import sys
 
 # first, before torch loads: the command line sets MKL's reproducibility mode
 from .cli import objectives_main as main
-from .config import OBJECTIVES, ObjectiveConfig
+from .config import ALL_OBJECTIVES, AUTHORS_DECODER, OBJECTIVES, ObjectiveConfig
 from .objective_batches import ObjectiveBatch, make_objective_batch, objective_loss, unigram_probs
 from .objective_gradients import LayerGradient, attention_gradients, gradient_rows
 from .objective_model import ObjectiveTransformer
@@ -39,6 +39,8 @@ from .objective_runs import (
 )
 
 __all__ = [
+    "ALL_OBJECTIVES",
+    "AUTHORS_DECODER",
     "OBJECTIVES",
     "LayerGradient",
     "ObjectiveBatch",
