@@ -65,7 +65,7 @@ _PAIRING: dict[str, Pairing] = dict.fromkeys((
     "phi", "phi3", "gpt_neox"), "half")
 _PAIRING["gptj"] = "interleaved"
 # GGUF general.architecture values whose loaded factors we have verified to be in the rotate-half layout
-_GGUF_PAIRING: dict[str, Pairing] = {"llama": "half", "gemma3": "half"}
+_GGUF_PAIRING: dict[str, Pairing] = {"llama": "half", "gemma3": "half", "qwen2": "half"}
 # llama.cpp constants for Gemma-3 (not stored in the GGUF): local layers use base 10 000, every 6th layer is global
 _GEMMA3_LOCAL_BASE, _GEMMA3_PATTERN = 10_000.0, 6
 
@@ -129,7 +129,8 @@ def rope_spec(model: Any, layer: int = 0, config: dict | None = None) -> RopeSpe
     * Hugging Face folders: ``config.json``. transformers ≥ 5 writes ``rope_parameters`` (``rope_theta``,
       ``rope_type``; Gemma-3 keeps one entry per layer type, ``full_attention`` and ``sliding_attention``, and lists
       ``layer_types``); older files have ``rope_theta`` / ``rope_scaling`` (Gemma-3: ``rope_local_base_freq`` and
-      ``sliding_window_pattern``). Partial rotary: ``partial_rotary_factor`` (Phi), ``rotary_pct`` (GPT-NeoX),
+      ``sliding_window_pattern``). Partial rotary: ``partial_rotary_factor`` (in ``rope_parameters`` from
+      transformers 5 on, at the top level before: Phi, GPT-NeoX), ``rotary_pct`` (older GPT-NeoX files),
       ``rotary_dim`` (GPT-J).
     * GGUF files: ``<arch>.rope.freq_base``, ``<arch>.rope.dimension_count`` and ``<arch>.rope.scaling.*``. For
       Gemma-3, llama.cpp does not store the local base or the layer pattern: it uses base 10 000 on sliding-window
@@ -179,7 +180,9 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
                          "depend on the position in ways the fixed form W_Q R(Δ) W_Kᵀ does not capture here.")
     factor = float(params.get("factor", 1.0)) if rope_type == "linear" else 1.0
     rotary_dim = head_dim
-    if "partial_rotary_factor" in config:
+    if "partial_rotary_factor" in params:  # transformers >= 5 keeps it in rope_parameters (Phi, GPT-NeoX)
+        rotary_dim = int(head_dim * float(params["partial_rotary_factor"]))
+    elif "partial_rotary_factor" in config:
         rotary_dim = int(head_dim * float(config["partial_rotary_factor"]))
     elif "rotary_pct" in config:
         rotary_dim = int(head_dim * float(config["rotary_pct"]))

@@ -28,6 +28,8 @@ def _layers(model):
 CASES = [
     LogitCase("llama", "llama", {**TINY, "rope_theta": 500.0}, lambda m, i: m.layers[i].self_attn),
     LogitCase("qwen2-bias", "qwen2", {**TINY, "rope_theta": 2000.0}, lambda m, i: m.layers[i].self_attn),
+    LogitCase("phi-partial-rotary", "phi", {**TINY, "rope_theta": 700.0, "partial_rotary_factor": 0.5},
+              lambda m, i: m.layers[i].self_attn),
     LogitCase("gemma3-local-global", "gemma3_text", GEMMA3, lambda m, i: m.layers[i].self_attn,
               scale=lambda c: c.query_pre_attn_scalar ** -0.5, randomize=("q_norm.weight", "k_norm.weight"),
               qk_norm="head"),
@@ -72,6 +74,8 @@ def test_offset_form_reproduces_logits_with_rotary_on(case, tmp_path):
         spec = rotary.rope_spec(qk, layer.index)
         bases.append(spec.base)
         assert spec.pairing == "half"
+        fraction = case.config.get("partial_rotary_factor", 1.0)
+        assert spec.rotary_dim == int(qk.head_dim * fraction)
         x = torch.randn(2, len(POSITIONS), qk.d_model, generator=gen, dtype=torch.float64)
         logits = _rotary_logits(case, model, layer.index, x)
         predicted = _predicted(qk, layer, spec, x, scale)
@@ -92,8 +96,9 @@ def test_offset_form_reproduces_logits_with_rotary_on(case, tmp_path):
         assert bases == [case.config["rope_theta"]] * 2
 
 
-def _write_llama_gguf(model, path, rope_base: float):
-    """A llama GGUF as llama.cpp writes it: Q and K rows permuted inside each head, rope base in the metadata."""
+def _write_llama_gguf(model, path, rope_base: float, arch: str = "llama"):
+    """A GGUF as llama.cpp writes it: for ``arch="llama"`` the Q and K rows permuted inside each head (qwen2 is
+    stored unpermuted, with its Q/K biases), the rope base in the metadata."""
     import gguf
 
     cfg = model.config
@@ -102,7 +107,11 @@ def _write_llama_gguf(model, path, rope_base: float):
         rows, cols = w.shape
         return w.reshape(n_heads, 2, rows // n_heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    if arch != "llama":
+        def permute(w, n_heads):  # NEOX-rope architectures are stored as transformers has them
+            return w
+
+    writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(cfg.num_hidden_layers)
     writer.add_embedding_length(cfg.hidden_size)
     writer.add_head_count(cfg.num_attention_heads)
@@ -113,17 +122,23 @@ def _write_llama_gguf(model, path, rope_base: float):
                           permute(layer.self_attn.q_proj.weight.detach().float().numpy(), cfg.num_attention_heads))
         writer.add_tensor(f"blk.{i}.attn_k.weight",
                           permute(layer.self_attn.k_proj.weight.detach().float().numpy(), cfg.num_key_value_heads))
+        for name in ("q", "k"):
+            bias = getattr(layer.self_attn, f"{name}_proj").bias
+            if bias is not None:
+                writer.add_tensor(f"blk.{i}.attn_{name}.bias", bias.detach().float().numpy())
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
 
 
-def test_gguf_llama_offset_form_reproduces_logits(tmp_path):
-    """The GGUF route: llama.cpp's rotary permutation undone by the loader, θ read from the GGUF metadata."""
-    case = CASES[0]
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_gguf_offset_form_reproduces_logits(arch, tmp_path):
+    """The GGUF route: llama.cpp's rotary permutation undone by the loader (llama), or none to undo (qwen2), θ read
+    from the GGUF metadata."""
+    case = next(c for c in CASES if c.model_type == arch)
     model = build_tiny_model(case, tmp_path / "hf")
-    _write_llama_gguf(model, tmp_path / "tiny.gguf", case.config["rope_theta"])
+    _write_llama_gguf(model, tmp_path / "tiny.gguf", case.config["rope_theta"], arch)
     qk = qg.load_qk(tmp_path / "tiny.gguf")
     gen = torch.Generator().manual_seed(3)
     for layer in qk:
@@ -140,6 +155,9 @@ def test_rope_spec_of_the_offline_models():
     smol = qg.load_qk("offline:smollm2-135m")
     spec = rotary.rope_spec(smol, 0)
     assert (spec.base, spec.rotary_dim, spec.pairing) == (100_000.0, 64, "half")
+    qwen = qg.load_qk("offline:qwen2.5-coder-0.5b")
+    spec = rotary.rope_spec(qwen, 0)
+    assert (spec.base, spec.rotary_dim, spec.pairing) == (1_000_000.0, 64, "half")
     gemma = qg.load_qk("offline:gemma3-270m")
     bases = [rotary.rope_spec(gemma, i).base for i in range(gemma.n_layers)]
     assert bases == [1_000_000.0 if (i + 1) % 6 == 0 else 10_000.0 for i in range(18)]
