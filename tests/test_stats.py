@@ -89,3 +89,9 @@ def test_holm_adjustment_matches_the_step_down_rule():
     assert np.all(adjusted >= p)
     with pytest.raises(ValueError, match="p_values"):
         stats.holm_adjusted([0.5, 1.5])
+
+
+def test_verdict_names_the_unit_in_the_plural():
+    result = stats.paired_difference([3, 5, 1, 2], [1, 1, 0, 0], unit="family", clusters=["a", "a", "b", "b"])
+    assert "n = 2 families" in stats.verdict(result, "up", "down")
+    assert "n = 3 seeds" in stats.verdict(stats.t_interval([1, 2, 3], unit="seed"), "up", "down")

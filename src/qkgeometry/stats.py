@@ -273,6 +273,11 @@ def difference_of_medians(group_a: Sequence[float] | np.ndarray, group_b: Sequen
     return interval, float(perm.pvalue)
 
 
+def _plural(unit: str) -> str:
+    """"seed" -> "seeds", "family" -> "families"."""
+    return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
+
+
 def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subject: str = "the difference",
             digits: int = 3) -> str:
     """One sentence from an interval, with the same rule in every chapter.
@@ -296,7 +301,7 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
         raise TypeError(f"result: expected an Interval or a PairedDifference, got {type(result).__name__}.")
     method = {"t": "t-interval"}.get(interval.method, interval.method.replace("bootstrap-", "bootstrap ")
                                      + (" interval" if interval.method.startswith("bootstrap") else ""))
-    units = interval.unit if interval.n == 1 else interval.unit + "s"
+    units = interval.unit if interval.n == 1 else _plural(interval.unit)
     detail = (f"{subject} {interval.format(digits)} ({round(100 * interval.level)}% {method}, "
               f"n = {interval.n} {units})")
     if interval.excludes_zero:
