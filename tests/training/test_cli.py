@@ -28,7 +28,7 @@ from qkgeometry.training.cli import main as train_main
 from qkgeometry.training.config import ObjectiveConfig, TrainConfig
 from qkgeometry.training.objective_runs import objectives_command
 
-RECORDED = qg.recorded("ch3-objectives").path
+RECORDED = qg.recorded("ch3-objectives")  # path-like
 
 
 def _parser():

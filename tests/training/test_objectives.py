@@ -202,7 +202,7 @@ def test_every_name_chapter_3_uses_is_exported():
     assert ob.OBJECTIVES == ("causal", "mlm", "rtd")
 
 
-RECORDED = qg.recorded("ch3-objectives").path
+RECORDED = qg.recorded("ch3-objectives")  # path-like
 
 
 def test_recorded_runs_match_their_provenance():
