@@ -43,8 +43,13 @@ class ChapterRun:
     error: str = ""
 
 
+def pip_cache() -> Path:
+    """pip's own cache (``$PIP_CACHE_DIR`` or ``~/.cache/pip``): the wheels pip already downloaded are reused."""
+    return Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
+
+
 def persistent_cache() -> Path:
-    """Where the venv's pip cache and the converted Hub models are kept between runs (git-ignored)."""
+    """Where the base venv and the converted Hub models are kept between runs (git-ignored)."""
     path = Path(os.environ.get("QKG_COLAB_CACHE", ROOT / ".cache" / "colab-like"))
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -71,7 +76,7 @@ def base_venv(cache: Path, timeout: float = 1800) -> Path:
         return python
     shutil.rmtree(path, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-    _pip(python, list(BASE_PACKAGES), cache / "pip", timeout)
+    _pip(python, list(BASE_PACKAGES), pip_cache(), timeout)
     (path / ".complete").write_text("ok\n")
     return python
 
@@ -179,7 +184,7 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
         env = {k: v for k, v in os.environ.items()
                if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH", "VIRTUAL_ENV",
                             "QKGEOMETRY_CACHE", "MPLBACKEND", "HF_HOME")}
-        env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url, PIP_CACHE_DIR=str(cache / "pip"),
+        env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url, PIP_CACHE_DIR=str(pip_cache()),
                    PIP_DISABLE_PIP_VERSION_CHECK="1", PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
         for chapter in chapters:
             src = prepare_chapter(chapter_path(chapter, notebooks or checkout / "notebooks"),
