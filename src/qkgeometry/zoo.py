@@ -3,10 +3,3 @@
 
 from .catalogue import *  # noqa: F403
 from .catalogue import __all__  # noqa: F401
-
-if __name__ == "__main__":  # `python -m qkgeometry.zoo install [names]` is `qkgeometry offline install [names]`
-    import sys
-
-    from .cli import main
-
-    sys.exit(main(["offline", *sys.argv[1:]]))

