@@ -160,9 +160,10 @@ def chapter_path(chapter: str, notebooks: Path) -> Path:
 
 
 def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = ROOT, work: Path | None = None,
-                 notebooks: Path | None = None, timeout: float = 1500) -> list[ChapterRun]:
+                 notebooks: Path | None = None, timeout: float = 1500, reuse: bool = False) -> list[ChapterRun]:
     """Run ``chapters`` Colab-like (see the module docstring) in ``work`` (a new temporary folder by default);
-    ``notebooks``: where the chapters are read from (the checkout's by default)."""
+    ``notebooks``: where the chapters are read from (the checkout's by default); ``reuse``: keep the venv and
+    folders already in ``work`` (a second session on the same runtime)."""
     import tempfile
 
     from hub_emulator import HubEmulator
@@ -171,12 +172,14 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
     work = Path(tempfile.mkdtemp(prefix="qkg-colab-")) if work is None else work
     if checkout.resolve() in work.resolve().parents or work.resolve() == checkout.resolve():
         raise ValueError(f"work: {work} is inside the checkout; the chapters must run outside it.")
-    python = make_venv(work / "venv", cache)
+    python = work / "venv" / "bin" / "python"
+    if not (reuse and python.is_file()):
+        python = make_venv(work / "venv", cache)
     stub = colab_stub(work / "colab-stub")
     content = work / "content"  # Colab's working folder
-    content.mkdir()
+    content.mkdir(exist_ok=reuse)
     home = work / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=reuse)
     runs = []
     with HubEmulator() as hub:
         for hub_id, folder in hub_repos(cache).items():
@@ -225,9 +228,10 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("--checkout", type=Path, default=ROOT)
     parser.add_argument("--notebooks", type=Path, default=None, help="read the chapters from here")
     parser.add_argument("--keep", type=Path, default=None, help="work folder to use and keep")
+    parser.add_argument("--reuse", action="store_true", help="reuse the venv of an earlier --keep folder")
     a = parser.parse_args()
     if a.keep is not None:
-        a.keep.mkdir(parents=True, exist_ok=False)
-    result = run_chapters(tuple(a.chapters), a.checkout, a.keep, a.notebooks)
+        a.keep.mkdir(parents=True, exist_ok=a.reuse)
+    result = run_chapters(tuple(a.chapters), a.checkout, a.keep, a.notebooks, reuse=a.reuse)
     print(report(result))
     sys.exit(0 if all(r.ok for r in result) else 1)
