@@ -25,7 +25,7 @@ _EXPORTS = {
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
-    "score_model": "surveying", "summarize": "surveying", "survey": "surveying",
+    "recorded": "recorded_runs", "score_model": "surveying", "summarize": "surveying", "survey": "surveying",
 }
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "energies",
     "layer_scores",
     "load_qk",
+    "recorded",
     "score_model",
     "scores_factored",
     "summarize",
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager i
     from .errors import SourceError
     from .model import QKLayer, QKModel
     from .readers import load_qk
+    from .recorded_runs import recorded
     from .scores import (
         LayerScores,
         Scores,

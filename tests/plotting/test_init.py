@@ -96,3 +96,11 @@ def test_modality_planes_draws_ours_alone_when_the_paper_frame_is_empty():
 def test_an_empty_matrix_is_named():
     with pytest.raises(ValueError, match="`M`"):
         plotting.matrix_triptych(np.zeros((0, 0)))
+
+
+def test_survey_curves_of_rows_without_a_model_name_the_frame_not_a_legend_error():
+    """Rows whose model keys are all missing leave nothing to draw (formerly a 0-column legend crash)."""
+    rows = pd.DataFrame({"model": [None], "family": [None], "init": [None], "component": [None], "layer": [0],
+                         "head": [pd.NA], "symmetry": [0.1], "directionality": [0.0]})
+    with pytest.raises(ValueError, match=r"^frame has no row with all of model, family, init, component set"):
+        plotting.survey_layer_curves(rows)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import qkgeometry as qg
 from qkgeometry.cli import main as qkgeometry_main
 from qkgeometry.training.cli import (
     GRID_FIELDS,
@@ -27,7 +28,7 @@ from qkgeometry.training.cli import main as train_main
 from qkgeometry.training.config import ObjectiveConfig, TrainConfig
 from qkgeometry.training.objective_runs import objectives_command
 
-RECORDED = Path(__file__).resolve().parents[2] / "results" / "ch3-objectives"
+RECORDED = qg.recorded("ch3-objectives")  # path-like
 
 
 def _parser():

@@ -3,12 +3,11 @@ by the gradient, equal footing of the three objectives."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+import qkgeometry as qg
 from qkgeometry import gradients as gr
 from qkgeometry.training import objectives as ob
 from qkgeometry.training.data import MASK_ID, TokenData
@@ -225,10 +224,9 @@ def test_every_name_chapter_3_uses_is_exported():
     assert ob.OBJECTIVES == ("causal", "mlm", "rtd")
 
 
-RECORDED = Path(__file__).resolve().parents[2] / "results" / "ch3-objectives"
+RECORDED = qg.recorded("ch3-objectives")  # path-like
 
 
-@pytest.mark.skipif(not (RECORDED / "provenance.json").is_file(), reason="no recorded chapter-3 runs")
 def test_recorded_runs_match_their_provenance():
     scores, grads, prov = ob.read_recorded(RECORDED)
     cfg = ob.ObjectiveConfig(**prov["config"])  # a valid configuration

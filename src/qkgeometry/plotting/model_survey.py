@@ -95,6 +95,10 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     the panels. ``frame``: a survey frame (per layer, or per head, which is then averaged over heads). Returns the
     Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
+    keys = ["model", "family", "init", "component"]
+    if frame[keys].isna().any(axis=1).all():  # nothing to draw, and a legend of 0 columns would fail in matplotlib
+        raise ValueError(f"frame has no row with all of {', '.join(keys)} set; pass the frame of "
+                         "qkgeometry.survey(...) with at least one scored model.")
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False, dropna=False)[
         list(scores)].mean().reset_index()
     fig, axes = plt.subplots(1, len(scores), figsize=(5.4 * len(scores), 3.6), squeeze=False)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..devices import default_device
 from .config import INIT_NOTES, SCHEDULES, TrainConfig
 from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
 from .models import (
@@ -156,7 +157,7 @@ class Run:
         if self.world > 1 and not torch.distributed.is_initialized():
             torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
         if self.device is None:
-            self.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
+            self.device = default_device(int(os.environ.get("LOCAL_RANK", "0")))  # the GPU when there is one
         if c.batch_size % self.world:
             raise ValueError(f"batch_size {c.batch_size} must be divisible by the world size {self.world}")
         if self.data is None:

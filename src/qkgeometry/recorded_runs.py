@@ -1,0 +1,115 @@
+"""Recorded experiments that ship with the package: the training logs that chapters 3 and 5 read.
+
+Each recorded experiment is one folder of package data, ``qkgeometry/data/recorded/<name>/``, with a ``README.md``
+that says what ran and the command that reproduces it. Its runs are found by folder: every sub-folder that holds a
+``log.csv`` is one run (chapter 5's experiment B: ``encoder-default-s0``, ``encoder-skew-s3``, ...), so a run added
+to the folder is read without any change here. An experiment without run folders (chapter 3's fair test) keeps its
+tables and ``provenance.json`` at the top.
+
+>>> import qkgeometry as qg
+>>> rec = qg.recorded("expB-encoder-lr2e-4-10k")
+>>> "encoder-default-s0" in rec.runs
+True
+>>> rec.provenance("encoder-default-s0")["config"]["init"]
+'default'
+
+The chapters read them with :func:`recorded` and never re-run them: each run's README gives the command (about an
+hour of one CPU core per chapter-5 run, 43 minutes for chapter 3's fair test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["RecordedExperiment", "available", "recorded", "recorded_root"]
+
+
+def recorded_root() -> Path:
+    """The folder of the recorded experiments inside the installed package (it may be absent in a copy of the
+    package installed without its data files)."""
+    return Path(str(resources.files("qkgeometry") / "data" / "recorded"))
+
+
+def available() -> tuple[str, ...]:
+    """Names of the recorded experiments that this installed copy of qkgeometry holds, sorted."""
+    root = recorded_root()
+    if not root.is_dir():
+        return ()
+    return tuple(sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "README.md").is_file()))
+
+
+@dataclass(frozen=True)
+class RecordedExperiment:
+    """One recorded experiment: its folder and the runs in it. It is path-like (``open``, ``Path(rec)`` and
+    ``rec / "scores.csv"`` all work), so readers that take a folder take it too."""
+
+    name: str
+    path: Path
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    @property
+    def readme(self) -> str:
+        """The experiment's README: what ran, on what, and the command that reproduces it."""
+        return (self.path / "README.md").read_text(encoding="utf-8")
+
+    @property
+    def runs(self) -> dict[str, Path]:
+        """Run name -> folder, for every sub-folder holding a ``log.csv``, sorted by name (empty for an experiment
+        that keeps its tables at the top)."""
+        return {p.parent.name: p.parent for p in sorted(self.path.glob("*/log.csv")) if p.is_file()}
+
+    def provenance(self, run: str | None = None) -> dict[str, Any]:
+        """The ``provenance.json`` of ``run`` (config, commit, versions, hardware, steps done), or of the experiment
+        itself when ``run`` is None."""
+        if run is None:
+            folder = self.path
+        elif run in self.runs:
+            folder = self.runs[run]
+        else:
+            raise ValueError(f"run: {self.name!r} has no run {run!r}; its runs are: {', '.join(self.runs) or 'none'}.")
+        return json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+
+    def logs(self, inits: tuple[str, ...] | list[str] | None = None) -> pd.DataFrame:
+        """Every run's ``log.csv`` in one frame, with ``experiment`` and ``run`` columns added; ``inits`` keeps only
+        the runs whose configured init is one of them (e.g. ``("default", "symmetric")``)."""
+        import pandas as pd
+
+        frames = []
+        for run, folder in self.runs.items():
+            if inits is not None and self.provenance(run)["config"]["init"] not in inits:
+                continue
+            frames.append(pd.read_csv(folder / "log.csv").assign(experiment=self.name, run=run))
+        if not frames:
+            raise ValueError(f"{self.name!r} has no runs" + (f" with init in {list(inits)}." if inits else "."))
+        return pd.concat(frames, ignore_index=True)
+
+
+def recorded(name: str) -> RecordedExperiment:
+    """The recorded experiment ``name`` (e.g. ``"ch3-objectives"``, ``"expB-encoder-lr2e-4-10k"``), read from the
+    installed package: no checkout and no network needed. Chapters 3 and 5.
+
+    Raises FileNotFoundError, in one line naming what this copy holds, when there is no such experiment.
+    """
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"name: expected the name of a recorded experiment (one of {', '.join(available())}); "
+                         f"got {name!r}.")
+    folder = recorded_root() / name
+    if not (folder / "README.md").is_file():
+        have = available()
+        raise FileNotFoundError(
+            f"recorded experiment {name!r} is not in this copy of qkgeometry (it holds: "
+            f"{', '.join(have) if have else 'no recorded experiments'}); reinstall qkgeometry with its package data.")
+    return RecordedExperiment(name, folder)

@@ -1,0 +1,237 @@
+"""The pieces of the Colab-like run of the chapters (tests/book/test_colab_like.py), usable on their own:
+
+    python tests/colab_like.py [--chapters 01 05] [--checkout PATH] [--keep DIR]
+
+* a fresh venv that sees, as Colab's preinstalled packages, a base venv built once (torch, ipykernel,
+  papermill); the package and its dependencies then come from the chapter's own first cell, its GitHub URL
+  replaced by ``git+file://localhost/<checkout>`` (the committed state of the checkout: commit before running);
+* the chapters copied to a temporary folder outside the checkout, run by papermill in quick mode;
+* a stand-in ``google.colab`` module, imported at interpreter start (``sitecustomize``), so the Colab branches run;
+* the loopback Hub emulator serving the chapters' models under their real Hub ids, built from the offline packages
+  (SmolLM2's GGUF is converted once to the safetensors layout of its Hub repo and cached).
+
+Each chapter's wall time and the bytes it fetched from the emulator are returned (and printed by the script).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the chapters run by default in `make test` (see tests/book/test_colab_like.py for why these)
+DEFAULT_CHAPTERS = ("01", "05")
+#: what a Colab runtime has before the first cell (torch: Colab's own; the CPU wheel here) plus the runner
+BASE_PACKAGES = ("torch==2.13.0", "ipykernel", "papermill")
+GITHUB = "git+https://github.com/qkgeometry/qkgeometry"
+
+
+@dataclass
+class ChapterRun:
+    chapter: str
+    seconds: float
+    hub_bytes: int
+    hub_requests: int
+    ok: bool
+    error: str = ""
+
+
+def pip_cache() -> Path:
+    """pip's own cache (``$PIP_CACHE_DIR`` or ``~/.cache/pip``): the wheels pip already downloaded are reused."""
+    return Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
+
+
+def persistent_cache() -> Path:
+    """Where the base venv and the converted Hub models are kept between runs (git-ignored)."""
+    path = Path(os.environ.get("QKG_COLAB_CACHE", ROOT / ".cache" / "colab-like"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _pip(python: Path, args: list[str], pip_cache: Path, timeout: float) -> None:
+    env = {**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *args], check=True, env=env, timeout=timeout)
+
+
+def _site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True, timeout=60)
+    return Path(out.stdout.strip())
+
+
+def base_venv(cache: Path, timeout: float = 1800) -> Path:
+    """The packages a Colab runtime has before its first cell, plus the runner (:data:`BASE_PACKAGES`), in a venv
+    built once and kept in the cache: they play the part of Colab's preinstalled system packages."""
+    key = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(BASE_PACKAGES))
+    path = cache / f"base-{key}"
+    python = path / "bin" / "python"
+    if (path / ".complete").is_file():
+        return python
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    _pip(python, list(BASE_PACKAGES), pip_cache(), timeout)
+    (path / ".complete").write_text("ok\n")
+    return python
+
+
+def make_venv(path: Path, cache: Path) -> Path:
+    """A fresh venv at ``path`` that also sees the base venv's packages (after its own, as Colab's system packages
+    come after what a notebook installs); returns its python."""
+    base = base_venv(cache)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    python = path / "bin" / "python"
+    (_site_packages(python) / "colab-system-packages.pth").write_text(f"{_site_packages(base)}\n")
+    return python
+
+
+def colab_stub(folder: Path) -> Path:
+    """A folder that, on PYTHONPATH, makes every Python started with it see ``google.colab`` in sys.modules (a
+    namespace ``google`` package, so that ``google.protobuf`` still imports)."""
+    (folder / "google" / "colab").mkdir(parents=True, exist_ok=True)
+    (folder / "google" / "colab" / "__init__.py").write_text('"""Stand-in for Colab\'s module (a test)."""\n')
+    (folder / "sitecustomize.py").write_text("import google.colab  # noqa: F401  (the Colab branch of every cell)\n")
+    return folder
+
+
+def checkout_url(checkout: Path) -> str:
+    """A pip-installable git URL of ``checkout`` that pip 23 also accepts (``file:///`` without a host it rejects)."""
+    return f"git+file://localhost{checkout.resolve()}"
+
+
+def prepare_chapter(src: Path, dst: Path, checkout: Path) -> Path:
+    """Copy a chapter, its first cell installing from ``checkout`` instead of GitHub. Nothing else changes."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    first = "".join(nb["cells"][0]["source"])
+    if GITHUB not in first:
+        raise AssertionError(f"{src.name}: the first cell does not install from {GITHUB}")
+    nb["cells"][0]["source"] = [line.replace(GITHUB, checkout_url(checkout)) for line in nb["cells"][0]["source"]]
+    dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return dst
+
+
+def smollm2_hub_folder(cache: Path) -> Path:
+    """SmolLM2-135M-Instruct in the layout of its Hub repo (config.json, model.safetensors in bf16, tokenizer), made
+    once from the offline GGUF (dequantised Q4_1 weights: not the Hub's bytes, the same tensor names and sizes)."""
+    out = cache / "hub" / "SmolLM2-135M-Instruct"
+    if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
+        return out
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from qkgeometry import catalogue
+
+    gguf = catalogue.offline_path("smollm2-135m")
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, torch_dtype=torch.bfloat16)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def hub_repos(cache: Path) -> dict[str, Path]:
+    """Hub id -> local folder for every model a chapter reads on Colab (``catalogue.model_source``)."""
+    from qkgeometry import catalogue
+
+    return {catalogue.OFFLINE_MODELS["minilm-l6"].hub_id: catalogue.offline_path("minilm-l6"),
+            catalogue.OFFLINE_MODELS["smollm2-135m"].hub_id: smollm2_hub_folder(cache)}
+
+
+def chapter_path(chapter: str, notebooks: Path) -> Path:
+    (path,) = sorted(notebooks.glob(f"{chapter}_*.ipynb"))
+    return path
+
+
+def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = ROOT, work: Path | None = None,
+                 notebooks: Path | None = None, timeout: float = 1500, reuse: bool = False) -> list[ChapterRun]:
+    """Run ``chapters`` Colab-like (see the module docstring) in ``work`` (a new temporary folder by default);
+    ``notebooks``: where the chapters are read from (the checkout's by default); ``reuse``: keep the venv and
+    folders already in ``work`` (a second session on the same runtime)."""
+    import tempfile
+
+    from hub_emulator import HubEmulator
+
+    cache = persistent_cache()
+    work = Path(tempfile.mkdtemp(prefix="qkg-colab-")) if work is None else work
+    if checkout.resolve() in work.resolve().parents or work.resolve() == checkout.resolve():
+        raise ValueError(f"work: {work} is inside the checkout; the chapters must run outside it.")
+    python = work / "venv" / "bin" / "python"
+    if not (reuse and python.is_file()):
+        python = make_venv(work / "venv", cache)
+    stub = colab_stub(work / "colab-stub")
+    content = work / "content"  # Colab's working folder
+    content.mkdir(exist_ok=reuse)
+    home = work / "home"
+    home.mkdir(exist_ok=reuse)
+    runs = []
+    with HubEmulator() as hub:
+        for hub_id, folder in hub_repos(cache).items():
+            hub.add_repo(hub_id, folder, on_disk=True)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH", "VIRTUAL_ENV",
+                            "QKGEOMETRY_CACHE", "MPLBACKEND", "HF_HOME")}
+        env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url, PIP_CACHE_DIR=str(pip_cache()),
+                   PIP_DISABLE_PIP_VERSION_CHECK="1", PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
+        for chapter in chapters:
+            src = prepare_chapter(chapter_path(chapter, notebooks or checkout / "notebooks"),
+                                  content / f"{chapter}.ipynb", checkout)
+            hub.reset_log()
+            t0 = time.time()
+            done = subprocess.run(
+                [str(python), "-m", "papermill", src.name, f"{chapter}.out.ipynb", "-p", "QUICK", "True",
+                 "-k", "python3", "--cwd", str(content), "--no-progress-bar", "--log-level", "ERROR"],
+                cwd=content, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+            seconds = time.time() - t0
+            error = "" if done.returncode == 0 else _cell_error(done.stderr + done.stdout)
+            runs.append(ChapterRun(chapter, seconds, hub.bytes_served(), len(hub.data_requests()),
+                                   done.returncode == 0, error))
+    return runs
+
+
+def _cell_error(text: str) -> str:
+    """The exception line of papermill's failure output (e.g. ``NameError: name 'enc_r' is not defined``)."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in text.splitlines()]
+    errors = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", ln)]
+    return errors[-1] if errors else "\n".join(lines[-15:])
+
+
+def report(runs: list[ChapterRun]) -> str:
+    rows = [f"chapter {r.chapter}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
+            f"{r.hub_bytes / 1e6:.1f} MB in {r.hub_requests} data requests from the Hub"
+            + (f" ({r.error})" if r.error else "") for r in runs]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import argparse
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chapters", nargs="+", default=list(DEFAULT_CHAPTERS))
+    parser.add_argument("--checkout", type=Path, default=ROOT)
+    parser.add_argument("--notebooks", type=Path, default=None, help="read the chapters from here")
+    parser.add_argument("--keep", type=Path, default=None, help="work folder to use and keep")
+    parser.add_argument("--reuse", action="store_true", help="reuse the venv of an earlier --keep folder")
+    a = parser.parse_args()
+    if a.keep is not None:
+        a.keep.mkdir(parents=True, exist_ok=a.reuse)
+    result = run_chapters(tuple(a.chapters), a.checkout, a.keep, a.notebooks, reuse=a.reuse)
+    print(report(result))
+    sys.exit(0 if all(r.ok for r in result) else 1)
