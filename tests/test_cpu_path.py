@@ -77,18 +77,18 @@ def test_a_device_or_a_torch_model_brings_torch_and_the_same_scores(tmp_path):
 def test_layers_from_files_are_numpy_and_bf16_is_widened_exactly(tmp_path):
     tensors = write_llama(tmp_path / "m")
     with qg.load_qk(tmp_path / "m") as model:
-        layer = model.layer(1)
-        raw = next(model.iter_layers(convert=False))
-    assert isinstance(layer.wq, np.ndarray) and layer.wq.dtype == np.float64
+        raw = list(model.iter_layers(convert=False))[1]  # the scoring path: as read
+        layer = model.layer(1)  # float64 torch tensors, as before
     assert isinstance(raw.wq, np.ndarray) and raw.wq.dtype == np.float32  # bf16 -> float32, 2 bytes -> 4
     q = tensors["model.layers.1.self_attn.q_proj.weight"].float().numpy()  # torch's own bf16 -> float32
-    np.testing.assert_array_equal(layer.wq[3], q[24:32].T)
+    np.testing.assert_array_equal(raw.wq[3], q[24:32].T)
     # the kernel's layout: W_Qᵀ per head is contiguous
-    assert layer.wq.swapaxes(1, 2).flags.c_contiguous and layer.wk_kv.swapaxes(1, 2).flags.c_contiguous
+    assert raw.wq.swapaxes(1, 2).flags.c_contiguous and raw.wk_kv.swapaxes(1, 2).flags.c_contiguous
+    assert isinstance(layer.wq, torch.Tensor) and layer.wq.dtype == torch.float64
+    np.testing.assert_array_equal(layer.wq.numpy(), raw.wq.astype(np.float64))
     with qg.load_qk(tmp_path / "m", device="cpu") as model:
-        tensor_layer = model.layer(1)
-    assert isinstance(tensor_layer.wq, torch.Tensor)
-    np.testing.assert_array_equal(tensor_layer.wq.numpy(), layer.wq)
+        on_device = next(model.iter_layers(convert=False))
+    assert isinstance(on_device.wq, torch.Tensor) and on_device.wq.dtype == torch.float32
 
 
 def test_bf16_special_values_are_exact(tmp_path):

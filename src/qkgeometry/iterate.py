@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
+
+from ._validation import is_torch_tensor
 
 __all__ = ["PER", "Factors", "heads_for", "host_float64", "iter_factors", "iter_layers", "opened"]
 
@@ -49,7 +50,9 @@ class Factors(NamedTuple):
 def host_float64(t: Any) -> np.ndarray:
     """``t`` (a torch tensor on any device, with or without ``requires_grad``, or an array) as a float64 numpy
     array on the CPU."""
-    if isinstance(t, torch.Tensor):
+    if is_torch_tensor(t):
+        import torch
+
         return t.detach().to("cpu", torch.float64).numpy()
     return np.asarray(t, dtype=np.float64)
 

@@ -6,9 +6,11 @@ Shapes (the book's Notation page): ``QKLayer.wq`` is (n_heads, d_model, head_dim
 ``W_qk^h = wq[h] @ wk_kv[g(h)].T`` and the pre-softmax logit between query token x_i and key token x_j is
 ``x_iᵀ W_qk^h x_j / sqrt(head_dim)``.
 
-Weights read from files (safetensors, GGUF, ONNX, CTranslate2) are numpy arrays, and reading them never imports
-torch; an in-memory torch model gives torch tensors, and so does a model opened with a ``device``. Code that
-needs one kind converts explicitly (``np.asarray(layer.wq)``, ``torch.as_tensor(layer.wq)``).
+The scoring path reads weights as the reader returns them: numpy arrays for files (safetensors, GGUF, ONNX,
+CTranslate2), without importing torch (:meth:`QKModel.iter_layers` with ``convert=False``, which
+:func:`qkgeometry.score_model` and :func:`qkgeometry.survey` use). The float64 layers of :meth:`QKModel.layer` and
+:meth:`QKModel.iter_layers` are torch tensors, on :attr:`QKModel.device`. Code that needs one kind converts
+explicitly (``np.asarray(layer.wq)``, ``torch.as_tensor(layer.wq)``).
 
 This module knows no file format: the readers in :mod:`qkgeometry.readers` resolve a source into a
 :class:`SourcePlans` (one :class:`BlockPlan` per attention block kind), and :func:`qkgeometry.load_qk` builds the
@@ -50,11 +52,11 @@ TensorGetter = Callable[[str], Any]
 class QKLayer:
     """Q/K weights of one attention block.
 
-    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
-    (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). numpy arrays for weights read from
-    files, torch tensors for an in-memory torch model or a model opened with a ``device``. As read from a model,
-    each is a view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel
-    multiplies as is.
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64 torch tensors, KV heads
+    not expanded. ``QKModel.iter_layers(convert=False)`` leaves them as read, in the stored dtype: numpy arrays for
+    weights read from files (no torch import), torch tensors for an in-memory torch model or a model opened with a
+    ``device``. As read from a model, each is a view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per
+    head, the layout the scoring kernel multiplies as is.
 
     ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
     logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
@@ -223,9 +225,8 @@ class QKModel:
     Attributes: ``name``, ``architecture`` (HF model_type), ``family`` (encoder / decoder / encoder-decoder),
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim`` (of the first block kind), ``source`` and
     ``revision`` (a content fingerprint or Hub commit, used as a cache key), ``qk_norm`` ("folded" / "raw" for
-    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (the torch device layers are
-    placed on when read, or None: numpy arrays on the CPU, or tensors where an in-memory model keeps them; float64
-    on every device).
+    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (the torch device float64
+    layers are placed on when read, the CPU by default; float64 on every device).
     """
 
     def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str, revision: str | None,
@@ -244,7 +245,7 @@ class QKModel:
         self._closed = False
         self.qk_norm = qk_norm
         self.input_norm = input_norm
-        self.device = None if device is None else _torch_device(device)
+        self._device = None if device is None else _torch_device(device)
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
@@ -271,6 +272,12 @@ class QKModel:
                        qk_norm=self.qk_norm, input_norm=self.input_norm, device=device)
         twin._owner = self  # keeps the files open as long as either is alive
         return twin
+
+    @property
+    def device(self) -> Any:
+        """The torch device that float64 layers are read onto (the CPU unless one was asked for). Reading it imports
+        torch; the scoring path, which never needs it, does not."""
+        return self._device if self._device is not None else _torch_device("cpu")
 
     @property
     def has_qk_norm(self) -> bool:
@@ -319,7 +326,7 @@ class QKModel:
                                                              p.dims, seed))
                  for p in self.plans]
         return QKModel(f"{self.name} (random init)", self.arch, plans, f"{RANDOM_PREFIX}{self.source}",
-                       f"random-seed{seed}", device=self.device)
+                       f"random-seed{seed}", device=self._device)
 
     @property
     def closed(self) -> bool:
@@ -356,13 +363,13 @@ class QKModel:
             raise SourceError(f"the model {self.name!r} is closed (its files were released); open it again with "
                               "qkgeometry.load_qk to read its layers.")
         wq, wk, bq = unpack_split(plan.split(i))
-        dev = self.device
-        if dev is not None:
-            wq, wk, bq = to_torch(wq, dev), to_torch(wk, dev), None if bq is None else to_torch(bq, dev)
-        if not convert:
+        dev = self._device
+        if not convert:  # as read: numpy stays numpy (no torch import) unless a device was asked for
+            if dev is not None:
+                wq, wk, bq = to_torch(wq, dev), to_torch(wk, dev), None if bq is None else to_torch(bq, dev)
             return QKLayer(i, plan.block.component, wq, wk, bq)
-        return QKLayer(i, plan.block.component, to_float64_heads(wq), to_float64_heads(wk),
-                       None if bq is None else as_float64(bq))
+        wq, wk, bq = to_torch(wq, dev), to_torch(wk, dev), None if bq is None else as_float64(to_torch(bq, dev))
+        return QKLayer(i, plan.block.component, to_float64_heads(wq), to_float64_heads(wk), bq)
 
 
 def _torch_device(device: Any) -> Any:

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace
 
+from ._threads import kernel_threads
 from ._validation import (
     ArrayLike,
     as_array,
@@ -291,6 +292,13 @@ def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
     Returns the norms, of shapes (N, G) and (N, G, d) (None when ``heads`` is False) and, when ``layer``, the
     float64 layer factors ``(Σ_{h∈g} Aᵀ_h, Bᵀ_g)`` of shapes (N, r, d) each (else None).
     """
+    if not is_torch_tensor(at):
+        with kernel_threads():
+            return _factored_norms_in(at, bt, heads, layer)
+    return _factored_norms_in(at, bt, heads, layer)
+
+
+def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool):
     xp = array_namespace(at, bt)
     N, G, r, d = at.shape
     mT = xp.matrix_transpose
