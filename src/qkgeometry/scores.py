@@ -29,11 +29,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from array_api_compat import array_namespace
 
 from ._threads import kernel_threads
 from ._validation import (
     ArrayLike,
+    array_namespace,
     as_array,
     check_factors,
     check_finite,
