@@ -302,11 +302,12 @@ class QKModel:
             for i in range(plan.dims.n_layers):
                 yield self._read(plan, i, convert)
 
-    def layer(self, index: int, component: str | None = None) -> QKLayer:
-        """One layer, by index (a Python or numpy integer) and component for encoder-decoder models."""
+    def layer(self, index: int, component: str | None = None, *, convert: bool = True) -> QKLayer:
+        """One layer, by index (a Python or numpy integer) and component for encoder-decoder models.
+        ``convert=False``: as read, as in :meth:`iter_layers`."""
         plan = self._plan_for(component)
         i = check_index(index, plan.dims.n_layers, "index", f"for component {plan.block.component!r}")
-        return self._read(plan, i)
+        return self._read(plan, i, convert)
 
     def dims(self, component: str | None = None) -> Dims:
         return self._plan_for(component).dims
