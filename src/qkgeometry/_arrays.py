@@ -2,6 +2,7 @@
 
 Weights read from files are numpy arrays (no torch import); weights of an in-memory torch model, or placed on a
 torch device, are tensors. These helpers keep one code path for both, and never import torch for a numpy array.
+A leaf: it imports nothing of the package, so the registry and the model can use it.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import is_torch_tensor
+__all__ = ["as_float64", "cast_like", "einsum", "is_torch_tensor", "numel", "repeat_heads", "to_torch"]
 
-__all__ = ["as_float64", "cast_like", "einsum", "numel", "repeat_heads", "to_torch"]
+
+def is_torch_tensor(x: Any) -> bool:
+    """True for a ``torch.Tensor`` (checked without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
 def as_float64(x: Any) -> Any:

@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import as_float64, numel, repeat_heads, to_torch
-from ._validation import is_torch_tensor
+from ._arrays import as_float64, is_torch_tensor, numel, repeat_heads, to_torch
 from .architectures import (
     Architecture,
     AttentionBlock,
