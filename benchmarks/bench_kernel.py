@@ -251,6 +251,26 @@ def cold_start(repeats: int) -> None:
     print(f"   torch / transformers imported: {heavy or 'neither'}")
 
 
+def gemm_peak(repeats: int) -> float:
+    """The better of the BLAS default and one thread on a square 2048³ float64 product, GFLOP/s (median)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    square = np.random.default_rng(1).standard_normal((2048, 2048))
+    best = []
+    for threads in (None, 1):
+        times = []
+        with threadpool_limits(threads, user_api="blas"):
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                square @ square
+                times.append(time.perf_counter() - t0)
+        best.append(statistics.median(times[1:]))
+    peak = 2 * 2048 ** 3 / min(best) / 1e9
+    print(f"GEMM peak (2048³ float64, better of default and 1 thread): {peak:.1f} GFLOP/s; load {load():.1f}")
+    return peak
+
+
 # ---------------------------------------------------------------------------------------------- 4. 7B-shaped
 def write_qk_only(folder: Path, layers: int, d: int, heads: int, kv_heads: int) -> None:
     """Q and K projections of a Llama-shaped checkpoint in bf16, one shard per layer (scoring reads only these)."""
@@ -311,7 +331,15 @@ def main() -> None:
     ap.add_argument("--skip-cold", action="store_true", help="no cold-start section")
     ap.add_argument("--seven-b", action="store_true", help="also the 7B-shaped per-head run (1.3 GB written)")
     ap.add_argument("--device", help="a torch device for qkgeometry (cuda): the kernel and the end-to-end runs")
+    ap.add_argument("--only-seven-b", action="store_true", help="the GEMM peak, then section 4 alone")
     args = ap.parse_args()
+    if args.only_seven_b:
+        tmp = Path(tempfile.mkdtemp(prefix="qkg-bench-kernel-"))
+        try:
+            seven_b(gemm_peak(args.repeats), args.device, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     shape = SHAPES["bench"]
     print(f"syn16 {shape}; {os.cpu_count()} CPUs; load {load():.1f}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
