@@ -424,12 +424,16 @@ def test_device_cpu_equals_default_end_to_end(tmp_path):
     write_llama_folder(tmp_path / "m")
     assert qg.load_qk(tmp_path / "m").device == torch.device("cpu")
     assert qg.load_qk(tmp_path / "m", device="cpu").layer(0).wq.device == torch.device("cpu")
-    for per in ("head", "layer"):
+    for per in ("head", "layer"):  # numpy (default) and torch on the CPU: one kernel, equal to round-off
         default = qg.score_model(tmp_path / "m", per=per)
         cpu = qg.score_model(tmp_path / "m", per=per, device="cpu")
-        assert default.equals(cpu)
+        assert default.drop(columns=["symmetry", "directionality"]).equals(
+            cpu.drop(columns=["symmetry", "directionality"]))
+        for col in ("symmetry", "directionality"):
+            np.testing.assert_allclose(default[col], cpu[col], atol=1e-12, rtol=0)
     survey = qg.survey([str(tmp_path / "m")], per="head", progress=False, device="cpu")
-    np.testing.assert_array_equal(survey["symmetry"], qg.score_model(tmp_path / "m", per="head")["symmetry"])
+    np.testing.assert_allclose(survey["symmetry"], qg.score_model(tmp_path / "m", per="head")["symmetry"],
+                               atol=1e-12, rtol=0)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")

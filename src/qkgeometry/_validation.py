@@ -9,9 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace
 
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | nested sequences of real numbers
+
+#: numpy >= 2.1 is itself an array API namespace (``astype``, ``concat``, ``permute_dims``, ``std(correction=)``,
+#: ``clip(min=)``): numpy arrays are computed with it directly, without the compatibility layer's import cost.
+_NUMPY_IS_ARRAY_API = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
+
+def array_namespace(*arrays: Any) -> Any:
+    """The array API namespace of ``arrays``: ``numpy`` itself for numpy arrays (numpy >= 2.1), else
+    ``array_api_compat``'s (torch tensors, older numpy). Never imports torch for numpy input."""
+    if _NUMPY_IS_ARRAY_API and not any(is_torch_tensor(a) for a in arrays):
+        return np
+    from array_api_compat import array_namespace as compat
+
+    return compat(*arrays)
 
 
 def is_torch_tensor(x: Any) -> bool:

@@ -39,9 +39,9 @@ ANATOMY_COLUMNS = ["model", "source", "family", "modality", "init", "component",
 
 def _head_factors(layer: QKLayer) -> tuple[torch.Tensor, torch.Tensor]:
     """``(A, B)`` of shapes (n_heads, d, r): ``A[h] = W_Q^h`` and ``B[h] = W_K^{g(h)}`` (KV heads repeated), float64."""
-    a = layer.wq.detach().to(torch.float64)
-    kv = torch.arange(layer.n_heads, device=layer.wk_kv.device) // layer.group_size  # g(h): repeat, not tile
-    return a, layer.wk_kv.detach().to(torch.float64)[kv]
+    a = torch.as_tensor(layer.wq).detach().to(torch.float64)
+    kv = torch.arange(layer.n_heads, device=a.device) // layer.group_size  # g(h): repeat, not tile
+    return a, torch.as_tensor(layer.wk_kv).detach().to(torch.float64)[kv]
 
 
 def head_pair_traces(layer: QKLayer) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +89,7 @@ def _key_bias_vectors(layer: QKLayer) -> torch.Tensor | None:
     if layer.bq is None:
         return None
     _, b = _head_factors(layer)
-    bq = layer.bq.detach().to(torch.float64).reshape(layer.n_heads, -1)
+    bq = torch.as_tensor(layer.bq).detach().to(torch.float64).reshape(layer.n_heads, -1)
     return torch.einsum("hdr,hr->hd", b, bq)
 
 

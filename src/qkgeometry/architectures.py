@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
-
+from ._arrays import as_float64, cast_like, einsum, numel
 from .errors import SourceError
 
 Family = Literal["encoder", "decoder", "encoder-decoder"]
@@ -121,7 +120,7 @@ class Architecture:
 
 
 # ----------------------------------------------------------------------------------------------- layouts
-def _heads_from_linear(weight: torch.Tensor, n_heads: int, head_dim: int, d_model: int, name: str) -> torch.Tensor:
+def _heads_from_linear(weight: Any, n_heads: int, head_dim: int, d_model: int, name: str) -> Any:
     """``nn.Linear.weight`` (n_heads·head_dim, d_model) -> (n_heads, d_model, head_dim)."""
     expected = (n_heads * head_dim, d_model)
     if tuple(weight.shape) != expected:
@@ -129,7 +128,7 @@ def _heads_from_linear(weight: torch.Tensor, n_heads: int, head_dim: int, d_mode
             f"tensor {name!r} has shape {tuple(weight.shape)}, expected {expected} (n_heads·head_dim, d_model) "
             "from the config; the checkpoint and its config.json disagree."
         )
-    return weight.reshape(n_heads, head_dim, d_model).transpose(1, 2)
+    return weight.reshape(n_heads, head_dim, d_model).swapaxes(1, 2)
 
 
 def pack_heads(w: Any) -> Any:
@@ -139,29 +138,28 @@ def pack_heads(w: Any) -> Any:
     matrix as one pair of factors (the factored scores take it as is). Works on torch tensors and NumPy arrays.
     Conventions: the book's Notation page; chapter 4 ("Grouped-query attention") uses it.
 
-    >>> w = torch.arange(12.).reshape(2, 3, 2)  # 2 heads, d_model 3, head_dim 2
+    >>> import numpy as np
+    >>> w = np.arange(12.).reshape(2, 3, 2)  # 2 heads, d_model 3, head_dim 2
     >>> pack_heads(w)
-    tensor([[ 0.,  1.,  6.,  7.],
-            [ 2.,  3.,  8.,  9.],
-            [ 4.,  5., 10., 11.]])
-    >>> bool(torch.allclose(pack_heads(w) @ pack_heads(w).T, sum(h @ h.T for h in w)))
+    array([[ 0.,  1.,  6.,  7.],
+           [ 2.,  3.,  8.,  9.],
+           [ 4.,  5., 10., 11.]])
+    >>> bool(np.allclose(pack_heads(w) @ pack_heads(w).T, sum(h @ h.T for h in w)))
     True
     """
     if w.ndim != 3:
         raise ValueError(f"`w` must have shape (n_heads, d_model, head_dim); got {tuple(w.shape)}.")
     n, d, hd = w.shape
-    if isinstance(w, torch.Tensor):
-        return w.permute(1, 0, 2).reshape(d, n * hd)
-    return w.transpose(1, 0, 2).reshape(d, n * hd)
+    return w.swapaxes(0, 1).reshape(d, n * hd)
 
 
-def split_linear(q: torch.Tensor, k: torch.Tensor, dims: Dims, names: tuple[str, str]):
+def split_linear(q: Any, k: Any, dims: Dims, names: tuple[str, str]):
     """Separate ``q_proj``/``k_proj`` (or ``query``/``key``) Linear weights."""
     return (_heads_from_linear(q, dims.n_heads, dims.head_dim, dims.d_model, names[0]),
             _heads_from_linear(k, dims.n_kv_heads, dims.head_dim, dims.d_model, names[1]))
 
 
-def split_conv1d_fused(qkv: torch.Tensor, dims: Dims, name: str):
+def split_conv1d_fused(qkv: Any, dims: Dims, name: str):
     """GPT-2 ``Conv1D`` c_attn weight, shape (d_model, 3·d_model) = [W_Q | W_K | W_V], blocked.
 
     ``Conv1D`` computes ``x @ W + b``, so ``W[:, :n_heads·head_dim]`` is W_Q itself with heads contiguous.
@@ -169,28 +167,28 @@ def split_conv1d_fused(qkv: torch.Tensor, dims: Dims, name: str):
     width = dims.n_heads * dims.head_dim
     if qkv.shape[0] != dims.d_model or qkv.shape[1] < 2 * width:
         raise ValueError(f"tensor {name!r} has shape {tuple(qkv.shape)}, expected ({dims.d_model}, 3·{width}).")
-    wq = qkv[:, :width].reshape(dims.d_model, dims.n_heads, dims.head_dim).permute(1, 0, 2)
-    wk = qkv[:, width:2 * width].reshape(dims.d_model, dims.n_heads, dims.head_dim).permute(1, 0, 2)
+    wq = qkv[:, :width].reshape(dims.d_model, dims.n_heads, dims.head_dim).swapaxes(0, 1)
+    wk = qkv[:, width:2 * width].reshape(dims.d_model, dims.n_heads, dims.head_dim).swapaxes(0, 1)
     return wq, wk
 
 
-def split_fused_blocked(qkv: torch.Tensor, dims: Dims, name: str):
+def split_fused_blocked(qkv: Any, dims: Dims, name: str):
     """Fused Linear weight ``[W_Qᵀ; W_Kᵀ; W_Vᵀ]`` stacked along the output axis (ModernBERT Wqkv, Phi-3 qkv_proj)."""
     nq, nk = dims.n_heads * dims.head_dim, dims.n_kv_heads * dims.head_dim
     return (_heads_from_linear(qkv[:nq], dims.n_heads, dims.head_dim, dims.d_model, name),
             _heads_from_linear(qkv[nq:nq + nk], dims.n_kv_heads, dims.head_dim, dims.d_model, name))
 
 
-def split_fused_interleaved(qkv: torch.Tensor, dims: Dims, name: str):
+def split_fused_interleaved(qkv: Any, dims: Dims, name: str):
     """Fused Linear weight interleaved per head, output axis laid out as (n_heads, 3, head_dim) (NeoX, BLOOM)."""
     h, hd, d = dims.n_heads, dims.head_dim, dims.d_model
     if tuple(qkv.shape) != (3 * h * hd, d):
         raise ValueError(f"tensor {name!r} has shape {tuple(qkv.shape)}, expected ({3 * h * hd}, {d}).")
     per_head = qkv.reshape(h, 3, hd, d)
-    return per_head[:, 0].transpose(1, 2), per_head[:, 1].transpose(1, 2)
+    return per_head[:, 0].swapaxes(1, 2), per_head[:, 1].swapaxes(1, 2)
 
 
-def split_block(block: AttentionBlock, dims: Dims, get: Callable[[str], torch.Tensor], i: int):
+def split_block(block: AttentionBlock, dims: Dims, get: Callable[[str], Any], i: int):
     """Read and split the Q/K weights of layer ``i`` of ``block`` through the tensor getter ``get(name)``."""
     q_name = block.q.format(i=i)
     if block.layout == "linear":
@@ -209,7 +207,7 @@ def split_block(block: AttentionBlock, dims: Dims, get: Callable[[str], torch.Te
 QKNorm = Literal["folded", "raw"]
 
 
-def fold_qk_norm(wq: torch.Tensor, wk: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor):
+def fold_qk_norm(wq: Any, wk: Any, gq: Any, gk: Any):
     """Fold QK-norm gains into the head factors: ``W_Q^h ← W_Q^h diag(g_q^h)``, ``W_K^g ← W_K^g diag(g_k^g)``.
 
     With QK-norm the logit between tokens i and j of head h is
@@ -226,13 +224,13 @@ def fold_qk_norm(wq: torch.Tensor, wk: torch.Tensor, gq: torch.Tensor, gk: torch
     heads) or n_heads·head_dim / n_kv_heads·head_dim (one gain vector per head).
     """
     hd = wq.shape[-1]
-    return wq * gq.to(wq.dtype).reshape(-1, 1, hd), wk * gk.to(wk.dtype).reshape(-1, 1, hd)
+    return wq * cast_like(gq, wq).reshape(-1, 1, hd), wk * cast_like(gk, wk).reshape(-1, 1, hd)
 
 
-def qk_norm_gains(block: AttentionBlock, get: Callable[[str], torch.Tensor], i: int):
+def qk_norm_gains(block: AttentionBlock, get: Callable[[str], Any], i: int):
     """The (g_q, g_k) gains of layer ``i`` of a QK-norm block, offset included (Gemma: 1 + weight)."""
-    return (block.norm_offset + get(block.q_norm.format(i=i)).to(torch.float64),
-            block.norm_offset + get(block.k_norm.format(i=i)).to(torch.float64))
+    return (block.norm_offset + as_float64(get(block.q_norm.format(i=i))),
+            block.norm_offset + as_float64(get(block.k_norm.format(i=i))))
 
 
 InputNorm = Literal["raw", "folded"]
@@ -258,8 +256,7 @@ def norm_shift_name(gain_name: str) -> str | None:
     return None
 
 
-def fold_input_norm(wq: torch.Tensor, wk: torch.Tensor, bq: torch.Tensor | None, gq: torch.Tensor,
-                    gk: torch.Tensor, beta_q: torch.Tensor | None = None):
+def fold_input_norm(wq: Any, wk: Any, bq: Any | None, gq: Any, gk: Any, beta_q: Any | None = None):
     """Fold the gains of the normalisation before attention into the factors: ``W_Q ← diag(γ_q) W_Q``,
     ``W_K ← diag(γ_k) W_K``, so that ``W_qk ← diag(γ_q) W_qk diag(γ_k)`` (a congruence when γ_q = γ_k: it keeps
     exact symmetry, but it moves both scores).
@@ -278,16 +275,16 @@ def fold_input_norm(wq: torch.Tensor, wk: torch.Tensor, bq: torch.Tensor | None,
     ``wq``: (n_heads, d, head_dim), ``wk``: (n_kv_heads, d, head_dim), ``bq``: (n_heads, head_dim) or None,
     ``gq``/``gk``/``beta_q``: (d,). Returns ``(wq, wk, bq)`` in float64. Chapter 4 ("Which bilinear form").
     """
-    wq, wk = wq.to(torch.float64), wk.to(torch.float64)
-    gq, gk = gq.to(torch.float64).reshape(1, -1, 1), gk.to(torch.float64).reshape(1, -1, 1)
+    wq, wk = as_float64(wq), as_float64(wk)
+    gq, gk = cast_like(gq, wq).reshape(1, -1, 1), cast_like(gk, wk).reshape(1, -1, 1)
     if beta_q is not None:
-        shift = torch.einsum("hde,d->he", wq, beta_q.to(torch.float64))
-        bq = shift if bq is None else bq.to(torch.float64) + shift
+        shift = einsum("hde,d->he", wq, cast_like(beta_q, wq))
+        bq = shift if bq is None else cast_like(bq, wq) + shift
     return wq * gq, wk * gk, bq
 
 
-def split_query_bias(block: AttentionBlock, dims: Dims, get: Callable[[str], torch.Tensor],
-                     has: Callable[[str], bool], i: int) -> torch.Tensor | None:
+def split_query_bias(block: AttentionBlock, dims: Dims, get: Callable[[str], Any],
+                     has: Callable[[str], bool], i: int) -> Any | None:
     """The query bias ``b_q`` of layer ``i`` as (n_heads, head_dim), or None when the checkpoint has none.
 
     Read next to the query weight (``….weight`` -> ``….bias``) in the block's layout: a Linear's own bias, the
@@ -300,23 +297,23 @@ def split_query_bias(block: AttentionBlock, dims: Dims, get: Callable[[str], tor
     b = get(name).reshape(-1)
     nq = dims.n_heads * dims.head_dim
     if block.layout == "fused_interleaved":
-        if b.numel() != 3 * nq:
-            raise ValueError(f"tensor {name!r} has {b.numel()} entries, expected {3 * nq} (n_heads·3·head_dim).")
+        if numel(b) != 3 * nq:
+            raise ValueError(f"tensor {name!r} has {numel(b)} entries, expected {3 * nq} (n_heads·3·head_dim).")
         return b.reshape(dims.n_heads, 3, dims.head_dim)[:, 0]
-    if b.numel() < nq or (block.layout == "linear" and b.numel() != nq):
-        raise ValueError(f"tensor {name!r} has {b.numel()} entries, expected {nq} (n_heads·head_dim) for the query "
+    if numel(b) < nq or (block.layout == "linear" and numel(b) != nq):
+        raise ValueError(f"tensor {name!r} has {numel(b)} entries, expected {nq} (n_heads·head_dim) for the query "
                          "bias; the checkpoint and its config disagree.")
     return b[:nq].reshape(dims.n_heads, dims.head_dim)
 
 
-def unpermute_gguf_rope(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+def unpermute_gguf_rope(weight: Any, n_heads: int) -> Any:
     """Undo llama.cpp's per-head row permutation (HF rotate-half -> interleaved pairs) of a Q or K weight.
 
     llama.cpp's converter maps HF rows ``(head, half, j)`` to ``(head, j, half)``; this maps them back.
     """
     rows, cols = weight.shape
     head_dim = rows // n_heads
-    return weight.reshape(n_heads, head_dim // 2, 2, cols).transpose(1, 2).reshape(rows, cols)
+    return weight.reshape(n_heads, head_dim // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
 # ---------------------------------------------------------------------------------------------- registry

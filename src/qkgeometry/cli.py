@@ -99,8 +99,9 @@ def _add_input_norm(p: argparse.ArgumentParser) -> None:
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu",
-                   help="where to compute: cpu (default), cuda or cuda:N; float64 on every device")
+    p.add_argument("--device", default=None,
+                   help="where to compute: the CPU with numpy (default), or a torch device: cpu, cuda, cuda:N; "
+                        "float64 on every device")
 
 
 def format_summary(summary: pd.DataFrame) -> str:

@@ -3,9 +3,9 @@
 Every analysis asks the same thing: "for each layer (and each head), give me the factors ``A, B`` of
 ``W_qk = A Bᵀ`` as float64 numpy arrays". :func:`iter_factors` answers it once, through the public
 :class:`qkgeometry.QKModel` / :class:`qkgeometry.QKLayer` API only (iteration, ``layer(i)``, ``index``,
-``component``, ``n_heads``, ``factors(head)``), and copies each factor to the CPU with
-``.detach().to("cpu", torch.float64)``, so it works for a model read onto a GPU (``load_qk(..., device="cuda")``)
-and for weights that carry gradients. Conventions (``A = W_Q^h``, ``B = W_K^{g(h)}``, g(h) = h // group size, and
+``component``, ``n_heads``, ``factors(head)``), reading each layer as stored (numpy for files, without importing
+torch) and widening it to float64 on the CPU (``.detach().to("cpu", torch.float64)`` for a tensor), so it works for
+a model read onto a GPU (``load_qk(..., device="cuda")``) and for weights that carry gradients. Conventions (``A = W_Q^h``, ``B = W_K^{g(h)}``, g(h) = h // group size, and
 the layer's grouped factors of rank n_kv_heads·head_dim) are on the book's Notation page; chapter 3 introduces
 :meth:`qkgeometry.QKLayer.factors`.
 
@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
+
+from ._validation import is_torch_tensor
 
 __all__ = ["PER", "Factors", "heads_for", "host_float64", "iter_factors", "iter_layers", "opened"]
 
@@ -49,7 +50,9 @@ class Factors(NamedTuple):
 def host_float64(t: Any) -> np.ndarray:
     """``t`` (a torch tensor on any device, with or without ``requires_grad``, or an array) as a float64 numpy
     array on the CPU."""
-    if isinstance(t, torch.Tensor):
+    if is_torch_tensor(t):
+        import torch
+
         return t.detach().to("cpu", torch.float64).numpy()
     return np.asarray(t, dtype=np.float64)
 
@@ -96,7 +99,21 @@ def iter_factors(model: Any, per: str = "layer", layers: Iterable[int] | None = 
 
 
 def _walk(model: Any, per: str, layers: Iterable[int] | None) -> Iterator[Factors]:
-    for layer in iter_layers(model, layers):
+    from .model import QKLayer, QKModel
+
+    # A QKModel's layers as read (numpy for files: no torch import), widened to float64 numpy before any arithmetic
+    # (the layer's grouped factors sum query heads: in float64, as the float64 layers would); a model-like object
+    # that defines its own layers is read through them.
+    own = isinstance(model, QKModel) and type(model).__iter__ is QKModel.__iter__ \
+        and type(model).layer is QKModel.layer
+    if not own:
+        raw = iter_layers(model, layers)
+    elif layers is None:
+        raw = model.iter_layers(convert=False)
+    else:
+        raw = (model.layer(int(index), convert=False) for index in layers)
+    for stored in raw:
+        layer = QKLayer(stored.index, stored.component, host_float64(stored.wq), host_float64(stored.wk_kv))
         for head in heads_for(per, layer.n_heads):
             a, b = layer.factors(head)
             yield Factors(layer.component, int(layer.index), head, host_float64(a), host_float64(b))

@@ -6,6 +6,12 @@ Shapes (the book's Notation page): ``QKLayer.wq`` is (n_heads, d_model, head_dim
 ``W_qk^h = wq[h] @ wk_kv[g(h)].T`` and the pre-softmax logit between query token x_i and key token x_j is
 ``x_iᵀ W_qk^h x_j / sqrt(head_dim)``.
 
+The scoring path reads weights as the reader returns them: numpy arrays for files (safetensors, GGUF, ONNX,
+CTranslate2), without importing torch (:meth:`QKModel.iter_layers` with ``convert=False``, which
+:func:`qkgeometry.score_model` and :func:`qkgeometry.survey` use). The float64 layers of :meth:`QKModel.layer` and
+:meth:`QKModel.iter_layers` are torch tensors, on :attr:`QKModel.device`. Code that needs one kind converts
+explicitly (``np.asarray(layer.wq)``, ``torch.as_tensor(layer.wq)``).
+
 This module knows no file format: the readers in :mod:`qkgeometry.readers` resolve a source into a
 :class:`SourcePlans` (one :class:`BlockPlan` per attention block kind), and :func:`qkgeometry.load_qk` builds the
 :class:`QKModel` from it once, with every setting (QK-norm, input-norm folding, device) fixed at construction.
@@ -20,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
+from ._arrays import as_float64, is_torch_tensor, numel, repeat_heads, to_torch
 from .architectures import (
     Architecture,
     AttentionBlock,
@@ -36,8 +42,8 @@ from .source_names import RANDOM_PREFIX
 
 __all__ = ["RANDOM_PREFIX", "BlockPlan", "QKLayer", "QKModel", "SourcePlans", "TensorGetter", "to_float64_heads"]
 
-#: A tensor by its checkpoint name.
-TensorGetter = Callable[[str], torch.Tensor]
+#: A tensor by its checkpoint name (a numpy array, or a torch tensor for an in-memory torch model).
+TensorGetter = Callable[[str], Any]
 
 
 # ------------------------------------------------------------------------------------------------ layers
@@ -45,9 +51,11 @@ TensorGetter = Callable[[str], torch.Tensor]
 class QKLayer:
     """Q/K weights of one attention block.
 
-    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64, KV heads not expanded
-    (``QKModel.iter_layers(convert=False)`` leaves them in the stored dtype). As read from a model, each is a view of
-    a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head, the layout the scoring kernel multiplies as is.
+    ``wq``: (n_heads, d_model, head_dim); ``wk_kv``: (n_kv_heads, d_model, head_dim), float64 torch tensors, KV heads
+    not expanded. ``QKModel.iter_layers(convert=False)`` leaves them as read, in the stored dtype: numpy arrays for
+    weights read from files (no torch import), torch tensors for an in-memory torch model or a model opened with a
+    ``device``. As read from a model, each is a view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per
+    head, the layout the scoring kernel multiplies as is.
 
     ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
     logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
@@ -57,9 +65,9 @@ class QKLayer:
 
     index: int
     component: str
-    wq: torch.Tensor
-    wk_kv: torch.Tensor
-    bq: torch.Tensor | None = None
+    wq: Any
+    wk_kv: Any
+    bq: Any | None = None
 
     @property
     def n_heads(self) -> int:
@@ -74,18 +82,18 @@ class QKLayer:
         return self.n_heads // self.n_kv_heads
 
     @property
-    def wk(self) -> torch.Tensor:
+    def wk(self) -> Any:
         """K weights expanded to (n_heads, d_model, head_dim): head h uses KV head ``h // group_size``.
 
         A new tensor group_size times the size of ``wk_kv``: convenient for small models and teaching; the scores
         (:func:`qkgeometry.scores.layer_scores`) never use it."""
-        return self.wk_kv.repeat_interleave(self.group_size, dim=0)
+        return repeat_heads(self.wk_kv, self.group_size)
 
     def kv_head(self, head: int) -> int:
         """Index g(h) of the KV head that query head ``head`` reads (repeat, not tile)."""
         return int(head) // self.group_size
 
-    def factors(self, head: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def factors(self, head: int | None = None) -> tuple[Any, Any]:
         """``(A, B)`` with ``W_qk = A @ B.T``.
 
         ``head=h``: ``(W_Q^h, W_K^{g(h)})``, each (d_model, head_dim).
@@ -96,10 +104,10 @@ class QKLayer:
             head = check_index(head, self.n_heads, "head", "(or None for the whole layer)", IndexError)
             return self.wq[head], self.wk_kv[self.kv_head(head)]
         n_kv, d, hd = self.wk_kv.shape
-        q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(dim=1)
+        q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(1)
         return pack_heads(q_grouped), pack_heads(self.wk_kv)
 
-    def matrix(self, head: int | None = None) -> torch.Tensor:
+    def matrix(self, head: int | None = None) -> Any:
         """The d_model × d_model bilinear form W_qk of one head, or of the layer (sum over heads)."""
         a, b = self.factors(head)
         return a @ b.T
@@ -113,15 +121,22 @@ def check_index(value: Any, size: int, name: str, note: str = "", error: type[Ex
     return int(value)
 
 
-def to_float64_heads(w: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
-    """``w`` (n, d_model, head_dim), any dtype, as float64 on ``device`` in one conversion pass.
+def to_float64_heads(w: Any, device: Any = None) -> Any:
+    """``w`` (n, d_model, head_dim), any dtype, as float64 in one conversion pass: a numpy array for a numpy
+    ``w`` and no ``device``, else a torch tensor on ``device`` (default: where ``w`` is).
 
     The result is a (n, d_model, head_dim) view of a contiguous (n, head_dim, d_model) buffer, ``W_Qᵀ`` per head:
     the layout of a Linear weight (so the copy is a plain sequential conversion) and the one the batched scoring
     kernel :func:`qkgeometry.scores.layer_scores` multiplies without another copy.
     """
-    if device is not None and w.device != device:
-        w = w.to(device)  # move in the stored dtype (fewer bytes), convert on the device
+    if device is not None:
+        w = to_torch(w, device)  # move in the stored dtype (fewer bytes), convert on the device
+    if not is_torch_tensor(w):
+        out = np.empty((w.shape[0], w.shape[2], w.shape[1]), dtype=np.float64)
+        out[...] = w.swapaxes(1, 2)
+        return out.swapaxes(1, 2)
+    import torch
+
     out = torch.empty((w.shape[0], w.shape[2], w.shape[1]), dtype=torch.float64, device=w.device)
     out.copy_(w.transpose(1, 2))
     return out.transpose(1, 2)
@@ -129,7 +144,7 @@ def to_float64_heads(w: torch.Tensor, device: torch.device | None = None) -> tor
 
 # ------------------------------------------------------------------------------------------------ plans
 #: layer i -> (wq, wk_kv) or (wq, wk_kv, bq), shapes as in :class:`QKLayer`, any float dtype
-Splitter = Callable[[int], tuple[torch.Tensor, ...]]
+Splitter = Callable[[int], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -161,26 +176,26 @@ class BlockPlan:
         has = self.has or (lambda name: False)
         d = self.dims.d_model
 
-        def gain(name: str) -> torch.Tensor:
-            g = get(name).to(torch.float64).reshape(-1)
-            if g.numel() != d:
-                raise SourceError(f"input-norm gain {name!r} has {g.numel()} entries, expected d_model = {d}; "
+        def gain(name: str) -> Any:
+            g = as_float64(get(name)).reshape(-1)
+            if numel(g) != d:
+                raise SourceError(f"input-norm gain {name!r} has {numel(g)} entries, expected d_model = {d}; "
                                   "the checkpoint does not match its architecture.")
             return block.input_norm_offset + g
 
-        def split(i: int) -> tuple[torch.Tensor, ...]:
+        def split(i: int) -> tuple[Any, ...]:
             wq, wk, bq = unpack_split(inner(i))
             q_name, k_name = input_norm_names(block, i)
             gq = gain(q_name)
             gk = gq if k_name == q_name else gain(k_name)
             shift = norm_shift_name(q_name)
-            beta = get(shift).to(torch.float64).reshape(-1) if shift is not None and has(shift) else None
+            beta = as_float64(get(shift)).reshape(-1) if shift is not None and has(shift) else None
             return fold_input_norm(wq, wk, bq, gq, gk, beta)
 
         return dataclasses.replace(self, split=split)
 
 
-def unpack_split(parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def unpack_split(parts: tuple[Any, ...]) -> tuple[Any, Any, Any | None]:
     """A splitter's ``(wq, wk_kv)`` or ``(wq, wk_kv, bq)`` as a triple."""
     return parts[0], parts[1], (parts[2] if len(parts) > 2 else None)
 
@@ -209,13 +224,13 @@ class QKModel:
     Attributes: ``name``, ``architecture`` (HF model_type), ``family`` (encoder / decoder / encoder-decoder),
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim`` (of the first block kind), ``source`` and
     ``revision`` (a content fingerprint or Hub commit, used as a cache key), ``qk_norm`` ("folded" / "raw" for
-    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (where layers are placed when
-    read; float64 on every device).
+    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (the torch device float64
+    layers are placed on when read, the CPU by default; float64 on every device).
     """
 
     def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str, revision: str | None,
                  on_close: Callable[[], None] | None = None, *, qk_norm: str | None = None,
-                 input_norm: str = "raw", device: torch.device | str | None = None):
+                 input_norm: str = "raw", device: Any = None):
         if not plans:
             raise SourceError(f"{source!r}: no attention blocks were found; nothing to score.")
         self.name = name
@@ -229,14 +244,14 @@ class QKModel:
         self._closed = False
         self.qk_norm = qk_norm
         self.input_norm = input_norm
-        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self._device = None if device is None else _torch_device(device)
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = first.n_heads, first.n_kv_heads, first.head_dim
 
     @classmethod
     def from_plans(cls, opened: SourcePlans, *, qk_norm: str | None = None, input_norm: str = "raw",
-                   device: torch.device | str | None = None) -> QKModel:
+                   device: Any = None) -> QKModel:
         """Build the model that a reader resolved, with every setting fixed here (nothing is changed later)."""
         plans = list(opened.plans)
         if input_norm == "folded":
@@ -250,12 +265,18 @@ class QKModel:
         return cls(opened.name, opened.arch, plans, opened.source, opened.revision, opened.close,
                    qk_norm=qk_norm if has_qk_norm else None, input_norm=input_norm, device=device)
 
-    def with_device(self, device: torch.device | str | None) -> QKModel:
+    def with_device(self, device: Any) -> QKModel:
         """The same model (same open files) reading its layers onto ``device``; this one is unchanged."""
         twin = QKModel(self.name, self.arch, list(self.plans), self.source, self.revision, None,
                        qk_norm=self.qk_norm, input_norm=self.input_norm, device=device)
         twin._owner = self  # keeps the files open as long as either is alive
         return twin
+
+    @property
+    def device(self) -> Any:
+        """The torch device that float64 layers are read onto (the CPU unless one was asked for). Reading it imports
+        torch; the scoring path, which never needs it, does not."""
+        return self._device if self._device is not None else _torch_device("cpu")
 
     @property
     def has_qk_norm(self) -> bool:
@@ -280,11 +301,12 @@ class QKModel:
             for i in range(plan.dims.n_layers):
                 yield self._read(plan, i, convert)
 
-    def layer(self, index: int, component: str | None = None) -> QKLayer:
-        """One layer, by index (a Python or numpy integer) and component for encoder-decoder models."""
+    def layer(self, index: int, component: str | None = None, *, convert: bool = True) -> QKLayer:
+        """One layer, by index (a Python or numpy integer) and component for encoder-decoder models.
+        ``convert=False``: as read, as in :meth:`iter_layers`."""
         plan = self._plan_for(component)
         i = check_index(index, plan.dims.n_layers, "index", f"for component {plan.block.component!r}")
-        return self._read(plan, i)
+        return self._read(plan, i, convert)
 
     def dims(self, component: str | None = None) -> Dims:
         return self._plan_for(component).dims
@@ -304,7 +326,7 @@ class QKModel:
                                                              p.dims, seed))
                  for p in self.plans]
         return QKModel(f"{self.name} (random init)", self.arch, plans, f"{RANDOM_PREFIX}{self.source}",
-                       f"random-seed{seed}", device=self.device)
+                       f"random-seed{seed}", device=self._device)
 
     @property
     def closed(self) -> bool:
@@ -341,20 +363,30 @@ class QKModel:
             raise SourceError(f"the model {self.name!r} is closed (its files were released); open it again with "
                               "qkgeometry.load_qk to read its layers.")
         wq, wk, bq = unpack_split(plan.split(i))
-        if not convert:
-            return QKLayer(i, plan.block.component, wq.to(self.device), wk.to(self.device),
-                           None if bq is None else bq.to(self.device))
-        return QKLayer(i, plan.block.component, to_float64_heads(wq, self.device), to_float64_heads(wk, self.device),
-                       None if bq is None else bq.to(self.device, torch.float64))
+        dev = self._device
+        if not convert:  # as read: numpy stays numpy (no torch import) unless a device was asked for
+            if dev is not None:
+                wq, wk, bq = to_torch(wq, dev), to_torch(wk, dev), None if bq is None else to_torch(bq, dev)
+            return QKLayer(i, plan.block.component, wq, wk, bq)
+        wq, wk, bq = to_torch(wq, dev), to_torch(wk, dev), None if bq is None else as_float64(to_torch(bq, dev))
+        return QKLayer(i, plan.block.component, to_float64_heads(wq), to_float64_heads(wk), bq)
+
+
+def _torch_device(device: Any) -> Any:
+    import torch
+
+    return torch.device(device)
 
 
 def _random_splitter(model_type: str, d_model: int, component: str, dims: Dims, seed: int) -> Splitter:
     """Layer ``i`` -> i.i.d. N(0, 0.02²) (wq, wk_kv) of ``dims``' shapes, seeded by (seed, model, component, i)."""
-    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def split(i: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch  # torch's generator: the twin's weights are those the book's numbers were computed from
+
         key = zlib.crc32(f"{seed}|{model_type}|{d_model}|{component}|{i}".encode())
         gen = torch.Generator().manual_seed(key)
         wq = torch.randn(dims.n_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
         wk = torch.randn(dims.n_kv_heads, dims.d_model, dims.head_dim, generator=gen, dtype=torch.float64) * 0.02
-        return wq, wk
+        return wq.numpy(), wk.numpy()
 
     return split

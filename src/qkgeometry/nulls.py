@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._threads import small_problems
 from ._validation import ArrayLike, check_factors, check_square, to_float64
 from .iterate import iter_factors, opened
 from .scores import scores_factored
@@ -123,6 +124,7 @@ def lowrank_symmetry_variance(d: int, r: int, rho: float | None = None) -> float
     return rotation_null_variance(d, lowrank_rho_ratio_of_means(d, r) if rho is None else rho)
 
 
+@small_problems
 def large_d_limit_samples(r: int, n_samples: int, seed: int = 0) -> np.ndarray:
     """Samples of the fixed-r, d → ∞ limit law of ``d·s(A Bᵀ)``: ``(χ²_{r(r+1)/2} − χ²_{r(r−1)/2})/r``.
 
@@ -198,6 +200,7 @@ def _rotation_null(d: int, gram_sq: np.ndarray, total: np.ndarray) -> RotationNu
     return RotationNull(out(np.full_like(rho, 1.0 / d)), out(var), out(rho))
 
 
+@small_problems
 def rotation_null_samples(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int = 0, num_std: float = 2.0,
                           two_sided: bool = False) -> pd.DataFrame:
     """Scores of ``n_samples`` rotated copies ``O A Bᵀ`` (or ``O₁ A Bᵀ O₂ᵀ``) of ``M = A Bᵀ``, A, B (d, r).
@@ -239,6 +242,7 @@ def random_frames(rng: np.random.Generator, n: int, d: int, k: int) -> np.ndarra
     return z @ ((vec / np.sqrt(lam)[..., None, :]) @ np.swapaxes(vec, -1, -2))
 
 
+@small_problems
 def rotation_z_scores(model, per: str = "layer") -> pd.DataFrame:
     """Rotation-null z-scores ``(s − 1/d)/sd`` of every layer (``per="layer"``), head (``"head"``) or both
     (``"both"``; layer rows have ``head`` = <NA>).

@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from ._threads import small_problems
 from ._validation import ArrayLike, to_float64
 from .iterate import Factors, iter_factors, opened
 from .nulls import rotation_null_variance
@@ -356,6 +357,7 @@ def _with_specs(qk, per: str, layers) -> Iterator[tuple[Factors, RopeSpec]]:
         yield f, specs[f.layer]
 
 
+@small_problems
 def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.DataFrame:
     """Offset-resolved scores of every head (``per="head"``), layer (``"layer"``) or both (``"both"``; layer rows
     have ``head`` = <NA>) of a rotary model.
@@ -385,6 +387,7 @@ def offset_scores(model: Any, deltas, per: str = "head", layers=None) -> pd.Data
     return frame
 
 
+@small_problems
 def offset_z_scores(model: Any, deltas, per: str = "layer", layers=None) -> pd.DataFrame:
     """Rotation-null z-scores ``(s(Δ) − 1/d)/sd(Δ)`` at each offset; ``sd(Δ)`` uses ρ of ``M(Δ)`` itself.
 

@@ -18,23 +18,22 @@ A single matrix gives a Python float; a batch gives a float64 numpy array of the
 
 One kernel computes every score: the dense functions, the factored ones and :func:`layer_scores` all reduce a
 matrix (or its factors) to ``tr(M M)``, ``‖M‖²`` and the squared row and column norms, and
-:func:`directionality_from_norms` turns norms into the directionality score. The products run in torch, in
-float64: numpy input is wrapped without a copy and computed on the CPU, a torch tensor is computed where it lives
-(CPU or CUDA). The element-wise steps (outlier excess, exact rescaling) are written against the array API standard
-(``array-api-compat``), so they take numpy arrays and torch tensors alike.
+:func:`directionality_from_norms` turns norms into the directionality score. It is written once, against the array
+API standard (``array-api-compat``): numpy arrays (and sequences) are computed with numpy on the CPU, without
+importing torch; torch tensors are computed with torch where they live (CPU or CUDA); ``device=`` moves the work
+to a torch device. The same code gives the same float64 numbers (to round-off) on every backend.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
-from array_api_compat import array_namespace
 
+from ._threads import kernel_threads
 from ._validation import (
     ArrayLike,
+    array_namespace,
     as_array,
     check_factors,
     check_finite,
@@ -110,12 +109,15 @@ def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
     """Both scores of ``M = A Bᵀ`` (``A, B``: (..., d, r)) sharing the Gram matrices. Chapter 2."""
     check_num_std(num_std)
     a, b = _input(A, "A"), _input(B, "B")
+    if is_torch_tensor(a) != is_torch_tensor(b):  # one torch tensor and one array: compute in torch
+        a, b = _to_torch(a, b)
     check_factors(a, b)
     # Scale invariance: A and B are rescaled separately (M = A Bᵀ only changes by a positive factor), so that the
     # fourth powers in tr((AᵀA)(BᵀB)) stay finite for huge entries and nonzero for tiny ones.
     a, b = rescale_extremes(a), rescale_extremes(b)
-    batch, (d, r) = a.shape[:-2], a.shape[-2:]
-    at, bt = a.reshape(-1, d, r).mT.unsqueeze(1), b.reshape(-1, d, r).mT  # (N, 1, r, d) and (N, r, d)
+    batch, (d, r) = tuple(a.shape[:-2]), tuple(a.shape[-2:])
+    xp = array_namespace(a, b)
+    at, bt = xp.matrix_transpose(a.reshape(-1, d, r))[:, None], xp.matrix_transpose(b.reshape(-1, d, r))  # (N, 1, r, d) and (N, r, d)
     norms, _ = _factored_norms(at, bt, heads=True, layer=False)
     check_nonzero(_host(norms.total).reshape(batch), "A @ B^T")
     sym, dirn = _finish(norms, num_std)
@@ -155,20 +157,30 @@ def _outlier_excess(norms: Any, num_std: float) -> Any:
 
 
 def _float64_array(x: ArrayLike) -> Any:
+    """``x`` as float64: a torch tensor stays a (detached) tensor on its device, anything else a numpy array."""
     if is_torch_tensor(x):
-        return x.detach().to(torch.float64)
+        x = x.detach()
+        return x if x.dtype == _torch().float64 else x.to(_torch().float64)
     return np.asarray(x, dtype=np.float64)
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def _input(x: ArrayLike, name: str, device: torch.device | None = None) -> torch.Tensor:
-    """``x`` as a checked (real, finite), detached float64 tensor; numpy input is wrapped without a copy."""
-    t = _as_tensor(x, name, device)
+def _torch() -> Any:
+    """torch, imported when a torch tensor or a device asks for it (never on the numpy path)."""
+    import torch
+
+    return torch
+
+
+def _input(x: ArrayLike, name: str) -> Any:
+    """``x`` as a checked (real, finite), detached float64 array of its own library; numpy input is not copied
+    when it already is float64."""
+    t = _as_array(x, name, None)
     check_finite(t, name)
-    return t if t.dtype == torch.float64 else t.to(torch.float64)
+    return _astype64(t)
 
 
-def _dense_input(M: ArrayLike) -> tuple[torch.Tensor, tuple[int, ...]]:
+def _dense_input(M: ArrayLike) -> tuple[Any, tuple[int, ...]]:
     """Checked, rescaled float64 ``M`` as (N, d, d), and the batch shape."""
     m = _input(M, "M")
     check_square(m, "M")
@@ -177,25 +189,48 @@ def _dense_input(M: ArrayLike) -> tuple[torch.Tensor, tuple[int, ...]]:
     return m.reshape(-1, *m.shape[-2:]), tuple(m.shape[:-2])
 
 
-def _as_tensor(x: ArrayLike, name: str, device: torch.device | None) -> torch.Tensor:
-    """``x`` as a detached tensor on ``device`` (default: where it is), in its own floating dtype."""
+def _as_array(x: ArrayLike, name: str, device: Any) -> Any:
+    """``x`` as a detached torch tensor (on ``device`` when one is given, else where it is) or a numpy array, in its
+    own floating dtype."""
     if is_torch_tensor(x):
-        t = x
-    else:
-        arr = as_array(x, name)
-        check_real_floating(arr, name)
-        if not arr.flags.writeable or any(step < 0 for step in arr.strides):
-            arr = np.array(arr)  # torch wraps only writeable arrays with non-negative strides
-        t = torch.from_numpy(arr)  # zero-copy
-    check_real_floating(t, name)
-    t = t.detach()
-    if device is not None and t.device != device:
-        t = t.to(device)  # move in the stored dtype (bf16 moves a quarter of the bytes of float64), convert there
-    return t
+        check_real_floating(x, name)
+        t = x.detach()
+        if device is not None and t.device != device:
+            t = t.to(device)  # move in the stored dtype (bf16 moves a quarter of the bytes of float64), convert there
+        return t
+    arr = _ml_float_to_float32(as_array(x, name))
+    check_real_floating(arr, name)
+    if device is None:
+        return arr
+    torch = _torch()
+    if not arr.flags.writeable or any(step < 0 for step in arr.strides):
+        arr = np.array(arr)  # torch wraps only writeable arrays with non-negative strides
+    return torch.from_numpy(arr).to(device)  # zero-copy on the CPU
 
 
-def _host(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float64).numpy()
+def _ml_float_to_float32(arr: np.ndarray) -> np.ndarray:
+    """An ``ml_dtypes`` float array (bfloat16, float8...) as float32 (exact: each of them is a subset of float32)."""
+    if arr.dtype.kind == "V" and arr.dtype.type.__module__.startswith("ml_dtypes"):
+        return arr.astype(np.float32)
+    return arr
+
+
+def _astype64(x: Any) -> Any:
+    xp = array_namespace(x)
+    return x if x.dtype == xp.float64 else xp.astype(x, xp.float64)
+
+
+def _to_torch(*arrays: Any) -> tuple[Any, ...]:
+    """numpy arrays among ``arrays`` as tensors on the device of the first tensor (for mixed inputs)."""
+    torch = _torch()
+    dev = next(a.device for a in arrays if is_torch_tensor(a))
+    return tuple(a if is_torch_tensor(a) else torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in arrays)
+
+
+def _host(t: Any) -> np.ndarray:
+    if is_torch_tensor(t):
+        return t.detach().to("cpu", _torch().float64).numpy()
+    return np.asarray(t, dtype=np.float64)
 
 
 def _out(v: np.ndarray) -> np.ndarray | float:
@@ -206,105 +241,102 @@ def _out(v: np.ndarray) -> np.ndarray | float:
 class _Norms(NamedTuple):
     """What both scores are made of, per matrix: ``tr(M M)``, ``‖M‖²`` and squared row / column norms (..., d)."""
 
-    cross: torch.Tensor | None
-    total: torch.Tensor
-    row_sq: torch.Tensor | None
-    col_sq: torch.Tensor | None
+    cross: Any
+    total: Any
+    row_sq: Any
+    col_sq: Any
 
 
-def _finish(norms: _Norms, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _finish(norms: _Norms, num_std: float) -> tuple[Any, Any]:
     """Symmetry and directionality from the norms (totals already checked to be positive)."""
     return norms.cross / norms.total, directionality_from_squared_norms(norms.row_sq, norms.col_sq, num_std)
 
 
-def _dense_norms(m: torch.Tensor, *, cross: bool = True, columns: bool = True) -> _Norms:
-    """:class:`_Norms` of float64 matrices ``m`` (N, d, d); ``tr(M M)`` is summed over blocks of rows, so that no
-    temporary exceeds :data:`CHUNK_BYTES` (a d × d product for one large matrix)."""
+def _dense_norms(m: Any, *, cross: bool = True, columns: bool = True) -> _Norms:
+    """:class:`_Norms` of float64 matrices ``m`` (N, d, d), a block of rows at a time, so that no temporary exceeds
+    :data:`CHUNK_BYTES` (``tr(M M) = ⟨M, Mᵀ⟩`` pairs a block of rows with the same block of columns)."""
+    xp = array_namespace(m)
     n, d = m.shape[0], m.shape[-1]
-    row_sq = torch.linalg.vector_norm(m, dim=-1).square_()
-    col_sq = torch.linalg.vector_norm(m, dim=-2).square_() if columns else None
-    trace = None
-    if cross:
-        trace = torch.zeros(n, dtype=torch.float64, device=m.device)
-        block = max(1, CHUNK_BYTES // (8 * d * max(n, 1)))
-        for j in range(0, d, block):
-            trace += (m[:, j:j + block, :] * m[:, :, j:j + block].mT).sum(dim=(-2, -1))  # tr(M M) = ⟨M, Mᵀ⟩
-    return _Norms(trace, row_sq.sum(dim=-1), row_sq, col_sq)
+    rows = []
+    col_sq = xp.zeros((n, d), dtype=m.dtype, device=_device(m))
+    trace = xp.zeros(n, dtype=m.dtype, device=_device(m))
+    block = max(1, CHUNK_BYTES // (8 * d * max(n, 1)))
+    for j in range(0, d, block):
+        part = m[:, j:j + block, :]
+        square = part * part
+        rows.append(xp.sum(square, axis=-1))
+        if columns:
+            col_sq = col_sq + xp.sum(square, axis=-2)
+        if cross:
+            trace = trace + xp.sum(part * xp.matrix_transpose(m[:, :, j:j + block]), axis=(-2, -1))
+    row_sq = xp.concat(rows, axis=-1)
+    return _Norms(trace if cross else None, xp.sum(row_sq, axis=-1), row_sq, col_sq if columns else None)
 
 
-class _Buffers:
-    """Float64 work buffers reused from one chunk (and one call) to the next: a fresh 8 MB tensor per product
-    costs page faults and zeroing; one thread-local set per device is kept."""
-
-    _local = threading.local()
-
-    @classmethod
-    def get(cls, name: str, numel: int, device: torch.device) -> torch.Tensor:
-        store = cls._local.__dict__.setdefault("buffers", {})
-        key = (name, str(device))
-        buf = store.get(key)
-        if buf is None or buf.numel() < numel:
-            buf = store[key] = torch.empty(numel, dtype=torch.float64, device=device)
-        return buf[:numel]
+def _device(x: Any) -> Any:
+    return x.device if is_torch_tensor(x) else "cpu"
 
 
-def _float64(x: torch.Tensor, name: str) -> torch.Tensor:
-    """Contiguous float64 ``x``: the tensor itself when it is one, else a copy into a reused buffer."""
-    if x.dtype == torch.float64 and x.is_contiguous():
-        return x
-    return _Buffers.get(name, x.numel(), x.device).view(x.shape).copy_(x)
+def _diagonal(x: Any) -> Any:
+    """The diagonals of a stack of square matrices (..., n, n) -> (..., n)."""
+    if is_torch_tensor(x):
+        return _torch().diagonal(x, dim1=-2, dim2=-1)
+    return np.diagonal(x, axis1=-2, axis2=-1)
 
 
-def _factored_norms(at: torch.Tensor, bt: torch.Tensor, heads: bool, layer: bool):
+def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
     """:class:`_Norms` of ``M = A Bᵀ`` for ``at`` (N, G, r, d) = Aᵀ per matrix, grouped so that the G matrices of a
     group share ``bt`` (N, r, d) = Bᵀ (query heads of one KV head; G = 1 for independent factors); a few groups at
-    a time, in any stored dtype (converted to float64 once, chunk by chunk).
+    a time, in any stored dtype (converted to float64 once, chunk by chunk). numpy arrays or torch tensors.
 
     Returns the norms, of shapes (N, G) and (N, G, d) (None when ``heads`` is False) and, when ``layer``, the
     float64 layer factors ``(Σ_{h∈g} Aᵀ_h, Bᵀ_g)`` of shapes (N, r, d) each (else None).
     """
+    if not is_torch_tensor(at):
+        with kernel_threads():
+            return _factored_norms_in(at, bt, heads, layer)
+    return _factored_norms_in(at, bt, heads, layer)
+
+
+def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool):
+    xp = array_namespace(at, bt)
     N, G, r, d = at.shape
-    dev = at.device
+    mT = xp.matrix_transpose
     chunk = max(1, CHUNK_BYTES // (8 * G * r * d))
-    norms = None
-    if heads:
-        norms = _Norms(*(torch.empty(shape, dtype=torch.float64, device=dev)
-                         for shape in ((N, G), (N, G), (N, G, d), (N, G, d))))
-    a_sum = torch.empty(N, r, d, dtype=torch.float64, device=dev) if layer else None
-    b_all = torch.empty(N, r, d, dtype=torch.float64, device=dev) if layer else None
+    parts: list[tuple[Any, ...]] = []
+    sums, kv = [], []
     for s in range(0, N, chunk):
         e = min(N, s + chunk)
         c = e - s
-        a, b = _float64(at[s:e], "a"), _float64(bt[s:e], "b")  # the one float64 conversion
+        a, b = _astype64(at[s:e]), _astype64(bt[s:e])  # the one float64 conversion (a view when already float64)
         if layer:
-            torch.sum(a, dim=1, out=a_sum[s:e])
-            b_all[s:e] = b
+            sums.append(xp.sum(a, axis=1))
+            kv.append(b)
         if not heads:
             continue
-        gram_a = a @ a.mT  # (c, G, r, r) = AᵀA per matrix
-        gram_b = b @ b.mT  # (c, r, r)    = BᵀB once per group
-        _check_finite_grams(torch.diagonal(gram_a, dim1=-2, dim2=-1).reshape(c * G, r), "wq", s * G)
-        _check_finite_grams(torch.diagonal(gram_b, dim1=-2, dim2=-1), "wk_kv", s)
-        norms.total[s:e] = (gram_a * gram_b.unsqueeze(1)).sum(dim=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
+        gram_a = a @ mT(a)  # (c, G, r, r) = AᵀA per matrix
+        gram_b = b @ mT(b)  # (c, r, r)    = BᵀB once per group
+        _check_finite_grams(xp, xp.reshape(_diagonal(gram_a), (c * G, r)), "wq", s * G)
+        _check_finite_grams(xp, _diagonal(gram_b), "wk_kv", s)
+        total = xp.sum(gram_a * gram_b[:, None], axis=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
         # BᵀA for the G matrices of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
-        core = (b @ a.reshape(c, G * r, d).mT).reshape(c, r, G, r).transpose(1, 2)  # (c, G, r, r)
-        norms.cross[s:e] = (core * core.mT).sum(dim=(-2, -1))  # tr(M M) = ⟨BᵀA, (BᵀA)ᵀ⟩
+        core = xp.permute_dims(xp.reshape(b @ mT(xp.reshape(a, (c, G * r, d))), (c, r, G, r)), (0, 2, 1, 3))
+        cross = xp.sum(core * mT(core), axis=(-2, -1))  # tr(M M) = ⟨BᵀA, (BᵀA)ᵀ⟩
         # Row norms² of M: diag(A G_B Aᵀ) = Σ_r (G_B Aᵀ) ⊙ Aᵀ. Column norms²: Σ_r (G_A Bᵀ) ⊙ Bᵀ, where the G matrices
         # of a group share Bᵀ, so [G_A1; ...; G_AG] (G·r, r) @ Bᵀ (r, d) is one product per group.
-        work = _Buffers.get("work", c * G * r * d, dev)
-        prod = torch.bmm(gram_b.unsqueeze(1).expand(c, G, r, r).reshape(c * G, r, r), a.view(c * G, r, d),
-                         out=work.view(c * G, r, d))
-        torch.sum(prod.view(c, G, r, d).mul_(a), dim=-2, out=norms.row_sq[s:e])
-        prod = torch.bmm(gram_a.view(c, G * r, r), b, out=work.view(c, G * r, d))
-        torch.sum(prod.view(c, G, r, d).mul_(b.unsqueeze(1)), dim=-2, out=norms.col_sq[s:e])
-    return norms, ((a_sum, b_all) if layer else None)
+        row_sq = xp.sum((gram_b[:, None] @ a) * a, axis=-2)
+        col_sq = xp.sum(xp.reshape(xp.reshape(gram_a, (c, G * r, r)) @ b, (c, G, r, d)) * b[:, None], axis=-2)
+        parts.append((cross, total, row_sq, col_sq))
+    norms = _Norms(*(xp.concat(field, axis=0) for field in zip(*parts))) if heads else None
+    factors = (xp.concat(sums, axis=0), xp.concat(kv, axis=0)) if layer else None
+    return norms, factors
 
 
-def _check_finite_grams(diag: torch.Tensor, name: str, offset: int = 0) -> None:
+def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
     """Each Gram diagonal entry is a sum of squares of one weight column: it is finite iff that column is."""
-    bad = ~torch.isfinite(diag).all(dim=-1)
-    if bool(bad.any()):
-        first = offset + int(torch.nonzero(bad)[0])
+    bad = ~xp.all(xp.isfinite(diag), axis=-1)
+    if bool(xp.any(bad)):
+        first = offset + int(_host(xp.astype(bad, xp.float64)).argmax())
         raise ValueError(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through the "
                          "layers); the scores are undefined. Check the weights (a diverged run or a failed "
                          "dequantisation) or drop the affected heads.")
@@ -323,11 +355,13 @@ class LayerScores(NamedTuple):
     layer: Scores | None
 
 
-def resolve_device(device: Any = None) -> torch.device:
+def resolve_device(device: Any = None) -> Any:
     """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available.
 
-    Every number is float64 on every device; on CPU the result is the same as with the default.
+    Every number is float64 on every device; on CPU the result is the same as with the default. (This imports
+    torch: the default, numpy path never calls it.)
     """
+    torch = _torch()
     if device is None:
         return torch.device("cpu")
     try:
@@ -353,10 +387,11 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
 
     ``wq``: (..., n_heads, d, head_dim), ``wk_kv``: (..., n_kv_heads, d, head_dim) with KV heads *not* expanded;
     query head ``h`` reads KV head ``g(h) = h // (n_heads // n_kv_heads)``, so ``W_qk^h = wq[h] @ wk_kv[g(h)].T``.
-    Leading axes (several layers) are batched. Any floating dtype (bf16, fp16, float32...) on any device: the
-    weights are converted to float64 once, a few KV groups at a time, into a reused buffer (inputs are never
-    modified). ``device``: where to compute (default: where ``wq`` is, CPU for numpy input); the scores come back
-    as float64 numpy arrays (floats for one layer's ``layer`` scores).
+    Leading axes (several layers) are batched. Any floating dtype (bf16, fp16, float32...): the weights are
+    converted to float64 once, a few KV groups at a time (inputs are never modified). numpy arrays are computed
+    with numpy, torch tensors with torch where they are; ``device`` (``"cpu"``, ``"cuda"``, a ``torch.device``)
+    computes with torch on that device. The scores come back as float64 numpy arrays (floats for one layer's
+    ``layer`` scores).
 
     Cost per query head ``h`` with ``A = W_Q^h``, ``B = W_K^{g(h)}`` (d × r, r = head_dim): four products of
     d·r² multiply-adds plus one per KV group (chapter 2, "The factored formulas"):
@@ -372,7 +407,9 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     """
     check_num_std(num_std)
     dev = resolve_device(device) if device is not None else None
-    tq, tk = _as_tensor(wq, "wq", dev), _as_tensor(wk_kv, "wk_kv", dev)
+    tq, tk = _as_array(wq, "wq", dev), _as_array(wk_kv, "wk_kv", dev)
+    if is_torch_tensor(tq) != is_torch_tensor(tk):
+        tq, tk = _to_torch(tq, tk)
     if tq.ndim < 3 or tk.ndim != tq.ndim or tq.shape[:-3] != tk.shape[:-3] or tq.shape[-2:] != tk.shape[-2:]:
         raise ValueError(f"`wq` and `wk_kv` must have shapes (..., n_heads, d, head_dim) and (..., n_kv_heads, d, "
                          f"head_dim) with the same leading axes, d and head_dim; got wq{tuple(tq.shape)} and "
@@ -386,16 +423,18 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     # One factor for the whole stack: every head score and the layer score are invariant to a positive factor on
     # all of ``wq`` (or all of ``wk_kv``); non-finite entries are left for the finiteness check to name.
     tq, tk = rescale_extremes(tq, axes=None), rescale_extremes(tk, axes=None)
-    batch = tq.shape[:-3]
+    batch = tuple(tq.shape[:-3])
     # Wᵀ per head, (L·K, G, r, d) and (L·K, r, d): free views for QKLayer's layout, stored dtype kept until converted
-    at = tq.reshape(-1, n_kv, n_heads // n_kv, d, r).mT.reshape(-1, n_heads // n_kv, r, d)
-    bt = tk.reshape(-1, d, r).mT
+    xp = array_namespace(tq, tk)
+    at = xp.matrix_transpose(tq.reshape(-1, n_kv, n_heads // n_kv, d, r)).reshape(-1, n_heads // n_kv, r, d)
+    bt = xp.matrix_transpose(tk.reshape(-1, d, r))
     norms, layer_factors = _factored_norms(at, bt, heads, layer)
     head_scores = layer_score = None
     if heads:
-        zero = norms.total.reshape(-1) <= 0
+        total = _host(norms.total).reshape(-1)
+        zero = total <= 0
         if bool(zero.any()):
-            first = int(torch.nonzero(zero)[0])
+            first = int(np.nonzero(zero)[0][0])
             raise ValueError(f"query head {first} (counting through the layers) has an all-zero W_qk (‖M‖_F = 0), "
                              "so its symmetry score is undefined. Check that the weights were loaded (a zero matrix "
                              "often means a missing tensor).")
@@ -409,20 +448,22 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     return LayerScores(head_scores, layer_score)
 
 
-def _layer_matrix_scores(a_t: torch.Tensor, b_t: torch.Tensor, num_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _layer_matrix_scores(a_t: Any, b_t: Any, num_std: float) -> tuple[Any, Any]:
     """Scores of ``M = A Bᵀ`` from float64 ``a_t = Aᵀ``, ``b_t = Bᵀ`` of shape (L, R, d): the layer matrix, whose
     factors are the grouped sums ``Σ_{h∈g} W_Q^h`` and ``W_K^g`` side by side (rank R = n_kv_heads·head_dim).
-    Factored when cheaper (5R < d), else by forming M one layer at a time. Returns two (L,) tensors."""
+    Factored when cheaper (5R < d), else by forming M one layer at a time. Returns two (L,) arrays."""
+    xp = array_namespace(a_t, b_t)
     L, R, d = a_t.shape
     if d > 5 * R:
-        norms, _ = _factored_norms(a_t.unsqueeze(1), b_t, heads=True, layer=False)
-        norms = _Norms(*(t.reshape(L, *t.shape[2:]) for t in norms))
+        norms, _ = _factored_norms(a_t[:, None], b_t, heads=True, layer=False)
+        norms = _Norms(*(xp.reshape(t, (L, *t.shape[2:])) for t in norms))
     else:
-        parts = [_dense_norms((a_t[i].mT @ b_t[i]).unsqueeze(0)) for i in range(L)]  # (1, d, d): A Bᵀ
-        norms = _Norms(*(torch.cat(field) for field in zip(*parts)))
-    bad = ~((norms.total > 0) & torch.isfinite(norms.total))
+        parts = [_dense_norms((xp.matrix_transpose(a_t[i]) @ b_t[i])[None]) for i in range(L)]  # (1, d, d): A Bᵀ
+        norms = _Norms(*(xp.concat(field, axis=0) for field in zip(*parts)))
+    total = _host(norms.total)
+    bad = ~((total > 0) & np.isfinite(total))
     if bool(bad.any()):
-        where = f" (entry {int(torch.nonzero(bad)[0])} of the stack)" if L > 1 else ""
+        where = f" (entry {int(np.nonzero(bad)[0][0])} of the stack)" if L > 1 else ""
         raise ValueError(f"the layer matrix{where} is all zero or has NaN/Inf entries; its scores are "
                          "undefined. Check that the weights were loaded.")
     return _finish(norms, num_std)

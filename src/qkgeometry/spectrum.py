@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._threads import small_problems
 from ._validation import ArrayLike, check_factors, to_float64
 from .iterate import iter_factors, opened
 
@@ -183,6 +184,7 @@ def spectral_summary(A: ArrayLike, B: ArrayLike) -> SpectralSummary:
     return SpectralSummary(*(float(v) if np.ndim(v) == 0 else np.asarray(v) for v in values))
 
 
+@small_problems
 def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, seed: int = 0) -> np.ndarray:
     """Positive shares of ``n_samples`` rotated copies ``O A Bᵀ`` (O Haar on ℝ^d, drawn as a random frame times
     ``Σ_A V_Aᵀ``: O(d r²) per sample, no d × d rotation). No closed form is known; this is its simulation."""
@@ -206,6 +208,7 @@ def positive_share_rotation_null(A: ArrayLike, B: ArrayLike, n_samples: int, see
     return np.concatenate(out)
 
 
+@small_problems
 def spectrum_table(model, per: str = "head", null_samples: int = 0, seed: int = 0, layers=None) -> pd.DataFrame:
     """Spectral summary of every head (or layer) of ``model`` (a QKModel or a source for ``load_qk``). Chapter 6.
 

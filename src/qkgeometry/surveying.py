@@ -11,16 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
+from ._lazy import LazyModule
 from .architectures import InputNorm
 from .errors import first_line
 from .model import RANDOM_PREFIX, QKLayer, QKModel
 from .readers import load_qk
 from .scores import layer_scores
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = LazyModule("pandas")  # imported when the first frame is built
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
            "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",

@@ -85,7 +85,8 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
     from ..scores import resolve_device
 
-    dev = resolve_device(device)  # before opening anything: a clear error if CUDA is asked for and absent
+    # before opening anything: a clear error if CUDA is asked for and absent (no device: numpy, no torch import)
+    dev = resolve_device(device) if device is not None else None
     opened = open_source_plans(source, revision=revision, name=name, qk_norm=qk_norm, fetch=fetch)
     return QKModel.from_plans(opened, qk_norm=qk_norm, input_norm=input_norm, device=dev)
 

@@ -236,8 +236,6 @@ def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
 
     Other CTranslate2 specs, and files without the expected variables, raise :class:`CT2FormatError`.
     """
-    import torch
-
     from ..architectures import AttentionBlock, Dims, split_fused_blocked, split_linear
 
     where = str(index.path)
@@ -248,9 +246,9 @@ def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
     def has(name: str) -> bool:
         return index.aliases.get(name, name) in index.variables
 
-    def get(var: str) -> torch.Tensor:
+    def get(var: str) -> np.ndarray:
         try:
-            return torch.from_numpy(index.tensor(var).copy())
+            return np.array(index.tensor(var))
         except KeyError as e:
             raise CT2FormatError(f"{where!r}: {e.args[0]} The Whisper model is incomplete.") from None
 
@@ -259,7 +257,7 @@ def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
              "decoder": ("decoder/layer_{i}/self_attention/layer_norm/gamma", None),
              "cross": ("decoder/layer_{i}/attention/layer_norm/gamma", "encoder/layer_norm/gamma")}
 
-    def query_bias(weight_name: str, dims: Dims) -> torch.Tensor | None:
+    def query_bias(weight_name: str, dims: Dims) -> np.ndarray | None:
         name = weight_name.removesuffix("weight") + "bias"
         if index.aliases.get(name, name) not in index.variables:
             return None
@@ -286,14 +284,14 @@ def whisper_blocks(index: CT2Index) -> list[BlockPlan]:
         dims = Dims(n_layers, d_model, n_heads, n_heads, d_model // n_heads)
 
         if component == "cross":
-            def split(i: int, dims: Dims = dims) -> tuple[torch.Tensor, ...]:
+            def split(i: int, dims: Dims = dims) -> tuple[np.ndarray, ...]:
                 q, kv = get(cross_q.format(i=i)), get(cross_kv.format(i=i))
                 return (*split_linear(q, kv[:dims.d_model], dims, (cross_q.format(i=i), cross_kv.format(i=i))),
                         query_bias(cross_q.format(i=i), dims))
             block = AttentionBlock("cross", cross_q, cross_kv, input_norm=norms[component][0],
                                    input_norm_k=norms[component][1])
         else:
-            def split(i: int, dims: Dims = dims, template: str = template) -> tuple[torch.Tensor, ...]:
+            def split(i: int, dims: Dims = dims, template: str = template) -> tuple[np.ndarray, ...]:
                 return (*split_fused_blocked(get(template.format(i=i)), dims, template.format(i=i)),
                         query_bias(template.format(i=i), dims))
             block = AttentionBlock(component, template, None, "fused_blocked", input_norm=norms[component][0])

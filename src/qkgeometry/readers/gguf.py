@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
 
+from .._arrays import as_float64, numel
 from ..architectures import (
     AttentionBlock,
     Dims,
@@ -233,16 +233,16 @@ def open_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePlans:
     spec = arch.gguf
     warn_extra_layers(dims.n_layers, spec.q.format(i=dims.n_layers), index.tensors, where)
 
-    def get(name: str) -> torch.Tensor:
+    def get(name: str) -> Any:
         if name not in index.tensors:
             raise SourceError(f"tensor {name!r} is missing from GGUF file {str(path)!r}.")
         try:
-            return torch.from_numpy(index.tensor(name))
+            return index.tensor(name)
         except Exception as e:
             raise SourceError(f"could not read {name!r} ({index.tensors[name].qtype.name}) from {str(path)!r}: "
                               f"{e}. The file may be truncated or corrupt; download it again.") from e
 
-    def split(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def split(i: int) -> tuple[Any, ...]:
         names = spec.q.format(i=i), spec.k.format(i=i)
         for n in names:
             info = index.tensors.get(n)
@@ -255,17 +255,17 @@ def open_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePlans:
         wq, wk = split_linear(q, k, dims, names)
         if spec.q_norm is not None and qk_norm == "folded":
             # llama.cpp stores norm gains as applied (Gemma's 1 + weight already added by its converter).
-            wq, wk = fold_qk_norm(wq.double(), wk.double(), get(spec.q_norm.format(i=i)).double(),
-                                  get(spec.k_norm.format(i=i)).double())
+            wq, wk = fold_qk_norm(as_float64(wq), as_float64(wk), as_float64(get(spec.q_norm.format(i=i))),
+                                  as_float64(get(spec.k_norm.format(i=i))))
         return wq, wk, query_bias(i)
 
-    def query_bias(i: int) -> torch.Tensor | None:
+    def query_bias(i: int) -> Any | None:
         name = spec.q_bias.format(i=i)
         if name not in index.tensors:
             return None
         b = get(name).reshape(-1)
-        if b.numel() != dims.n_heads * dims.head_dim:
-            raise SourceError(f"tensor {name!r} in GGUF file {str(path)!r} has {b.numel()} entries, expected "
+        if numel(b) != dims.n_heads * dims.head_dim:
+            raise SourceError(f"tensor {name!r} in GGUF file {str(path)!r} has {numel(b)} entries, expected "
                               f"{dims.n_heads * dims.head_dim} (n_heads·head_dim). The file is corrupt.")
         if spec.rope_permuted:  # the converter permutes a bias's rows like its weight's
             b = unpermute_gguf_rope(b[:, None], dims.n_heads)[:, 0]

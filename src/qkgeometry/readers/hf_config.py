@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
-
+from .._arrays import as_float64
 from ..architectures import (
     Architecture,
     AttentionBlock,
@@ -107,6 +106,12 @@ class ConfigView:
     # Not Gemma or Qwen3, whose config classes default to a fixed head_dim.
     HEAD_DIM_IS_WIDTH_OVER_HEADS = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "olmo", "olmo2"})
 
+    # Model types whose transformers config class has neither num_key_value_heads nor head_dim (nor an alias for
+    # them): a config.json without them is answered "absent" here, as AutoConfig would, without importing it.
+    NO_KV_HEADS_OR_HEAD_DIM = frozenset({
+        "albert", "bart", "bert", "bloom", "deberta-v2", "dinov2", "distilbert", "electra", "gpt2", "gpt_neo",
+        "gpt_neox", "gptj", "modernbert", "mpnet", "openai-gpt", "opt", "roberta", "vit", "xlm-roberta"})
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -116,6 +121,9 @@ class ConfigView:
                 return ConfigView(value, lambda: getattr(self._config(), name)) if isinstance(value, dict) else value
         if name == "head_dim" and self._data.get("model_type") in self.HEAD_DIM_IS_WIDTH_OVER_HEADS:
             return int(self.hidden_size) // int(self.num_attention_heads)
+        if name in ("head_dim", "num_key_value_heads") and self._data.get(name) is None \
+                and self._data.get("model_type") in self.NO_KV_HEADS_OR_HEAD_DIM:
+            raise AttributeError(f"the {self._data['model_type']} config has no {name}")
         return getattr(self._config(), name)
 
     def _config(self) -> Any:
@@ -181,7 +189,7 @@ def _with_present_names(block: AttentionBlock, names) -> AttentionBlock:
 def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, has: Callable[[str], bool],
               qk_norm: QKNorm = "folded"):
     """Layer i -> (wq, wk_kv, bq): the split weights (QK-norm gains folded when asked) and the query bias."""
-    def bias(i: int) -> torch.Tensor | None:
+    def bias(i: int) -> Any | None:
         try:
             return split_query_bias(block, dims, getter, has, i)
         except ValueError as e:
@@ -193,7 +201,7 @@ def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, has: Call
     def split(i: int):
         wq, wk = split_block(block, dims, getter, i)
         # the product in float64; the bias stays raw (QK-norm acts after it, so it is not a logit term of its own)
-        return (*fold_qk_norm(wq.double(), wk.double(), *qk_norm_gains(block, getter, i)), bias(i))
+        return (*fold_qk_norm(as_float64(wq), as_float64(wk), *qk_norm_gains(block, getter, i)), bias(i))
 
     return split
 
@@ -211,7 +219,7 @@ def _resolve_prefix(block: AttentionBlock, names, model_type: str) -> str:
 
 
 def _prefixed_getter(prefix: str, names, get: TensorGetter) -> TensorGetter:
-    def getter(name: str) -> torch.Tensor:
+    def getter(name: str) -> Any:
         full = prefix + name
         if full not in names:
             raise SourceError(f"tensor {full!r} is missing from the checkpoint; it may be truncated or incomplete "

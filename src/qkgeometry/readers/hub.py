@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-import torch
-
 from ..architectures import QKNorm, get_architecture
 from ..errors import SourceError
 from ..model import SourcePlans
@@ -50,9 +48,10 @@ HF_PREFIX = "hf://"
 #: ranges of one file closer than this are fetched in one request (the gap is read and dropped)
 COALESCE_GAP = 4096
 
-_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-           "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "I8": torch.int8, "U8": torch.uint8,
-           "I16": torch.int16, "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
+#: safetensors dtype tags -> torch dtype names, for the shape-only (meta) tensors a fetch plan is recorded with
+_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+           "F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64",
+           "BOOL": "bool"}
 _SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
 
 
@@ -153,15 +152,18 @@ def _template(name: str) -> str:
 
 def _record_plans(arch, config, infos: dict[str, Any]) -> tuple[list[tuple[str, ...]], set[str], set[str], float]:
     """Run every layer's split against shape-only tensors and record which tensors it reads: per-layer groups, the
-    Q/K weight names, the fused names, and the Q/K share of a fused tensor."""
-    def fake(name: str) -> torch.Tensor:
+    Q/K weight names, the fused names, and the Q/K share of a fused tensor. (Shapes without memory: torch's meta
+    tensors, so recording a Hub model's fetch plan imports torch; reading the fetched tensors does not.)"""
+    import torch
+
+    def fake(name: str) -> Any:
         info = infos[name]
         touched.append(name)
         dtype = _DTYPES.get(info.dtype)
         if dtype is None:
             raise SourceError(f"tensor {name!r} is stored as {info.dtype}, which this reader cannot turn into real "
                               "values; score the unquantised checkpoint or a GGUF export.")
-        return torch.zeros(tuple(info.shape), dtype=dtype, device="meta")
+        return torch.zeros(tuple(info.shape), dtype=getattr(torch, dtype), device="meta")
 
     plans = resolve_plans(arch, config, set(infos), fake, "folded")
     groups, weights, fused, share = [], set(), set(), 1.0
@@ -525,7 +527,7 @@ def _open_cache_file(store: HubCache, commit: str, repo_id: str, label: str, qk_
     index, handles = SafetensorsIndex.open([store.file(commit)])
     check_quantization(config_path, config, index)
 
-    def get(tensor: str) -> torch.Tensor:
+    def get(tensor: str) -> Any:
         if ensure is not None:
             ensure(tensor)
         return index.get(tensor)

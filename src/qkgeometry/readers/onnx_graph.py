@@ -840,14 +840,12 @@ def _heads(g: OnnxGraph, p: Projection, n: int, hd: int) -> np.ndarray:
 def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[BlockPlan], OnnxGraph]:
     """Family and attention blocks of the ONNX model at ``path``: ``(family, [BlockPlan], graph)`` with one
     :class:`~qkgeometry.model.BlockPlan` per component (``self``, and ``cross`` when some attention's K projects another tensor
-    than its Q), where ``split(i)`` returns layer i's ``(wq, wk)`` as tensors (n_heads, d_model, head_dim) and
+    than its Q), where ``split(i)`` returns layer i's ``(wq, wk)`` as numpy arrays (n_heads, d_model, head_dim) and
     (n_kv_heads, d_model, head_dim) in the stored precision. :func:`qkgeometry.load_qk` builds the model from them.
 
     ``family`` is ``decoder`` when the graph shows causal attention (a constant causal mask on the logits, a
     ``Trilu`` op, a causal attribute of a fused op, ``GroupQueryAttention``, or past-key inputs), else ``encoder``.
     """
-    import torch
-
     from ..architectures import AttentionBlock, Dims
 
     g = OnnxGraph.open(path)
@@ -874,15 +872,15 @@ def onnx_blocks(path: str | os.PathLike) -> tuple[str, list[BlockPlan], OnnxGrap
                                  "this reader needs one size per component.")
         dims = Dims(len(group), first.d_model, first.n_heads, first.n_kv_heads, first.head_dim)
 
-        def split(i: int, group: list[AttentionSite] = group) -> tuple[torch.Tensor, torch.Tensor]:
+        def split(i: int, group: list[AttentionSite] = group) -> tuple[np.ndarray, np.ndarray]:
             s = group[i]
             wq = _heads(g, s.query, s.n_heads, s.head_dim)
             wk = _heads(g, s.key, s.n_kv_heads, s.head_dim)
             g.forget()
-            return torch.from_numpy(wq), torch.from_numpy(wk)
+            return wq, wk
 
-        def get(name: str) -> torch.Tensor:
-            return torch.from_numpy(np.array(g.value(name)))
+        def get(name: str) -> np.ndarray:
+            return np.array(g.value(name))
 
         block = AttentionBlock(component, "attention {i}: query projection", "attention {i}: key projection")
         blocks.append(BlockPlan(block, dims, split, get))

@@ -8,11 +8,12 @@ it from "Two real heads" on.
 from __future__ import annotations
 
 import json
+import struct
 import warnings
 from pathlib import Path
 from typing import Any
 
-import torch
+import numpy as np
 
 from ..architectures import QKNorm, get_architecture
 from ..errors import SourceError
@@ -103,8 +104,10 @@ class SafetensorsIndex:
     resident until the handle closes (streaming a 7B checkpoint would otherwise grow the RSS by every Q/K tensor
     read so far; ``benchmarks/bench_survey_memory.py`` measures it).
 
-    Weights are returned as floating-point tensors. Supported storage: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, and
-    bitsandbytes LLM.int8 (an I8 weight with its per-row ``.SCB`` scale, dequantised as ``W = I8 · SCB / 127``).
+    Weights are returned as floating-point numpy arrays (torch is not imported). Supported storage: F64, F32, F16
+    (as stored), BF16 (to float32 by an exact bit shift: a bfloat16 is the upper half of a float32), F8_E4M3 and
+    F8_E5M2 (to float32 through ``ml_dtypes``, exact), and bitsandbytes LLM.int8 (an I8 weight with its per-row
+    ``.SCB`` scale, dequantised in float64 as ``W = I8 · SCB / 127``).
     Everything else (other integer codes, 4-bit packs, GPTQ/AWQ ``qweight``, scaled FP8 blocks) is refused with a
     message: scoring raw codes would give meaningless numbers.
     """
@@ -116,6 +119,7 @@ class SafetensorsIndex:
     def __init__(self, handles: dict[str, Any], names: dict[str, str]):
         self._handles = handles
         self.names = names
+        self._headers: dict[str, tuple[int, dict[str, Any]]] = {}
 
     @classmethod
     def open(cls, files: list[Path], weight_map: dict[str, str] | None = None,
@@ -148,7 +152,7 @@ class SafetensorsIndex:
         """The safetensors dtype tag of ``name`` (``"BF16"``, ``"I8"`` ...), read from the header only."""
         return self._handles[self.names[name]].get_slice(name).get_dtype()
 
-    def get(self, name: str) -> torch.Tensor:
+    def get(self, name: str) -> np.ndarray:
         file = self.names[name]
         dtype = self.dtype(name)
         scale = next((name.removesuffix(".weight") + s for s in self._SCALE_SUFFIXES
@@ -158,7 +162,7 @@ class SafetensorsIndex:
             if scb.ndim != 1 or scb.shape[0] != weight.shape[0]:
                 raise SourceError(f"tensor {scale!r} in {file!r} has shape {tuple(scb.shape)}, expected "
                                   f"({weight.shape[0]},) for the LLM.int8 weight {name!r}; the file is corrupt.")
-            return weight.to(torch.float64) * (scb.to(torch.float64)[:, None] / 127.0)
+            return weight.astype(np.float64) * (scb.astype(np.float64)[:, None] / 127.0)
         if dtype not in self._FLOATS or scale is not None:
             what = (f"stored with a separate scale {scale!r}" if scale is not None
                     else f"stored as {dtype} codes")
@@ -168,12 +172,51 @@ class SafetensorsIndex:
                 ".SCB). Score the unquantised checkpoint, or a GGUF export (its quantisations are supported).")
         return self._read(file, name)
 
-    def _read(self, file: str, name: str) -> torch.Tensor:
+    def _read(self, file: str, name: str) -> np.ndarray:
         try:
+            dtype = self.dtype(name)
+            if dtype in _WIDENED:
+                return self._read_widened(file, name, dtype)
             return self._handles[file].get_tensor(name)
+        except SourceError:
+            raise
         except Exception as e:
             raise SourceError(f"could not read tensor {name!r} from {file!r}: {e}. The file may be truncated or "
                               "corrupt; download it again.") from e
+
+
+    def _read_widened(self, file: str, name: str, dtype: str) -> np.ndarray:
+        """A BF16 or F8 tensor (which numpy cannot hold) read from its bytes and widened to float32, exactly. The
+        header was validated when the file was opened; its offsets locate the bytes."""
+        if file not in self._headers:
+            with open(file, "rb") as f:
+                (size,) = struct.unpack("<Q", f.read(8))
+                self._headers[file] = (8 + size, json.loads(f.read(size)))
+        start, header = self._headers[file]
+        info = header[name]
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        raw = np.empty(end - begin, dtype=np.uint8)
+        with open(file, "rb") as f:
+            f.seek(start + begin)
+            got = f.readinto(raw)
+        if got != end - begin:
+            raise SourceError(f"could not read tensor {name!r} from {file!r}: the file ends early; it is truncated: "
+                              "download it again.")
+        if dtype == "BF16":
+            out = np.empty(raw.size // 2, dtype=np.float32)
+            bits = out.view(np.uint32)
+            bits[...] = raw.view("<u2")
+            bits <<= 16  # bfloat16 -> float32: the same sign, exponent and leading mantissa bits, zeros below
+            return out.reshape(shape)
+        import ml_dtypes
+
+        kind = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2}[dtype]
+        return raw.view(kind).astype(np.float32).reshape(shape)
+
+
+#: safetensors dtypes that numpy has no type for: read from their bytes and widened to float32.
+_WIDENED = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
 
 
 def open_safetensors(file: Path) -> Any:
@@ -182,9 +225,9 @@ def open_safetensors(file: Path) -> Any:
 
     try:
         try:
-            return safe_open(str(file), framework="pt", backend="pread")
+            return safe_open(str(file), framework="numpy", backend="pread")
         except TypeError:  # safetensors < 0.7 has no backend argument: fall back to its memory map
-            return safe_open(str(file), framework="pt")
+            return safe_open(str(file), framework="numpy")
     except OSError as e:
         raise os_error(file, e, "safetensors file") from e
     except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
