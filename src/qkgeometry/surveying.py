@@ -522,13 +522,17 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
 def worker_pool(workers: int) -> Iterator[Executor]:
     """A :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes for :func:`survey`
     (``qkgeometry survey --workers N``). Its processes are started fresh (``spawn``: no copy of this process's
-    threads or open files). Leaving the block on an error or Ctrl-C stops the workers at once instead of waiting
-    for the models in progress."""
+    threads or open files), with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set. Leaving the block on an error or
+    Ctrl-C stops the workers at once instead of waiting for the models in progress."""
     import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be a whole number >= 1; got {workers!r}.")
+    # idle OpenMP threads of the workers sleep instead of spinning (an explicit setting wins): with more workers
+    # than cores, spinning threads took the CPU from the working ones and made scoring several times slower
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
         yield pool
