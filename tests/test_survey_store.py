@@ -227,8 +227,12 @@ def test_a_dask_local_cluster_gives_the_serial_frame_exactly(models, tmp_path):
             distributed.Client(cluster) as client:
         frame = qg.survey(models, per="head", cache=tmp_path / "d.sqlite", progress=False,
                           executor=client.get_executor())
+        # the one command a cluster user runs: this process writes the store, the cluster's workers score
+        assert main(["survey", *models, "--per", "head", "--dask-scheduler", cluster.scheduler_address,
+                     "--out", str(tmp_path / "cli.sqlite")]) == 0
     pd.testing.assert_frame_equal(frame, serial, check_exact=True)
     pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "d.sqlite")), _sorted(serial), check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "cli.sqlite")), _sorted(serial), check_exact=True)
 
 
 def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
@@ -266,3 +270,53 @@ def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
     again = qg.survey(models, per="head", cache=store, progress=False)
     assert again.attrs["computed"] == ["m1"]
     pd.testing.assert_frame_equal(again, qg.survey(models, per="head", progress=False), check_exact=True)
+
+
+_HANGING_WORKERS = textwrap.dedent("""
+    import signal; signal.signal(signal.SIGINT, signal.default_int_handler)
+    import concurrent.futures as cf, sys
+    import survey_workers
+    class Hanging(cf.ProcessPoolExecutor):  # every pool's workers hang on the model named in argv[1]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, initializer=survey_workers.hang_on, initargs=(sys.argv[1], sys.argv[2]),
+                             **kwargs)
+    cf.ProcessPoolExecutor = Hanging
+    from qkgeometry.cli import main
+    sys.exit(main(sys.argv[3:]))
+""")
+
+
+def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, tmp_path):
+    store = tmp_path / "r.sqlite"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
+    proc = subprocess.Popen([sys.executable, "-c", _HANGING_WORKERS, "m1", str(markers), *args],
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+                break
+            time.sleep(0.1)
+        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
+        hanging = int(next(markers.iterdir()).name)
+        proc.send_signal(signal.SIGINT)  # to the writer only, as `kill -INT` does: it must stop its workers
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0] and "m0" in lines[0] and "m2" in lines[0], stderr
+    assert sorted(read_cache(store)["model"].unique()) == ["m0", "m2"]
+    for _ in range(100):  # the worker stuck in m1 was stopped, not left running
+        try:
+            os.kill(hanging, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(hanging, signal.SIGKILL)
+        pytest.fail("the worker stuck in a model was left running after Ctrl-C")

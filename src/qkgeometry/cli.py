@@ -383,8 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cache is not None:
             done = f"the {len(saved)} model(s) finished in this run ({', '.join(saved)})" if saved else \
                 "no model finished in this run"
-            print(f"{prefix} interrupted: {cache} keeps the earlier rows and {done}; the model in progress was not "
-                  "saved. Rerun the same command to resume.", file=sys.stderr)
+            print(f"{prefix} interrupted: {cache} keeps the earlier rows and {done}; the model(s) in progress were "
+                  "not saved. Rerun the same command to resume.", file=sys.stderr)
         else:
             print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
         return 130

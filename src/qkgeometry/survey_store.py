@@ -261,11 +261,11 @@ class SurveyStore:
         whose rows carry two fingerprints keeps the last one's). Returns the number of models written."""
         if not len(frame):
             return 0
-        keys = frame[IDENTITY].astype(str).agg("\x1f".join, axis=1)
         n = 0
-        for _, part in frame.groupby(keys, sort=False):
-            last = part[FINGERPRINT].astype(str).agg("\x1f".join, axis=1)
-            part = part[last == last.iloc[-1]]
+        for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
+            last = part.iloc[-1]
+            part = part[(part["revision"] == last["revision"]) &
+                        (part["qkgeometry_version"] == last["qkgeometry_version"])]
             self.put(part)
             n += 1
         return n

@@ -537,10 +537,11 @@ def worker_pool(workers: int) -> Iterator[Executor]:
     try:
         yield pool
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):  # no public way before 3.14
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+        for process in processes:
             with contextlib.suppress(Exception):
                 process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)  # quick now: the pool sees its workers gone and cleans up
         raise
     else:
         pool.shutdown(wait=True)
@@ -615,7 +616,10 @@ def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progr
     label = model.name if label is None else label
     rows = []
     layers = model.iter_layers(convert=False)  # score_layer converts to float64 itself, once
-    for layer in tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):
+    if progress:  # no bar object at all otherwise: tqdm's lock is a system semaphore, which a worker process
+        # stopped mid-survey would leave behind
+        layers = tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave)
+    for layer in layers:
         dims = model.dims(layer.component)
         for row in score_layer(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
