@@ -9,7 +9,7 @@ Two formats, chosen by the file name of ``cache`` (``--out`` on the command line
   model (O(N) work per model), under a lock file. It is kept so that existing caches and scripts go on working;
   ``qkgeometry export`` converts between the two (:func:`migrate_csv`, :func:`export_csv`).
 
-Both hold exactly the columns of :data:`qkgeometry.surveying.SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.read_cache`
+Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.read_cache`
 (hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
 
 Why SQLite in WAL mode rather than append-only Parquet parts with an index:
@@ -41,9 +41,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FINGERPRINT", "IDENTITY", "STORE_SUFFIXES", "CsvStore", "SurveyStore", "export_csv", "is_store_file",
-           "migrate_csv", "open_store"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
+           "CsvStore", "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
+           "read_store", "spreadsheet_safe", "spreadsheet_text"]
 
+#: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
+COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
+           "n_heads", "n_kv_heads"]
+#: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
+SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
+                  "qk_norm", "input_norm"]
+#: A cached model is reused only when all of these match.
+CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 #: file name endings that select the SQLite store (anything else must be ``.csv``)
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 #: what makes two rows the same model's: a model is stored once per identity, whatever its fingerprint
@@ -117,7 +126,7 @@ class SurveyStore:
 
     * :meth:`put` adds one model's rows, replacing the rows of the same model (same :data:`IDENTITY`) in the same
       transaction: a store never holds two versions of one model.
-    * :meth:`read` returns every row (the columns of :data:`qkgeometry.surveying.SURVEY_COLUMNS`, in the order the
+    * :meth:`read` returns every row (the columns of :data:`SURVEY_COLUMNS`, in the order the
       models were added), :meth:`rows_for` those of one source, :meth:`counts` the numbers of models and rows.
     """
 
@@ -183,15 +192,13 @@ class SurveyStore:
                " FROM rows r JOIN models m ON m.id = r.model_id")
 
     def _frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
-        from .surveying import SURVEY_COLUMNS, _empty
-
         try:
             records = self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path or delete the "
                              "file.") from e
         if not records:
-            return _empty()
+            return empty_frame()
         frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT])
         frame["head"] = pd.to_numeric(frame["head"]).astype("Int64")  # NULL (a layer row) is <NA>
         for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
@@ -215,38 +222,35 @@ class SurveyStore:
 
     # -------------------------------------------------------------------------------------------- writing
     def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
-        """Add one model's rows (a frame of :data:`qkgeometry.surveying.SURVEY_COLUMNS` for a single identity), in
-        one transaction that first deletes the rows of any stored version of the same model. ``key`` (the
-        model's :data:`IDENTITY` and :data:`FINGERPRINT`) defaults to the frame's first row."""
+        """Add one model's rows (a frame of :data:`SURVEY_COLUMNS` for a single identity), in one transaction that
+        first deletes the rows of any stored version of the same model. ``key`` (the model's :data:`IDENTITY` and
+        :data:`FINGERPRINT`) defaults to the frame's first row."""
+        if len(frame):
+            self._transaction([(frame, key)])
+
+    def put_many(self, frame: pd.DataFrame) -> int:
+        """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
+        whose rows carry two fingerprints keeps the last one's), all in one transaction. Returns the number of
+        models written."""
+        if not len(frame):
+            return 0
+        parts = []
+        for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
+            last = part.iloc[-1]
+            parts.append((part[(part["revision"] == last["revision"]) &
+                               (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
+        self._transaction(parts)
+        return len(parts)
+
+    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
         from ._files import OutputError
 
-        if not len(frame):
-            return
-        first = frame.iloc[0]
-        key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
-        ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
-        records = _records(frame)
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND "
-                                     "qk_norm = ? AND input_norm = ?", ident).fetchone()
-                fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]),
-                               len(records))
-                if found is None:
-                    model_id = conn.execute(
-                        "INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
-                        "qkgeometry_version, model, n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        ident + fingerprint).lastrowid
-                else:
-                    model_id = found[0]
-                    conn.execute("DELETE FROM rows WHERE model_id = ?", (model_id,))
-                    conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ? "
-                                 "WHERE id = ?", (*fingerprint, model_id))
-                conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
-                                 f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})",
-                                 [(model_id, *r) for r in records])
+                for frame, key in parts:
+                    self._replace(frame, key)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
@@ -256,19 +260,27 @@ class SurveyStore:
             raise OutputError(f"could not write {self._what} {str(self.path)!r}: {e}. The models stored before "
                               "are unchanged; free space or pick another path.") from e
 
-    def put_many(self, frame: pd.DataFrame) -> int:
-        """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
-        whose rows carry two fingerprints keeps the last one's). Returns the number of models written."""
-        if not len(frame):
-            return 0
-        n = 0
-        for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
-            last = part.iloc[-1]
-            part = part[(part["revision"] == last["revision"]) &
-                        (part["qkgeometry_version"] == last["qkgeometry_version"])]
-            self.put(part)
-            n += 1
-        return n
+    def _replace(self, frame: pd.DataFrame, key: dict[str, Any] | None) -> None:
+        """Inside a transaction: delete the stored version of the frame's model, insert the frame's rows."""
+        conn = self._conn
+        first = frame.iloc[0]
+        key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
+        ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
+        records = _records(frame)
+        found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
+                             "input_norm = ?", ident).fetchone()
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records))
+        if found is None:
+            model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
+                                    "qkgeometry_version, model, n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                    ident + fingerprint).lastrowid
+        else:
+            model_id = found[0]
+            conn.execute("DELETE FROM rows WHERE model_id = ?", (model_id,))
+            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ? WHERE id = ?",
+                         (*fingerprint, model_id))
+        conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
+                         f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
 
 
 def _records(frame: pd.DataFrame) -> list[tuple]:
@@ -317,13 +329,11 @@ class CsvStore:
 
     def read(self) -> pd.DataFrame:
         """Every row of the file (:func:`qkgeometry.surveying.read_cache`)."""
-        from .surveying import _empty, read_cache
-
         stamp = self._current_stamp()
         if stamp is None:
-            self._stamp, self._frame = None, _empty()
+            self._stamp, self._frame = None, empty_frame()
         elif stamp != self._stamp or self._frame is None:
-            self._frame, self._stamp = read_cache(self.path), stamp
+            self._frame, self._stamp = read_store(self.path), stamp
         return self._frame
 
     def rows_for(self, source: str) -> pd.DataFrame:
@@ -339,7 +349,6 @@ class CsvStore:
     def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
         """Merge one model's rows into the file under the lock, replacing any stored version of the model."""
         from ._files import locked, write_csv_atomic
-        from .surveying import spreadsheet_safe
 
         if not len(frame):
             return
@@ -357,9 +366,8 @@ def migrate_csv(csv: str | Path, store: str | Path) -> int:
     """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
     absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
     :func:`qkgeometry.surveying.read_cache` drops them. Returns the number of models copied. Chapter 4."""
-    from .surveying import read_cache
 
-    frame = read_cache(csv)
+    frame = read_store(csv)
     with SurveyStore(store, what="--store") as target:
         return target.put_many(frame)
 
@@ -368,9 +376,116 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
     """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
     Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying import read_cache, spreadsheet_safe
 
     check_writable_file(Path(csv), "--csv")
-    frame = read_cache(store)
+    frame = read_store(store)
     write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
     return len(frame)
+
+
+def read_store(path: str | Path | None) -> pd.DataFrame:
+    """Every row of the survey store or survey CSV at ``path``: what
+    :func:`qkgeometry.surveying.read_cache` returns (see there)."""
+    import io
+    import warnings
+
+    from ._files import resolve_output
+    from .errors import first_line
+
+    if path is None:
+        return empty_frame()
+    path = Path(path)
+    try:
+        if not resolve_output(path).exists():
+            return empty_frame()
+        if not resolve_output(path).is_file():
+            raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
+                             "file.")
+        if is_store_file(path):
+            if not resolve_output(path).stat().st_size:
+                return empty_frame()
+            with SurveyStore(path, what="survey store") as store:
+                return store.read()
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
+    if not data.strip():
+        return empty_frame()
+    try:
+        text = data.decode("utf-8")
+        if not text.endswith("\n"):
+            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
+                          stacklevel=3)
+            text = text[: text.rfind("\n") + 1]
+        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
+                                                      "model": str, "input_norm": str}, keep_default_na=True)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
+                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
+                         "another path or delete the file.") from e
+    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
+    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
+        frame["input_norm"] = "raw"
+    missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
+    if missing:
+        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
+                         "pass a new path or delete the file.")
+    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
+    for col in [*numeric, "head"]:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    values = frame[numeric].to_numpy(dtype=float)
+    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
+    good &= frame["per"].ne("head") | frame["head"].notna()
+    frame = frame.loc[good].reset_index(drop=True)
+    frame["head"] = frame["head"].astype("Int64")
+    frame["layer"] = frame["layer"].astype(int)
+    frame["qk_norm"] = frame["qk_norm"].fillna("")
+    frame["input_norm"] = frame["input_norm"].fillna("raw")
+    frame["revision"] = frame["revision"].fillna("")
+    return frame[SURVEY_COLUMNS]
+
+
+#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
+#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
+    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.read_cache` undoes it on
+    what it reads."""
+    out = frame.copy()
+    for column in out.columns:
+        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
+        if marked.any():
+            out[column] = out[column].astype(object)
+            out.loc[marked, column] = "'" + out.loc[marked, column]
+    return out
+
+
+def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
+    one (in place; returns ``frame``)."""
+    for column in frame.columns:
+        marked = _text_starting(frame[column], ("'",))
+        if marked.any():
+            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
+    return frame
+
+
+def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
+    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
+    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
+        return pd.Series(False, index=column.index)
+    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
+
+
+def empty_frame() -> pd.DataFrame:
+    """A survey frame with no rows: the columns of :data:`SURVEY_COLUMNS`, ``head`` as ``Int64``."""
+    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
+    frame["head"] = frame["head"].astype("Int64")
+    return frame

@@ -23,13 +23,20 @@ from .errors import first_line
 from .model import RANDOM_PREFIX, QKLayer, QKModel
 from .readers import load_qk
 from .scores import layer_scores
+from .survey_store import (
+    CACHE_KEY,
+    COLUMNS,
+    FORMULA_STARTS,
+    SURVEY_COLUMNS,
+    empty_frame,
+    spreadsheet_safe,
+    spreadsheet_text,
+)
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
            "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",
            "spreadsheet_text", "summarize", "survey", "worker_pool"]
 
-COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
-           "n_heads", "n_kv_heads"]
 
 Per = Literal["layer", "head"]
 
@@ -103,11 +110,6 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------ survey
-#: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
-SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
-                  "qk_norm", "input_norm"]
-#: A cached model is reused only when all of these match.
-CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 
 
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
@@ -153,108 +155,9 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
     """
-    import io
-    import warnings
+    from .survey_store import read_store
 
-    from ._files import resolve_output
-
-    if path is None:
-        return _empty()
-    path = Path(path)
-    try:
-        if not resolve_output(path).exists():
-            return _empty()
-        if not resolve_output(path).is_file():
-            raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
-                             "file.")
-        from .survey_store import SurveyStore, is_store_file
-
-        if is_store_file(path):
-            if not resolve_output(path).stat().st_size:
-                return _empty()
-            with SurveyStore(path, what="survey store") as store:
-                return store.read()
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
-    if not data.strip():
-        return _empty()
-    try:
-        text = data.decode("utf-8")
-        if not text.endswith("\n"):
-            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
-                          stacklevel=2)
-            text = text[: text.rfind("\n") + 1]
-        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
-                                                      "model": str, "input_norm": str}, keep_default_na=True)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
-                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
-                         "another path or delete the file.") from e
-    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
-    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
-        frame["input_norm"] = "raw"
-    missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
-    if missing:
-        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
-                         "pass a new path or delete the file.")
-    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
-    for col in [*numeric, "head"]:
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    values = frame[numeric].to_numpy(dtype=float)
-    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
-    good &= frame["per"].ne("head") | frame["head"].notna()
-    frame = frame.loc[good].reset_index(drop=True)
-    frame["head"] = frame["head"].astype("Int64")
-    frame["layer"] = frame["layer"].astype(int)
-    frame["qk_norm"] = frame["qk_norm"].fillna("")
-    frame["input_norm"] = frame["input_norm"].fillna("raw")
-    frame["revision"] = frame["revision"].fillna("")
-    return frame[SURVEY_COLUMNS]
-
-
-#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
-#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
-    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
-    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`read_cache` undoes it on what it reads."""
-    out = frame.copy()
-    for column in out.columns:
-        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
-        if marked.any():
-            out[column] = out[column].astype(object)
-            out.loc[marked, column] = "'" + out.loc[marked, column]
-    return out
-
-
-def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
-    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
-    one (in place; returns ``frame``)."""
-    for column in frame.columns:
-        marked = _text_starting(frame[column], ("'",))
-        if marked.any():
-            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
-    return frame
-
-
-def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
-    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
-    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
-        return pd.Series(False, index=column.index)
-    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
-
-
-def _empty() -> pd.DataFrame:
-    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
-    frame["head"] = frame["head"].astype("Int64")
-    return frame
+    return read_store(path)
 
 
 class SurveyInterrupted(KeyboardInterrupt):
@@ -372,7 +275,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
 
     def stored_rows(entry: Any) -> pd.DataFrame:
-        return _empty() if store is None else store.rows_for(_source_key(entry))
+        return empty_frame() if store is None else store.rows_for(_source_key(entry))
 
     def finish(i: int, outcome: dict[str, Any]) -> None:
         """The one writer: store a computed model at once, report a failure, advance the bar."""
@@ -422,7 +325,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         if store is not None:
             store.close()
     parts = [outcomes[i]["frame"] for i in range(len(entries)) if outcomes[i]["status"] != "failed"]
-    out = pd.concat(parts, ignore_index=True) if parts else _empty()
+    out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
     out.attrs["failures"] = pd.DataFrame([outcomes[i]["failure"] for i in range(len(entries))
                                           if outcomes[i]["status"] == "failed"],
