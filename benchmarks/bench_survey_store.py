@@ -170,6 +170,7 @@ def survey_part(args: argparse.Namespace, folder: Path) -> None:
     print(f"\nSurvey of {args.models} models ({LAYERS} layers x {HEADS} heads, d_model {args.d_model}, per head), "
           f"{os.cpu_count()} cores")
     results = []
+    _warm()  # this process imports the survey's modules before its clock starts too, as the workers do
     serial, reference = timed_survey(models, None, folder, "serial")
     results.append({"run": "serial (this process)", "workers": 1, "start_s": 0.0, "wall_s": serial})
     print(f"  serial: {serial:.1f} s", flush=True)
