@@ -151,8 +151,8 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
 
     For a CSV: text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
     ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its
-    newline (a write cut short) is dropped, and so are rows whose scores or key fields are missing or not finite; :func:`survey` then sees those models as
-    incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
+    newline (a write cut short) is dropped, and so are rows whose scores or key fields are missing or not finite;
+    :func:`survey` then sees those models as incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
     """
     from .survey_store import read_store
