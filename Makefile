@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	# CPU torch from the wheel on disk, installed first: pyproject only asks for torch>=2.1 (Colab keeps its own), so
 	# pip then finds it satisfied and never pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[dev,book,train]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[dev,book,train,cluster]"
 	$(BIN)/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
 	touch $@
 

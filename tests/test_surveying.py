@@ -215,8 +215,11 @@ def test_cache_key_includes_revision(tiny_models, tmp_path):
     save_file(tensors, str(weights), metadata={"format": "pt"})
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: as `cp -p` would leave it
     assert weights.stat().st_size == st.st_size
-    assert qg.survey([str(folder)], cache=cache, progress=False).attrs["computed"] == ["m"]
-    assert pd.read_csv(cache)["revision"].nunique() == 2
+    new = qg.survey([str(folder)], cache=cache, progress=False)
+    assert new.attrs["computed"] == ["m"]
+    stored = pd.read_csv(cache)  # the new version replaced the old one: one version, the model's rows once
+    assert stored["revision"].nunique() == 1 and len(stored) == len(new) == 2
+    assert stored["revision"].iloc[0] == new["revision"].iloc[0]
     assert set(CACHE_KEY) <= set(SURVEY_COLUMNS)
 
 

@@ -2,9 +2,11 @@
 
     qkgeometry score SOURCE [--per layer|head] [--out FILE.csv] [--num-std 2] [--input-norm raw|folded] [--plan]
     qkgeometry architectures
-    qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head] [--out F.csv]
-                      [--input-norm raw|folded] [--plan]
-    qkgeometry plot results.csv [--out-dir DIR]
+    qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head]
+                      [--out results.sqlite|F.csv] [--workers N | --dask-scheduler ADDRESS] [--input-norm raw|folded]
+                      [--plan]
+    qkgeometry plot results.sqlite [--out-dir DIR]
+    qkgeometry export results.sqlite --csv results.csv      (or OLD.csv --store NEW.sqlite)
     qkgeometry offline install [all|models|wikipedia|ALIAS...] [--dry-run]   (the offline models and corpus)
     qkgeometry offline list
     qkgeometry train ...              (chapter 5; see ``qkgeometry train --help``)
@@ -18,13 +20,16 @@ SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
+    from concurrent.futures import Executor
+
     import pandas as pd
 
 # Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime; an explicit setting
@@ -145,15 +150,24 @@ def _cmd_architectures(args: argparse.Namespace) -> int:
 def _add_survey(sub: argparse._SubParsersAction) -> None:
     from .catalogue import PRESETS
 
-    p = sub.add_parser("survey", help="score many models (a preset or listed sources) into one resumable CSV",
+    p = sub.add_parser("survey", help="score many models (a preset or listed sources) into one resumable store",
                        description="Score every model of a preset (or the SOURCES given), streaming one layer at a "
-                                   "time. Finished models are written to --out at once (atomically); rerunning the "
-                                   "same command resumes and recomputes nothing that finished. A model that fails "
-                                   "is reported and skipped.")
+                                   "time, in this process or on --workers / a dask cluster. Finished models are "
+                                   "written to --out at once (atomically); rerunning the same command resumes and "
+                                   "recomputes nothing that finished. A model that fails is reported and skipped.")
     p.add_argument("sources", nargs="*", help="model folders, .gguf files, offline:<name>, random:<source> or Hub ids")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a named model list from qkgeometry.catalogue.PRESETS")
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
-    p.add_argument("--out", type=Path, default=Path("results.csv"), help="CSV cache and result (default results.csv)")
+    p.add_argument("--out", type=Path, default=Path("results.sqlite"),
+                   help="the store of results: .sqlite (default results.sqlite; adding a model costs the same "
+                        "however many it holds) or .csv (rewritten whole after each model)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="score N models at a time in N worker processes of this machine (default 1: in this "
+                            "process)")
+    where.add_argument("--dask-scheduler", metavar="ADDRESS",
+                       help="score on the workers of a running dask.distributed cluster (e.g. tcp://host:8786; "
+                            "needs `pip install qkgeometry[cluster]`); this process writes --out")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
     _add_input_norm(p)
@@ -172,11 +186,17 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
     if args.plan:
         return print_plan(entries)
+    from .survey_store import STORE_SUFFIXES, open_store
+
     check_writable_file(args.out, "--out")  # before computing anything
-    if args.out.suffix != ".csv":
-        raise ValueError(f"--out must be a .csv file; got {str(args.out)!r}.")
-    frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
-                   device=args.device, input_norm=args.input_norm)
+    if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
+        raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
+    open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
+    with _executor(args) as executor:
+        frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
+                       device=args.device, input_norm=args.input_norm, executor=executor)
     computed = frame.attrs["computed"]
     cached = [m for m in dict.fromkeys(frame["model"]) if m not in computed]
     if len(frame):
@@ -190,15 +210,81 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     if len(failures):
         print(f"{len(failures)} model(s) failed and were skipped:")
         print(failures.to_string(index=False))
-    print(f"{args.out} holds {len(frame)} rows for these models")
+    repeated = frame.attrs.get("repeated", [])
+    if repeated:
+        print(f"{len(repeated)} repeated source(s) surveyed once: {', '.join(dict.fromkeys(repeated))}")
+    with open_store(args.out, "--out") as store:
+        n_models, n_rows = store.counts()
+    print(f"this run: {len(frame)} rows for {frame['model'].nunique() if len(frame) else 0} model(s); {args.out} "
+          f"holds {n_rows} rows for {n_models} model(s)")
     return 1 if len(failures) and not len(frame) else 0
+
+
+@contextlib.contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
+    """None (serial), a process pool of --workers, or the executor of a dask.distributed client."""
+    if args.dask_scheduler:
+        try:
+            from distributed import Client
+        except ImportError as e:
+            raise ValueError("--dask-scheduler needs dask.distributed; install it with `pip install "
+                             "qkgeometry[cluster]` (or `pip install distributed`).") from e
+        try:
+            client = Client(args.dask_scheduler, timeout="30s")
+        except (OSError, TimeoutError) as e:
+            raise ValueError(f"--dask-scheduler {args.dask_scheduler!r}: cannot reach the scheduler "
+                             f"({_one_line(e)}); check the address (tcp://host:8786) and that it runs.") from e
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+    elif args.workers > 1:
+        from .surveying import worker_pool
+
+        with worker_pool(args.workers) as pool:
+            yield pool
+    else:
+        yield None
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
+                       description="Copy the rows of a survey store (or survey CSV) to --csv FILE (a tidy CSV "
+                                   "that opens safely in a spreadsheet), or migrate a survey CSV written by an "
+                                   "earlier survey into the store --store FILE.sqlite.")
+    p.add_argument("results", type=Path, help="a store or CSV written by `qkgeometry survey`")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--csv", type=Path, help="write every row to this CSV file")
+    to.add_argument("--store", type=Path, help="add every model to this .sqlite store (created if absent)")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ._files import check_writable_file
+    from .survey_store import STORE_SUFFIXES, export_csv, migrate_csv
+
+    if not args.results.exists():
+        raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
+                                "`qkgeometry survey --preset offline --out results.sqlite`.")
+    if args.csv is not None:
+        if args.csv.suffix.lower() != ".csv":
+            raise ValueError(f"--csv must be a .csv file; got {str(args.csv)!r}.")
+        n = export_csv(args.results, args.csv)
+        print(f"wrote {n} rows to {args.csv}")
+        return 0
+    if args.store.suffix.lower() not in STORE_SUFFIXES:
+        raise ValueError(f"--store must end in .sqlite; got {str(args.store)!r}.")
+    check_writable_file(args.store, "--store")
+    n = migrate_csv(args.results, args.store)
+    print(f"copied {n} model(s) from {args.results} into {args.store}")
+    return 0
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plot", help="draw the survey figures of a results CSV into files",
                        description="Write chapter 4's figures (layer curves, scatter with IQR bars, random-init "
                                    "twins, per-head heatmaps when the CSV is per head) as PNG files.")
-    p.add_argument("results", type=Path, help="a CSV written by `qkgeometry survey`")
+    p.add_argument("results", type=Path, help="a store (.sqlite) or CSV written by `qkgeometry survey`")
     p.add_argument("--out-dir", type=Path, default=Path("figures"), help="folder for the PNG files (default figures)")
     p.set_defaults(func=_cmd_plot)
 
@@ -209,7 +295,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
-                                "`qkgeometry survey --preset offline --out results.csv`.")
+                                "`qkgeometry survey --preset offline --out results.sqlite`.")
     frame = read_cache(args.results)  # names the file on any decode or format problem; drops damaged rows
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
@@ -280,7 +366,13 @@ def _check_plotted_scores(path: Path) -> None:
     import pandas as pd
 
     from .plotting.model_survey import check_scores
+    from .survey_store import is_store_file
 
+    if is_store_file(path):  # the store holds numbers only, each checked finite when it was written
+        from .surveying import read_cache
+
+        check_scores(read_cache(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
+        return
     text = path.read_bytes().decode("utf-8")
     text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
     raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
@@ -300,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_survey(sub)
     _add_plot(sub)
     _add_offline(sub)
+    _add_export(sub)
     from .training.cli import add_objectives_parser, add_train_parser  # chapters 5 and 3
 
     add_train_parser(sub)
@@ -332,8 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cache is not None:
             done = f"the {len(saved)} model(s) finished in this run ({', '.join(saved)})" if saved else \
                 "no model finished in this run"
-            print(f"{prefix} interrupted: {cache} keeps the earlier rows and {done}; the model in progress was not "
-                  "saved. Rerun the same command to resume.", file=sys.stderr)
+            print(f"{prefix} interrupted: {cache} keeps the earlier rows and {done}; the model(s) in progress were "
+                  "not saved. Rerun the same command to resume.", file=sys.stderr)
         else:
             print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
         return 130

@@ -9,7 +9,9 @@ The module is called ``surveying`` (the act), so that ``qkgeometry.survey`` stay
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,6 +23,15 @@ from .errors import first_line
 from .model import RANDOM_PREFIX, QKLayer, QKModel
 from .readers import load_qk
 from .scores import layer_scores
+from .survey_store import (
+    CACHE_KEY,
+    COLUMNS,
+    FORMULA_STARTS,
+    SURVEY_COLUMNS,
+    empty_frame,
+    spreadsheet_safe,
+    spreadsheet_text,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,10 +40,8 @@ else:
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
            "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",
-           "spreadsheet_text", "summarize", "survey"]
+           "spreadsheet_text", "summarize", "survey", "worker_pool"]
 
-COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
-           "n_heads", "n_kv_heads"]
 
 Per = Literal["layer", "head"]
 
@@ -106,11 +115,6 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------ survey
-#: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
-SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
-                  "qk_norm", "input_norm"]
-#: A cached model is reused only when all of these match.
-CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
 
 
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
@@ -143,115 +147,27 @@ def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm =
 
 
 def read_cache(path: str | Path | None) -> pd.DataFrame:
-    """Read a survey CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a tidy frame.
+    """Read a survey store or CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a
+    tidy frame.
 
     Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
-    frame. Text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
-    ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its newline (a write cut short) is dropped, and so
-    are rows whose scores or key fields are missing or not finite; :func:`survey` then sees those models as
-    incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
+    frame. An SQLite store (:mod:`qkgeometry.survey_store`) is read in the order its models were added; a file that
+    is SQLite but not a survey store raises ``ValueError`` naming it.
+
+    For a CSV: text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
+    ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its
+    newline (a write cut short) is dropped, and so are rows whose scores or key fields are missing or not finite;
+    :func:`survey` then sees those models as incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
     """
-    import io
-    import warnings
+    from .survey_store import read_store
 
-    from ._files import resolve_output
-
-    if path is None:
-        return _empty()
-    path = Path(path)
-    try:
-        if not resolve_output(path).exists():
-            return _empty()
-        if not resolve_output(path).is_file():
-            raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
-                             "file.")
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
-    if not data.strip():
-        return _empty()
-    try:
-        text = data.decode("utf-8")
-        if not text.endswith("\n"):
-            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
-                          stacklevel=2)
-            text = text[: text.rfind("\n") + 1]
-        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
-                                                      "model": str, "input_norm": str}, keep_default_na=True)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
-                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
-                         "another path or delete the file.") from e
-    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
-    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
-        frame["input_norm"] = "raw"
-    missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
-    if missing:
-        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
-                         "pass a new path or delete the file.")
-    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
-    for col in [*numeric, "head"]:
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    values = frame[numeric].to_numpy(dtype=float)
-    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
-    good &= frame["per"].ne("head") | frame["head"].notna()
-    frame = frame.loc[good].reset_index(drop=True)
-    frame["head"] = frame["head"].astype("Int64")
-    frame["layer"] = frame["layer"].astype(int)
-    frame["qk_norm"] = frame["qk_norm"].fillna("")
-    frame["input_norm"] = frame["input_norm"].fillna("raw")
-    frame["revision"] = frame["revision"].fillna("")
-    return frame[SURVEY_COLUMNS]
-
-
-#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
-#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
-    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
-    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`read_cache` undoes it on what it reads."""
-    out = frame.copy()
-    for column in out.columns:
-        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
-        if marked.any():
-            out[column] = out[column].astype(object)
-            out.loc[marked, column] = "'" + out.loc[marked, column]
-    return out
-
-
-def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
-    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
-    one (in place; returns ``frame``)."""
-    for column in frame.columns:
-        marked = _text_starting(frame[column], ("'",))
-        if marked.any():
-            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
-    return frame
-
-
-def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
-    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
-    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
-        return pd.Series(False, index=column.index)
-    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
-
-
-def _empty() -> pd.DataFrame:
-    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
-    frame["head"] = frame["head"].astype("Int64")
-    return frame
+    return read_store(path)
 
 
 class SurveyInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`survey`: ``saved`` lists the models written to the cache by this call (the model in
-    progress is not saved); ``cache`` is the file."""
+    """Ctrl-C during :func:`survey`: ``saved`` lists the models written to the cache by this call (the models in
+    progress are not saved); ``cache`` is the file."""
 
     def __init__(self, saved: list[str], cache: Path | None):
         super().__init__(f"interrupted after saving {len(saved)} model(s)")
@@ -260,33 +176,48 @@ class SurveyInterrupted(KeyboardInterrupt):
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
            qk_norm: str = "folded", input_norm: InputNorm = "raw", progress: bool = True,
-           device: Any = None) -> pd.DataFrame:
-    """Score many models, one layer at a time, with a resumable on-disk cache. Chapter 4 uses it.
+           device: Any = None, executor: Executor | None = None) -> pd.DataFrame:
+    """Score many models, one layer at a time, into a resumable store. Chapter 4 uses it.
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
     source, or :class:`qkgeometry.catalogue.PresetEntry` items (``qkgeometry.catalogue.preset("offline")``), whose ``name``
-    labels the rows.
+    labels the rows. A source given more than once is surveyed and returned once (``frame.attrs["repeated"]``
+    lists the repeats); two spellings of one local path count as one source.
 
     Streaming: each model is opened lazily and scored layer by layer with the factored formulas (memory ~ one
     layer's Q/K weights; see ``benchmarks/bench_survey_memory.py``).
 
-    Cache (``cache=path.csv``), built so that nothing is lost, stale or silently wrong:
+    ``executor``: any :class:`concurrent.futures.Executor` (``None``: score in this process, one model after
+    another). Each model becomes one task: the worker opens, checks and scores it and returns its frame, and only
+    this process writes the store. A :class:`concurrent.futures.ProcessPoolExecutor` (``qkgeometry survey
+    --workers N``, :func:`worker_pool`) uses the cores of one machine; ``dask.distributed.Client(address)
+    .get_executor()`` (``--dask-scheduler ADDRESS``) the machines of a cluster, whose workers must be able to open
+    the sources (a shared file system, or Hub ids). The result equals the serial one exactly and comes in the
+    order of ``sources``, whatever the order the workers finish in. A QKModel in ``sources`` is scored in this
+    process. A task whose worker dies (``kill -9``, out of memory) fails alone, as a failure of its model.
 
-    * **Atomic and concurrent.** After each model finishes, its rows are merged into the CSV under an exclusive
-      lock (``<cache>.lock``, ``fcntl.flock``): the file is re-read, the model's old rows replaced, and the result
-      written through a temporary file and an atomic rename. Killing the run loses at most the model in progress;
-      two surveys writing one cache both land. A symlinked cache is written through (the link is kept).
-    * **Keyed on content.** A model is reused only when a cached model has the same ``source``, ``revision``,
+    Store (``cache=path``), built so that nothing is lost, stale or silently wrong
+    (:mod:`qkgeometry.survey_store`):
+
+    * **Format by name.** ``.sqlite`` (or ``.sqlite3``, ``.db``): an SQLite store in WAL mode, where adding a model
+      costs the same whatever the store holds (:class:`qkgeometry.survey_store.SurveyStore`). ``.csv``: a tidy CSV,
+      rewritten whole after each model through a temporary file and an atomic rename, under an exclusive lock
+      (``<cache>.lock``); a symlinked CSV is written through. Use ``.sqlite`` beyond a few dozen models.
+    * **Atomic.** Each model is written as soon as it finishes, in one step: killing the run (or this process)
+      loses at most the models in progress, and the store reopens with every finished model.
+    * **Keyed on content.** A model is reused only when a stored model has the same ``source``, ``revision``,
       ``qkgeometry_version``, ``per``, ``num_std``, ``qk_norm`` and ``input_norm`` (:data:`CACHE_KEY`). For local files the
       revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
       see ``qkgeometry.readers.files.fingerprint``); for Hub models it is the commit.
+    * **One version per model.** A model whose revision or package version changed is recomputed, and its new
+      rows replace the old ones as a unit (same ``source``, ``per``, ``num_std``, ``qk_norm``, ``input_norm``).
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
       recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
     * The output file is checked for writability before any model is computed.
-    * **Safe to open in a spreadsheet.** A text cell that starts with ``=``, ``+``, ``-`` or ``@`` (a model folder
-      named ``=HYPERLINK(...)``) is written with a leading apostrophe, which spreadsheet programs read as "text, not
-      a formula" (:func:`spreadsheet_safe`); :func:`read_cache` reads the original value back.
+    * **Safe to open in a spreadsheet.** A CSV text cell that starts with ``=``, ``+``, ``-`` or ``@`` (a model
+      folder named ``=HYPERLINK(...)``) is written with a leading apostrophe, which spreadsheet programs read as
+      "text, not a formula" (:func:`spreadsheet_safe`); :func:`read_cache` reads the original value back.
 
     ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`); a model whose
     normalisation gain is not known fails (reported and skipped) under ``"folded"``.
@@ -294,144 +225,234 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     ``device`` (e.g. ``"cuda"``): where to compute, float64 everywhere; it does not change the numbers beyond
     round-off and is not part of the cache key.
 
+    Progress (``progress=True``): a bar over models (and, serially, one over each model's layers; the Hub reader
+    adds one over bytes while it fetches).
+
     Failures: a model that cannot be opened or read, has no attention layers, or gives a non-finite score is
     reported (a warning and a line on the progress bar) and skipped; the run goes on. Failures are not cached, so
     the next run retries them. Ctrl-C raises :class:`SurveyInterrupted` (a ``KeyboardInterrupt``) that lists what
-    was saved.
+    was saved; tasks not yet started are cancelled.
 
     Returns the tidy frame of every requested model that succeeded, with the columns of :data:`SURVEY_COLUMNS`
-    (:data:`COLUMNS` first), in the order of ``sources``, plus two tables in ``frame.attrs``:
+    (:data:`COLUMNS` first), in the order of ``sources``, plus tables in ``frame.attrs``:
 
     * ``frame.attrs["failures"]``: DataFrame with columns ``source, name, error, message``, one row per failed model;
-    * ``frame.attrs["computed"]``: names of the models computed in this call (the others came from the cache).
+    * ``frame.attrs["computed"]``: names of the models computed in this call (the others came from the cache);
+    * ``frame.attrs["repeated"]``: the sources given more than once (each surveyed once).
 
     A QKModel in ``sources`` is used as is and left open (and on its device) for the caller.
     """
-    import contextlib
     import warnings
 
     from tqdm.auto import tqdm
 
-    from ._files import check_writable_file
-    from .catalogue import PresetEntry
+    from ._files import OutputError, check_writable_file
+    from .survey_store import STORE_SUFFIXES, open_store
 
     _check_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
                         "qkgeometry.catalogue.preset(...); got a single " + type(sources).__name__ + ".")
     cache_path = None if cache is None else Path(cache)
-    if cache_path is not None and cache_path.suffix != ".csv":
-        raise ValueError(f"`cache` must be a .csv path; got {str(cache_path)!r}.")
+    if cache_path is not None and cache_path.suffix.lower() not in (".csv", *STORE_SUFFIXES):
+        raise ValueError(f"`cache` must be a .sqlite store or a .csv path; got {str(cache_path)!r}.")
     if cache_path is not None:
         check_writable_file(cache_path, "`cache`")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError("`executor` must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor(4), or "
+                        f"dask.distributed.Client(...).get_executor()); got {type(executor).__name__}.")
     if device is not None:
         from .scores import resolve_device
 
         resolve_device(device)  # a clear error now, not one skipped model after another
-    num_std = float(num_std)
-    from ._version import __version__ as version
+    settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
+                "device": None if device is None else str(device)}
+    entries, repeated = _distinct(list(sources))
+    store = None if cache_path is None else open_store(cache_path)
+    if store is not None:
+        try:
+            store.counts()  # a file that is not a survey store (or CSV) is refused before any model is opened
+        except BaseException:
+            store.close()
+            raise
+    outcomes: dict[int, dict[str, Any]] = {}
+    computed_order: list[str] = []  # in the order they were saved (what an interruption reports)
+    bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
 
-    cache_file = None if cache_path is None else _CacheFile(cache_path)
-    stored = _empty() if cache_file is None else cache_file.read()
-    entries = list(sources)
-    parts: list[pd.DataFrame] = []
-    failures: list[dict[str, str]] = []
-    computed: list[str] = []
-    bar = tqdm(entries, desc="models", unit="model", disable=not progress)
+    def stored_rows(entry: Any) -> pd.DataFrame:
+        return empty_frame() if store is None else store.rows_for(_source_key(entry))
+
+    def finish(i: int, outcome: dict[str, Any]) -> None:
+        """The one writer: store a computed model at once, report a failure, advance the bar."""
+        outcomes[i] = outcome
+        if outcome["status"] == "failed":
+            f = outcome["failure"]
+            warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=3)
+            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
+        elif outcome["status"] == "computed":
+            if store is not None:
+                store.put(outcome["frame"], outcome["key"])
+            computed_order.append(str(outcome["frame"]["model"].iloc[0]))
+        bar.set_postfix_str(outcome["label"])
+        bar.update(1)
+
+    futures: dict[Any, int] = {}
     try:
-        for entry in bar:
-            meta = entry if isinstance(entry, PresetEntry) else None
-            source = meta.source if meta else entry
-            label = meta.name if meta else (source.name if isinstance(source, QKModel) else str(source))
-            bar.set_postfix_str(label)
-            try:
-                model = _open(source, qk_norm, device, input_norm)
-                with contextlib.nullcontext() if isinstance(source, QKModel) else model:  # the caller closes theirs
-                    key = {"source": model.source if isinstance(source, QKModel) else str(source),
-                           "revision": str(model.revision), "qkgeometry_version": version, "per": per,
-                           "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
-                    hit = _complete_rows(stored, key, model, per)
-                    if hit is None and cache_file is not None:  # another run may have written it meanwhile
-                        stored = cache_file.read()
-                        hit = _complete_rows(stored, key, model, per)
-                    if hit is not None:
-                        parts.append(hit)
-                        continue
-                    rows = score_layers(model, per, num_std, progress, label=label)
-                    _check_result(rows, model, per)
-                frame = rows.assign(model=meta.name if meta else model.name,
-                                    init=meta.init if meta else ("random" if str(source).startswith("random:")
-                                                                 else "pretrained"),
-                                    modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
-            except Exception as e:  # one bad model must not end a long survey: report, skip, go on
-                from ._files import OutputError
-
-                if isinstance(e, OutputError):  # the output itself broke: nothing later can be saved either
-                    raise
-                failures.append({"source": str(source), "name": label, "error": type(e).__name__,
-                                 "message": first_line(e)})
-                warnings.warn(f"survey: skipped {label!r}: {type(e).__name__}: {first_line(e)}", stacklevel=2)
-                bar.write(f"failed: {label}: {type(e).__name__}: {first_line(e)}")
-                continue
-            if cache_file is not None:
-                stored = cache_file.store(frame, key)
-            parts.append(frame)
-            computed.append(str(frame["model"].iloc[0]))
-    except KeyboardInterrupt as e:
-        raise SurveyInterrupted(computed, cache_path) from e
+        try:
+            if executor is None:
+                for i, entry in enumerate(entries):
+                    bar.set_postfix_str(_label(entry))
+                    finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
+            else:
+                local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
+                for i, entry in enumerate(entries):
+                    if i not in local:
+                        futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
+                for i in local:  # the caller's open models stay in this process
+                    finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
+                for future in as_completed(futures):
+                    i = futures[future]
+                    try:
+                        outcome = future.result()
+                    except Exception as e:  # the worker died, or the task could not be sent or returned
+                        outcome = _failed(entries[i], e)
+                    finish(i, outcome)
+        except KeyboardInterrupt as e:
+            for future in futures:
+                future.cancel()
+            raise SurveyInterrupted(computed_order, cache_path) from e
+        except OutputError:
+            for future in futures:
+                future.cancel()
+            raise
     finally:
         bar.close()
-    out = pd.concat(parts, ignore_index=True) if parts else _empty()
+        if store is not None:
+            store.close()
+    parts = [outcomes[i]["frame"] for i in range(len(entries)) if outcomes[i]["status"] != "failed"]
+    out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
-    out.attrs["failures"] = pd.DataFrame(failures, columns=["source", "name", "error", "message"])
-    out.attrs["computed"] = computed
+    out.attrs["failures"] = pd.DataFrame([outcomes[i]["failure"] for i in range(len(entries))
+                                          if outcomes[i]["status"] == "failed"],
+                                         columns=["source", "name", "error", "message"])
+    out.attrs["computed"] = [str(outcomes[i]["frame"]["model"].iloc[0]) for i in range(len(entries))
+                             if outcomes[i]["status"] == "computed"]
+    out.attrs["repeated"] = repeated
     return out
 
 
-class _CacheFile:
-    """The survey CSV on disk, re-read only when it changed (inode, size or mtime differ from the last read or
-    write), so checking for other processes' rows before each model costs a ``stat``, not a parse."""
+def _source_of(entry: Any) -> Any:
+    from .catalogue import PresetEntry
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._frame = _empty()
+    return entry.source if isinstance(entry, PresetEntry) else entry
 
-    def _current_stamp(self) -> tuple[int, int, int] | None:
-        import os
 
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise ValueError(f"cannot read survey file {str(self.path)!r}: {e.strerror or e}.") from e
-        return st.st_ino, st.st_size, st.st_mtime_ns
+def _label(entry: Any) -> str:
+    from .catalogue import PresetEntry
 
-    def read(self) -> pd.DataFrame:
-        stamp = self._current_stamp()
-        if stamp is None:
-            self._stamp, self._frame = None, _empty()
-        elif stamp != self._stamp:
-            self._frame, self._stamp = read_cache(self.path), stamp
-        return self._frame
+    if isinstance(entry, PresetEntry):
+        return entry.name
+    return entry.name if isinstance(entry, QKModel) else str(entry)
 
-    def store(self, frame: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
-        """Merge one model's rows into the file under the lock; return what the file now holds.
 
-        The file is re-read under the lock (when it changed), so rows written meanwhile by another process are
-        kept; this model's previous rows (same key: an incomplete or damaged copy) are replaced.
-        """
-        from ._files import locked, write_csv_atomic
+def _source_key(entry: Any) -> str:
+    """The ``source`` column a model's rows carry."""
+    source = _source_of(entry)
+    return source.source if isinstance(source, QKModel) else str(source)
 
-        with locked(self.path):
-            disk = self.read()
-            disk = disk.loc[~_matches(disk, key)]
-            merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
-            merged["head"] = merged["head"].astype("Int64")
-            write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
-            self._frame, self._stamp = merged, self._current_stamp()
-        return merged
+
+def _distinct(entries: list[Any]) -> tuple[list[Any], list[str]]:
+    """``entries`` without repeats (the first of each kept, in order), and the repeated sources. Local paths are
+    compared as resolved paths (``./m`` and ``m`` are one model), a QKModel by identity."""
+    import os
+
+    seen: set[Any] = set()
+    kept, repeated = [], []
+    for entry in entries:
+        source = _source_of(entry)
+        if isinstance(source, QKModel):
+            ident: Any = ("model", id(source))
+        else:
+            text = str(source)
+            prefix = RANDOM_PREFIX if text.startswith(RANDOM_PREFIX) else ""
+            rest = text[len(prefix):]
+            ident = prefix + (os.path.realpath(rest) if os.path.exists(rest) else rest)
+        if ident in seen:
+            repeated.append(_source_key(entry))
+            continue
+        seen.add(ident)
+        kept.append(entry)
+    return kept, repeated
+
+
+def _failed(entry: Any, error: BaseException) -> dict[str, Any]:
+    source = _source_of(entry)
+    label = _label(entry)
+    return {"status": "failed", "label": label, "frame": None, "key": None,
+            "failure": {"source": str(source), "name": label, "error": type(error).__name__,
+                        "message": first_line(error)}}
+
+
+def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, progress: bool) -> dict[str, Any]:
+    """One model of a survey, as a worker runs it: open ``entry``, reuse its complete rows from ``stored`` (the
+    stored rows of its source) or score it. Returns ``{"status": "hit" | "computed" | "failed", "label", "frame",
+    "key", "failure"}``; a model's own failure is returned, never raised, so a worker never ends a survey."""
+    import contextlib
+
+    from ._version import __version__ as version
+    from .catalogue import PresetEntry
+
+    meta = entry if isinstance(entry, PresetEntry) else None
+    source = _source_of(entry)
+    label = _label(entry)
+    per, num_std = settings["per"], settings["num_std"]
+    try:
+        model = _open(source, settings["qk_norm"], settings["device"], settings["input_norm"])
+        with contextlib.nullcontext() if isinstance(source, QKModel) else model:  # the caller closes theirs
+            key = {"source": model.source if isinstance(source, QKModel) else str(source),
+                   "revision": str(model.revision), "qkgeometry_version": version, "per": per,
+                   "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
+            hit = _complete_rows(stored, key, model, per)
+            if hit is not None:
+                return {"status": "hit", "label": label, "frame": hit, "key": key, "failure": None}
+            rows = score_layers(model, per, num_std, progress, label=label)
+            _check_result(rows, model, per)
+        frame = rows.assign(model=meta.name if meta else model.name,
+                            init=meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX)
+                                                         else "pretrained"),
+                            modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
+    except Exception as e:  # one bad model must not end a long survey: report, skip, go on
+        return _failed(entry, e)
+    return {"status": "computed", "label": label, "frame": frame, "key": key, "failure": None}
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int) -> Iterator[Executor]:
+    """A :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes for :func:`survey`
+    (``qkgeometry survey --workers N``). Its processes are started fresh (``spawn``: no copy of this process's
+    threads or open files), with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set. Leaving the block on an error or
+    Ctrl-C stops the workers at once instead of waiting for the models in progress."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"`workers` must be a whole number >= 1; got {workers!r}.")
+    # idle OpenMP threads of the workers sleep instead of spinning (an explicit setting wins): with more workers
+    # than cores, spinning threads took the CPU from the working ones and made scoring several times slower
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield pool
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)  # quick now: the pool sees its workers gone and cleans up
+        raise
+    else:
+        pool.shutdown(wait=True)
 
 
 def _expected_rows(model: QKModel, per: Per) -> pd.DataFrame:
@@ -503,7 +524,10 @@ def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progr
     label = model.name if label is None else label
     rows = []
     layers = model.iter_layers(convert=False)  # score_layer converts to float64 itself, once
-    for layer in tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave, disable=not progress):
+    if progress:  # no bar object at all otherwise: tqdm's lock is a system semaphore, which a worker process
+        # stopped mid-survey would leave behind
+        layers = tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave)
+    for layer in layers:
         dims = model.dims(layer.component)
         for row in score_layer(layer, per, num_std):
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,

@@ -1,0 +1,491 @@
+"""Where :func:`qkgeometry.survey` keeps finished models: an embedded store with one writer. Chapter 4.
+
+Two formats, chosen by the file name of ``cache`` (``--out`` on the command line):
+
+* ``.sqlite`` (or ``.sqlite3``, ``.db``): a :class:`SurveyStore`, an SQLite database in write-ahead-log (WAL) mode.
+  Adding a model writes that model's rows and nothing else, so the time to add the N-th model does not grow with N
+  (``benchmarks/bench_survey_store.py`` measures it). Use it for any survey larger than a handful of models.
+* ``.csv``: a :class:`CsvStore`, the tidy CSV that surveys have always written. It is rewritten whole after every
+  model (O(N) work per model), under a lock file. It is kept so that existing caches and scripts go on working;
+  ``qkgeometry export`` converts between the two (:func:`migrate_csv`, :func:`export_csv`).
+
+Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.read_cache`
+(hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
+
+Why SQLite in WAL mode rather than append-only Parquet parts with an index:
+
+* **Appends in O(1).** A model is one transaction that inserts its rows at the end of a table (and of its index
+  on the model): the work depends on the model's size, not on the store's.
+* **Survives a kill mid-write.** A transaction is atomic: a process killed with ``kill -9`` in the middle of one
+  leaves the store as it was before it, and the next open rolls the unfinished part of the log back. Nothing of
+  ours has to detect or repair half-written parts, temporary files or a stale index.
+* **One version per model.** When a model's fingerprint (its revision: the hash of its files or its Hub commit,
+  and the package version) changes, the old rows are deleted and the new ones inserted in the same transaction:
+  readers see the old version or the new one, never both. Parquet parts would need tombstones and compaction.
+* **Standard library, everywhere.** ``sqlite3`` ships with Python (Colab included), needs no dependency, and
+  any SQLite tool opens the file. WAL mode lets a notebook read the store while a survey appends to it, and
+  several surveys on one machine may share one store (SQLite's locking lets one write at a time).
+
+Limits: keep the store on a local disk of the machine that runs :func:`qkgeometry.survey`. SQLite's locking is
+not reliable on network file systems, and it does not need to be: workers (processes or the machines of a
+``dask.distributed`` cluster) never open the store, they return their frames to the one process that writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
+           "CsvStore", "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
+           "read_store", "spreadsheet_safe", "spreadsheet_text"]
+
+#: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
+COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
+           "n_heads", "n_kv_heads"]
+#: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
+SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
+                  "qk_norm", "input_norm"]
+#: A cached model is reused only when all of these match.
+CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
+#: file name endings that select the SQLite store (anything else must be ``.csv``)
+STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+#: what makes two rows the same model's: a model is stored once per identity, whatever its fingerprint
+IDENTITY = ["source", "per", "num_std", "qk_norm", "input_norm"]
+#: what changes when a model's content or the scoring code changes; a new fingerprint replaces the old rows
+FINGERPRINT = ["revision", "qkgeometry_version"]
+
+_MAGIC = b"SQLite format 3\x00"
+_APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
+_FORMAT = 1
+#: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
+_ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
+                "n_heads", "n_kv_heads", "init", "modality"]
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS models (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL, per TEXT NOT NULL, num_std REAL NOT NULL, qk_norm TEXT NOT NULL, input_norm TEXT NOT NULL,
+    revision TEXT NOT NULL, qkgeometry_version TEXT NOT NULL, model TEXT NOT NULL, n_rows INTEGER NOT NULL,
+    UNIQUE (source, per, num_std, qk_norm, input_norm));
+CREATE TABLE IF NOT EXISTS rows (
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    model TEXT NOT NULL, family TEXT, component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER,
+    symmetry REAL NOT NULL, directionality REAL NOT NULL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
+    n_kv_heads INTEGER, init TEXT, modality TEXT);
+CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id);
+CREATE INDEX IF NOT EXISTS models_by_source ON models (source);
+PRAGMA application_id = {_APPLICATION_ID};
+PRAGMA user_version = {_FORMAT};
+"""
+
+
+def is_store_file(path: str | Path) -> bool:
+    """Whether ``path`` names an SQLite survey store: its name ends in one of :data:`STORE_SUFFIXES`, or the file
+    starts with SQLite's header (a store renamed to another ending is still read as one)."""
+    path = Path(path)
+    if path.suffix.lower() in STORE_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(_MAGIC)) == _MAGIC
+    except OSError:
+        return False
+
+
+def open_store(path: str | Path, what: str = "`cache`") -> SurveyStore | CsvStore:
+    """The store at ``path``: a :class:`SurveyStore` for an SQLite file (:func:`is_store_file`), a
+    :class:`CsvStore` for a ``.csv`` file. Anything else raises ``ValueError`` naming ``what`` and the path."""
+    path = Path(path)
+    if is_store_file(path):
+        return SurveyStore(path, what=what)
+    if path.suffix.lower() != ".csv":
+        raise ValueError(f"{what} must be a survey store (.sqlite) or a .csv file; got {str(path)!r}.")
+    return CsvStore(path)
+
+
+def _identity_mask(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
+    mask = pd.Series(True, index=stored.index)
+    for col in IDENTITY:
+        if col == "num_std":
+            mask &= stored[col].astype(float) == float(key[col])
+        else:
+            mask &= stored[col].fillna("").astype(str) == str(key[col])
+    return mask
+
+
+class SurveyStore:
+    """An SQLite survey store in WAL mode (see the module docstring for why). Chapter 4.
+
+    ``SurveyStore(path)`` opens the store, creating it when the file is absent or empty; a file that is not a
+    qkgeometry survey store raises ``ValueError`` naming it. Use it as a context manager, or call :meth:`close`.
+
+    * :meth:`put` adds one model's rows, replacing the rows of the same model (same :data:`IDENTITY`) in the same
+      transaction: a store never holds two versions of one model.
+    * :meth:`read` returns every row (the columns of :data:`SURVEY_COLUMNS`, in the order the
+      models were added), :meth:`rows_for` those of one source, :meth:`counts` the numbers of models and rows.
+    """
+
+    def __init__(self, path: str | Path, *, what: str = "survey store"):
+        from ._files import resolve_output
+
+        self.path = Path(path)
+        self._what = what
+        target = resolve_output(self.path)  # a symlinked store is opened through its link
+        if target.exists() and not target.is_file():
+            raise ValueError(f"{what} {str(self.path)!r} is not a regular file (a folder or a pipe?); pass a "
+                             ".sqlite file.")
+        fresh = not target.exists() or target.stat().st_size == 0
+        try:
+            # autocommit mode: transactions are opened explicitly (BEGIN IMMEDIATE) around each model
+            self._conn = sqlite3.connect(str(target), timeout=60, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise ValueError(f"cannot open {what} {str(self.path)!r}: {e}; check the path and its "
+                             "permissions.") from e
+        try:
+            if not fresh:
+                self._check()
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
+            if fresh:
+                self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise ValueError(f"{what} {str(self.path)!r} is not a qkgeometry survey store ({e}); pass another "
+                             "path or delete the file.") from e
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _check(self) -> None:
+        app = self._conn.execute("PRAGMA application_id").fetchone()[0]
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if app != _APPLICATION_ID:
+            raise ValueError(f"{self._what} {str(self.path)!r} is an SQLite database but not a qkgeometry survey "
+                             "store; pass another path or delete the file.")
+        if version > _FORMAT:
+            raise ValueError(f"{self._what} {str(self.path)!r} was written by a newer qkgeometry (store format "
+                             f"{version}, this one reads {_FORMAT}); upgrade qkgeometry.")
+
+    # -------------------------------------------------------------------------------------------- context
+    def close(self) -> None:
+        """Close the connection (the store stays on disk; its log is folded into the file)."""
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+
+    def __enter__(self) -> SurveyStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SurveyStore({str(self.path)!r})"
+
+    # -------------------------------------------------------------------------------------------- reading
+    _SELECT = ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
+               ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) +
+               " FROM rows r JOIN models m ON m.id = r.model_id")
+
+    def _frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+        try:
+            records = self._conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path or delete the "
+                             "file.") from e
+        if not records:
+            return empty_frame()
+        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT])
+        frame["head"] = pd.to_numeric(frame["head"]).astype("Int64")  # NULL (a layer row) is <NA>
+        for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
+            frame[col] = frame[col].astype(np.int64)
+        for col in ("symmetry", "directionality", "num_std"):
+            frame[col] = frame[col].astype(float)
+        return frame[SURVEY_COLUMNS]
+
+    def read(self) -> pd.DataFrame:
+        """Every row of the store, in the order the models were added (a replaced model moves to the end)."""
+        return self._frame(self._SELECT + " ORDER BY r.rowid")
+
+    def rows_for(self, source: str) -> pd.DataFrame:
+        """The rows of every stored model whose ``source`` is ``source`` (any ``per``, ``num_std``, form)."""
+        return self._frame(self._SELECT + " WHERE m.source = ? ORDER BY r.rowid", (str(source),))
+
+    def counts(self) -> tuple[int, int]:
+        """``(models, rows)`` held by the store."""
+        models = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(n_rows), 0) FROM models").fetchone()
+        return int(models[0]), int(models[1])
+
+    # -------------------------------------------------------------------------------------------- writing
+    def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
+        """Add one model's rows (a frame of :data:`SURVEY_COLUMNS` for a single identity), in one transaction that
+        first deletes the rows of any stored version of the same model. ``key`` (the model's :data:`IDENTITY` and
+        :data:`FINGERPRINT`) defaults to the frame's first row."""
+        if len(frame):
+            self._transaction([(frame, key)])
+
+    def put_many(self, frame: pd.DataFrame) -> int:
+        """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
+        whose rows carry two fingerprints keeps the last one's), all in one transaction. Returns the number of
+        models written."""
+        if not len(frame):
+            return 0
+        parts = []
+        for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
+            last = part.iloc[-1]
+            parts.append((part[(part["revision"] == last["revision"]) &
+                               (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
+        self._transaction(parts)
+        return len(parts)
+
+    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
+        from ._files import OutputError
+
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for frame, key in parts:
+                    self._replace(frame, key)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:  # disk full, read-only, locked past the timeout...
+            raise OutputError(f"could not write {self._what} {str(self.path)!r}: {e}. The models stored before "
+                              "are unchanged; free space or pick another path.") from e
+
+    def _replace(self, frame: pd.DataFrame, key: dict[str, Any] | None) -> None:
+        """Inside a transaction: delete the stored version of the frame's model, insert the frame's rows."""
+        conn = self._conn
+        first = frame.iloc[0]
+        key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
+        ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
+        records = _records(frame)
+        found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
+                             "input_norm = ?", ident).fetchone()
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records))
+        if found is None:
+            model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
+                                    "qkgeometry_version, model, n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                    ident + fingerprint).lastrowid
+        else:
+            model_id = found[0]
+            conn.execute("DELETE FROM rows WHERE model_id = ?", (model_id,))
+            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ? WHERE id = ?",
+                         (*fingerprint, model_id))
+        conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
+                         f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
+
+
+def _records(frame: pd.DataFrame) -> list[tuple]:
+    """The ``rows`` columns of ``frame`` as plain Python values (``None`` for a missing head)."""
+    out = []
+    columns = [frame[c].tolist() for c in _ROW_COLUMNS]
+    for values in zip(*columns):
+        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v and c == "head")
+                         else int(v) if isinstance(v, (np.integer, bool)) else
+                         float(v) if isinstance(v, np.floating) else v
+                         for c, v in zip(_ROW_COLUMNS, values)))
+    return out
+
+
+class CsvStore:
+    """The survey CSV as a store: each :meth:`put` re-reads the file (only when it changed: inode, size or mtime
+    differ from the last read or write), replaces the model's rows (same :data:`IDENTITY`), and rewrites the whole
+    file through a temporary file and an atomic rename, under an exclusive lock (``<cache>.lock``,
+    ``fcntl.flock``) that lets two surveys on one machine share the file. O(N) per model: prefer
+    :class:`SurveyStore` for large surveys."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._stamp: tuple[int, int, int] | None = None
+        self._frame: pd.DataFrame | None = None
+
+    def close(self) -> None:
+        """Nothing to release (kept for the common store interface)."""
+
+    def __enter__(self) -> CsvStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _current_stamp(self) -> tuple[int, int, int] | None:
+        import os
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ValueError(f"cannot read survey file {str(self.path)!r}: {e.strerror or e}.") from e
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def read(self) -> pd.DataFrame:
+        """Every row of the file (:func:`qkgeometry.surveying.read_cache`)."""
+        stamp = self._current_stamp()
+        if stamp is None:
+            self._stamp, self._frame = None, empty_frame()
+        elif stamp != self._stamp or self._frame is None:
+            self._frame, self._stamp = read_store(self.path), stamp
+        return self._frame
+
+    def rows_for(self, source: str) -> pd.DataFrame:
+        """The rows whose ``source`` is ``source``."""
+        frame = self.read()
+        return frame.loc[frame["source"].astype(str) == str(source)].reset_index(drop=True)
+
+    def counts(self) -> tuple[int, int]:
+        """``(models, rows)`` held by the file."""
+        frame = self.read()
+        return (len(frame.drop_duplicates(IDENTITY)) if len(frame) else 0), len(frame)
+
+    def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
+        """Merge one model's rows into the file under the lock, replacing any stored version of the model."""
+        from ._files import locked, write_csv_atomic
+
+        if not len(frame):
+            return
+        key = {c: frame.iloc[0][c] for c in IDENTITY} if key is None else key
+        with locked(self.path):
+            disk = self.read()
+            disk = disk.loc[~_identity_mask(disk, key)]
+            merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
+            merged["head"] = merged["head"].astype("Int64")
+            write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
+            self._frame, self._stamp = merged, self._current_stamp()
+
+
+def migrate_csv(csv: str | Path, store: str | Path) -> int:
+    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
+    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
+    :func:`qkgeometry.surveying.read_cache` drops them. Returns the number of models copied. Chapter 4."""
+
+    frame = read_store(csv)
+    with SurveyStore(store, what="--store") as target:
+        return target.put_many(frame)
+
+
+def export_csv(store: str | Path, csv: str | Path) -> int:
+    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
+    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
+    from ._files import check_writable_file, write_csv_atomic
+
+    check_writable_file(Path(csv), "--csv")
+    frame = read_store(store)
+    write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
+    return len(frame)
+
+
+def read_store(path: str | Path | None) -> pd.DataFrame:
+    """Every row of the survey store or survey CSV at ``path``: what
+    :func:`qkgeometry.surveying.read_cache` returns (see there)."""
+    import io
+    import warnings
+
+    from ._files import resolve_output
+    from .errors import first_line
+
+    if path is None:
+        return empty_frame()
+    path = Path(path)
+    try:
+        if not resolve_output(path).exists():
+            return empty_frame()
+        if not resolve_output(path).is_file():
+            raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
+                             "file.")
+        if is_store_file(path):
+            if not resolve_output(path).stat().st_size:
+                return empty_frame()
+            with SurveyStore(path, what="survey store") as store:
+                return store.read()
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
+    if not data.strip():
+        return empty_frame()
+    try:
+        text = data.decode("utf-8")
+        if not text.endswith("\n"):
+            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
+                          stacklevel=3)
+            text = text[: text.rfind("\n") + 1]
+        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
+                                                      "model": str, "input_norm": str}, keep_default_na=True)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
+                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
+                         "another path or delete the file.") from e
+    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
+    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
+        frame["input_norm"] = "raw"
+    missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
+    if missing:
+        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
+                         "pass a new path or delete the file.")
+    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
+    for col in [*numeric, "head"]:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    values = frame[numeric].to_numpy(dtype=float)
+    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
+    good &= frame["per"].ne("head") | frame["head"].notna()
+    frame = frame.loc[good].reset_index(drop=True)
+    frame["head"] = frame["head"].astype("Int64")
+    frame["layer"] = frame["layer"].astype(int)
+    frame["qk_norm"] = frame["qk_norm"].fillna("")
+    frame["input_norm"] = frame["input_norm"].fillna("raw")
+    frame["revision"] = frame["revision"].fillna("")
+    return frame[SURVEY_COLUMNS]
+
+
+#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
+#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
+    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.read_cache` undoes it on
+    what it reads."""
+    out = frame.copy()
+    for column in out.columns:
+        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
+        if marked.any():
+            out[column] = out[column].astype(object)
+            out.loc[marked, column] = "'" + out.loc[marked, column]
+    return out
+
+
+def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
+    one (in place; returns ``frame``)."""
+    for column in frame.columns:
+        marked = _text_starting(frame[column], ("'",))
+        if marked.any():
+            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
+    return frame
+
+
+def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
+    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
+    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
+        return pd.Series(False, index=column.index)
+    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
+
+
+def empty_frame() -> pd.DataFrame:
+    """A survey frame with no rows: the columns of :data:`SURVEY_COLUMNS`, ``head`` as ``Int64``."""
+    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
+    frame["head"] = frame["head"].astype("Int64")
+    return frame

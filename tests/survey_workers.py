@@ -1,0 +1,24 @@
+"""Worker-process helpers for the survey executor tests: a pool initializer that makes one model's scoring hang
+(after writing the worker's pid to a file), so that a test can kill exactly the worker that holds it."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def hang_on(name: str, marker_dir: str) -> None:
+    """Make ``score_layers`` hang on the model called ``name`` in this worker, after writing ``<pid>`` into
+    ``marker_dir``."""
+    import qkgeometry.surveying as s
+
+    real = s.score_layers
+
+    def maybe_hang(model, *args, **kwargs):
+        if model.name == name:
+            (Path(marker_dir) / str(os.getpid())).write_text(name)
+            time.sleep(300)  # the test kills this process long before
+        return real(model, *args, **kwargs)
+
+    s.score_layers = maybe_hang

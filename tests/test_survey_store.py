@@ -1,0 +1,322 @@
+"""qkgeometry.survey_store and survey(executor=...): the SQLite store (appends, one version per model, kill -9 of
+the writer mid-write), duplicates counted once, CSV caches migrated and exported, and workers (a process pool, a
+dask LocalCluster, a worker killed mid-model) giving the serial frame exactly."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import qkgeometry as qg
+from bounded import no_hang, one_line_error
+from qkgeometry.cli import main
+from qkgeometry.survey_store import SurveyStore, is_store_file, open_store
+from qkgeometry.surveying import SURVEY_COLUMNS, read_cache, worker_pool
+
+D, HEADS, KV, LAYERS = 16, 4, 2, 3
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TESTS = str(Path(__file__).resolve().parent)
+
+
+def make_model(folder: Path, seed: int = 0, layers: int = LAYERS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "hidden_size": D, "num_hidden_layers": layers, "num_attention_heads": HEADS,
+         "num_key_value_heads": KV, "intermediate_size": 32, "vocab_size": 50}))
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for i in range(layers):
+        tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.randn(D, D, generator=gen)
+        tensors[f"model.layers.{i}.self_attn.k_proj.weight"] = torch.randn(KV * D // HEADS, D, generator=gen)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> list[str]:
+    root = tmp_path_factory.mktemp("models")
+    return [str(make_model(root / f"m{k}", seed=k)) for k in range(4)]
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["model", "component", "layer", "head"], kind="stable").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------------ the store
+def test_store_holds_what_the_survey_returned_and_is_reused(models, tmp_path):
+    store = tmp_path / "r.sqlite"
+    frame = qg.survey(models[:2], per="head", cache=store, progress=False)
+    assert frame.attrs["computed"] == ["m0", "m1"] and is_store_file(store)
+    pd.testing.assert_frame_equal(read_cache(store), frame, check_exact=True)
+    with SurveyStore(store) as s:
+        assert s.counts() == (2, 2 * LAYERS * HEADS)
+    # the same frame as a CSV cache gives, and a second call computes nothing
+    csv = qg.survey(models[:2], per="head", cache=tmp_path / "r.csv", progress=False)
+    pd.testing.assert_frame_equal(csv, frame, check_dtype=False, check_exact=True)
+    again = qg.survey(models[:2], per="head", cache=store, progress=False)
+    assert again.attrs["computed"] == []
+    pd.testing.assert_frame_equal(again, frame, check_exact=True)
+    # a per-layer survey is another model entry: both stay
+    layer = qg.survey(models[:1], per="layer", cache=store, progress=False)
+    assert layer.attrs["computed"] == ["m0"] and len(read_cache(store)) == len(frame) + LAYERS
+    assert list(read_cache(store).columns) == SURVEY_COLUMNS
+
+
+def test_a_resurveyed_model_leaves_exactly_one_version(tmp_path):
+    folder = make_model(tmp_path / "m", seed=0)
+    for cache in (tmp_path / "r.sqlite", tmp_path / "r.csv"):
+        first = qg.survey([str(folder)], per="head", cache=cache, progress=False)
+        assert first.attrs["computed"] == ["m"]
+    make_model(folder, seed=5)  # new weights: a new fingerprint
+    for cache in (tmp_path / "r.sqlite", tmp_path / "r.csv"):
+        new = qg.survey([str(folder)], per="head", cache=cache, progress=False)
+        assert new.attrs["computed"] == ["m"] and new["revision"].iloc[0] != first["revision"].iloc[0]
+        stored = read_cache(cache)
+        assert len(stored) == LAYERS * HEADS, f"{cache.name}: {len(stored)} rows where {LAYERS * HEADS} belong"
+        assert stored["revision"].unique().tolist() == [new["revision"].iloc[0]]
+        pd.testing.assert_frame_equal(stored, new, check_dtype=False, check_exact=True)
+    # a config with fewer layers: the old version's extra rows go too
+    make_model(folder, seed=6, layers=1)
+    qg.survey([str(folder)], per="head", cache=tmp_path / "r.sqlite", progress=False)
+    with SurveyStore(tmp_path / "r.sqlite") as s:
+        assert s.counts() == (1, HEADS)
+
+
+def test_duplicate_sources_are_surveyed_and_counted_once(models, tmp_path, capsys, monkeypatch):
+    import qkgeometry.surveying as s
+
+    scored = []
+    real = s.score_layers
+    monkeypatch.setattr(s, "score_layers", lambda model, *a, **k: scored.append(model.name) or real(model, *a, **k))
+    here = os.path.relpath(models[0])
+    sources = [models[0]] * 30 + [here, models[1], models[0] + "/"]
+    frame = qg.survey(sources, cache=tmp_path / "r.sqlite", progress=False)
+    assert scored == ["m0", "m1"] and frame.attrs["computed"] == ["m0", "m1"]
+    assert len(frame) == 2 * LAYERS and frame["model"].tolist() == ["m0"] * LAYERS + ["m1"] * LAYERS
+    assert len(frame.attrs["repeated"]) == 31
+    capsys.readouterr()
+    assert main(["survey", *[models[2]] * 30, "--out", str(tmp_path / "c.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "29 repeated source(s) surveyed once" in out
+    assert f"this run: {LAYERS} rows for 1 model(s); {tmp_path / 'c.sqlite'} holds {LAYERS} rows for 1 model(s)" in out
+
+
+def test_csv_caches_migrate_into_the_store_and_the_store_exports_and_plots(models, tmp_path, capsys):
+    csv = tmp_path / "old.csv"
+    frame = qg.survey(models[:2], per="head", cache=csv, progress=False)
+    store = tmp_path / "new.sqlite"
+    assert main(["export", str(csv), "--store", str(store)]) == 0
+    assert "copied 2 model(s)" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(read_cache(store), read_cache(csv), check_dtype=False, check_exact=True)
+    assert qg.survey(models[:2], per="head", cache=store, progress=False).attrs["computed"] == []
+    out = tmp_path / "export.csv"
+    assert main(["export", str(store), "--csv", str(out)]) == 0
+    pd.testing.assert_frame_equal(read_cache(out), frame, check_dtype=False, check_exact=True)
+    pd.testing.assert_frame_equal(qg.summarize(read_cache(store)), qg.summarize(frame), check_exact=True)
+    assert main(["plot", str(store), "--out-dir", str(tmp_path / "figs")]) == 0
+    assert {p.name for p in (tmp_path / "figs").glob("*.png")} >= {"layer_curves.png", "scatter.png",
+                                                                   "head_heatmaps_symmetry.png"}
+
+
+def test_files_that_are_not_survey_stores_are_refused_with_one_line(models, tmp_path, capsys):
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    before = other.read_bytes()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all, just text\n" * 40)
+    for path, needle in ((other, "not a qkgeometry survey store"), (garbage, "not a qkgeometry survey store")):
+        one_line_error(capsys, main(["plot", str(path)]), str(path), needle)
+        one_line_error(capsys, main(["survey", models[0], "--out", str(path)]), str(path), needle)
+        with pytest.raises(ValueError, match="not a qkgeometry survey store"):
+            read_cache(path)
+    assert other.read_bytes() == before
+    with pytest.raises(ValueError, match=r"`cache` must be a \.sqlite store or a \.csv"):
+        qg.survey(models[:1], cache=tmp_path / "r.json")
+    with pytest.raises(ValueError, match="`cache` must be"):
+        open_store(tmp_path / "r.parquet", "`cache`")
+    with pytest.raises(TypeError, match="`executor`"):
+        qg.survey(models[:1], executor=4)
+    with pytest.raises(ValueError, match="`workers`"), worker_pool(0):
+        pass
+    one_line_error(capsys, main(["survey", models[0], "--workers", "0", "--out", str(tmp_path / "w.sqlite")]),
+                   "--workers")
+
+
+_KILL_MID_WRITE = textwrap.dedent("""
+    import sqlite3, sys, time
+    marker = sys.argv[1]
+    real = sqlite3.connect
+    inserts = []
+    class Slow(sqlite3.Connection):
+        def executemany(self, sql, rows):
+            cursor = super().executemany(sql, rows)
+            if sql.startswith("INSERT INTO rows"):
+                inserts.append(sql)
+                if len(inserts) == 2:  # the second model's rows are written, not yet committed: hang here
+                    open(marker, "w").close()
+                    time.sleep(300)
+            return cursor
+    sqlite3.connect = lambda *a, **k: real(*a, factory=Slow, **k)
+    from qkgeometry.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_kill_9_of_the_writer_mid_transaction_keeps_every_finished_model(models, tmp_path):
+    store = tmp_path / "r.sqlite"
+    marker = tmp_path / "in-transaction"
+    args = ["survey", *models[:3], "--per", "head", "--out", str(store)]
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_MID_WRITE, str(marker), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": SRC}, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not marker.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), f"the survey never reached the second write: {proc.communicate()[0][-2000:]!r}"
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    with no_hang(60):
+        stored = read_cache(store)  # reopens; the half-written model is rolled back
+    assert stored["model"].unique().tolist() == ["m0"] and len(stored) == LAYERS * HEADS
+    frame = qg.survey(models[:3], per="head", cache=store, progress=False)
+    assert frame.attrs["computed"] == ["m1", "m2"]
+    with SurveyStore(store) as s:
+        assert s.counts() == (3, 3 * LAYERS * HEADS)
+    pd.testing.assert_frame_equal(_sorted(read_cache(store)), _sorted(frame), check_exact=True)
+
+
+# ------------------------------------------------------------------------------------------------ executors
+def test_workers_give_the_serial_frame_exactly(models, tmp_path, capsys):
+    serial = qg.survey([*models, f"random:{models[0]}"], per="head", progress=False)
+    with no_hang(300), worker_pool(2) as pool:
+        parallel = qg.survey([*models, f"random:{models[0]}"], per="head", progress=False, executor=pool)
+    pd.testing.assert_frame_equal(parallel, serial, check_exact=True)
+    assert parallel.attrs["computed"] == serial.attrs["computed"]
+    store = tmp_path / "w.sqlite"
+    with no_hang(300):
+        assert main(["survey", *models, "--per", "head", "--workers", "2", "--out", str(store)]) == 0
+    assert "computed 4 model(s)" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(_sorted(read_cache(store)), _sorted(serial[serial.init == "pretrained"]),
+                                  check_exact=True)
+
+
+@pytest.mark.slow  # a two-process LocalCluster: about a minute on two busy cores
+def test_a_dask_local_cluster_gives_the_serial_frame_exactly(models, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    serial = qg.survey(models, per="head", progress=False)
+    with no_hang(300), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        frame = qg.survey(models, per="head", cache=tmp_path / "d.sqlite", progress=False,
+                          executor=client.get_executor())
+        # the one command a cluster user runs: this process writes the store, the cluster's workers score
+        assert main(["survey", *models, "--per", "head", "--dask-scheduler", cluster.scheduler_address,
+                     "--out", str(tmp_path / "cli.sqlite")]) == 0
+    pd.testing.assert_frame_equal(frame, serial, check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "d.sqlite")), _sorted(serial), check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "cli.sqlite")), _sorted(serial), check_exact=True)
+
+
+def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
+    import survey_workers
+
+    store = tmp_path / "r.sqlite"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=survey_workers.hang_on, initargs=("m1", str(markers)))
+
+    def kill_the_hanging_worker():
+        deadline = time.time() + 240
+        while time.time() < deadline:  # once the other worker has stored every other model
+            pids = list(markers.iterdir())
+            if pids and store.exists() and len(read_cache(store)["model"].unique()) == 3:
+                os.kill(int(pids[0].name), signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_hanging_worker, daemon=True)
+    killer.start()
+    try:
+        with no_hang(300), pytest.warns(UserWarning, match=r"skipped '.*m1': BrokenProcessPool"):
+            frame = qg.survey(models, per="head", cache=store, progress=False, executor=pool)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        killer.join(timeout=10)
+    assert frame.attrs["computed"] == ["m0", "m2", "m3"]
+    failures = frame.attrs["failures"]
+    assert failures["source"].tolist() == [models[1]] and failures["error"].tolist() == ["BrokenProcessPool"]
+    with no_hang(60):
+        stored = read_cache(store)  # the store reopens with every model that finished
+    assert sorted(stored["model"].unique()) == ["m0", "m2", "m3"] and len(stored) == 3 * LAYERS * HEADS
+    again = qg.survey(models, per="head", cache=store, progress=False)
+    assert again.attrs["computed"] == ["m1"]
+    pd.testing.assert_frame_equal(again, qg.survey(models, per="head", progress=False), check_exact=True)
+
+
+_HANGING_WORKERS = textwrap.dedent("""
+    import signal; signal.signal(signal.SIGINT, signal.default_int_handler)
+    import concurrent.futures as cf, sys
+    import survey_workers
+    class Hanging(cf.ProcessPoolExecutor):  # every pool's workers hang on the model named in argv[1]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, initializer=survey_workers.hang_on, initargs=(sys.argv[1], sys.argv[2]),
+                             **kwargs)
+    cf.ProcessPoolExecutor = Hanging
+    from qkgeometry.cli import main
+    sys.exit(main(sys.argv[3:]))
+""")
+
+
+def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, tmp_path):
+    store = tmp_path / "r.sqlite"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
+    proc = subprocess.Popen([sys.executable, "-c", _HANGING_WORKERS, "m1", str(markers), *args],
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+                break
+            time.sleep(0.1)
+        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
+        hanging = int(next(markers.iterdir()).name)
+        proc.send_signal(signal.SIGINT)  # to the writer only, as `kill -INT` does: it must stop its workers
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0] and "m0" in lines[0] and "m2" in lines[0], stderr
+    assert sorted(read_cache(store)["model"].unique()) == ["m0", "m2"]
+    for _ in range(100):  # the worker stuck in m1 was stopped, not left running
+        try:
+            os.kill(hanging, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(hanging, signal.SIGKILL)
+        pytest.fail("the worker stuck in a model was left running after Ctrl-C")
