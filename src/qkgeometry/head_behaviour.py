@@ -231,8 +231,8 @@ def head_factors(model) -> Iterable[tuple[int, int, np.ndarray, np.ndarray, np.n
     ``transformers`` model, in float64, with ``W_Q``, ``W_K`` of shape (d, d_h) (KV heads repeated, h // group).
     Chapter 7."""
     mods = [m for m in model.modules() if (hasattr(m, "q_proj") and hasattr(m, "k_proj"))
-            or (hasattr(m, "query") and isinstance(getattr(m, "query"), torch.nn.Linear))
-            or (hasattr(m, "q") and isinstance(getattr(m, "q"), torch.nn.Linear) and hasattr(m, "k"))]
+            or (hasattr(m, "query") and isinstance(m.query, torch.nn.Linear))
+            or (hasattr(m, "q") and isinstance(m.q, torch.nn.Linear) and hasattr(m, "k"))]
     cfg = model.config
     n_heads = cfg.num_attention_heads
     n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads

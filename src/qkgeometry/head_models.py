@@ -61,8 +61,14 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32):
     if not (stamp.is_file() and json.loads(stamp.read_text()) == expected):
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        from safetensors.torch import save_model
+
         folder.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(folder)
+        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config  # dequantised: the saved weights are plain float32
+        config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         stamp.write_text(json.dumps(expected))
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=dtype)
@@ -91,7 +97,7 @@ def token_batch(tokenizer, texts: list[str], length: int) -> torch.Tensor:
             raise ValueError(f"texts: a text has only {len(ids)} tokens, fewer than length = {length}; pass longer "
                              f"texts or a smaller length.")
         if tokenizer.sep_token_id is not None and ids[0] == tokenizer.cls_token_id:
-            ids = ids[:length - 1] + [tokenizer.sep_token_id]
+            ids = [*ids[:length - 1], tokenizer.sep_token_id]
         rows.append(ids[:length])
     return torch.tensor(rows)
 

@@ -40,6 +40,7 @@ __all__ = [
     "EditState",
     "attention_modules",
     "doubled_factors",
+    "doubled_rotation",
     "edited_heads",
     "model_rope_spec",
     "part_form",
@@ -180,7 +181,9 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     if state is not None and state.record_logits:
         for h in state.record:
             state.logits[h] = logits[:, h].detach().to(torch.float64).cpu().numpy()
-    weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    # half precision: softmax in float32 as the models' eager code does; float32 and float64 stay as they are
+    soft = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    weights = torch.nn.functional.softmax(logits, dim=-1, dtype=soft).to(query.dtype)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
     out = torch.matmul(weights, value)  # (batch, heads, T, d_h)
     if state is not None:
