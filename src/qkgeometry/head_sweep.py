@@ -39,7 +39,8 @@ from .head_behaviour import (
 from .head_models import DECODERS, FORWARD_MODELS, forward_model, held_out_texts, token_batch
 from .head_surgery import edited_heads, model_rope_spec
 
-__all__ = ["SweepSettings", "behaviour_table", "intervene", "main", "settings_for", "sweep"]
+__all__ = ["SweepSettings", "behaviour_table", "intervene", "layer_inputs", "main", "settings_for", "sweep",
+           "tail_logits"]
 
 INTERVENTION_PARTS = ("symmetric", "skew", "mean")
 #: Behaviour scores reported for an edited head.
@@ -89,6 +90,43 @@ def behaviour_table(alias: str, model, tokenizer, s: SweepSettings) -> pd.DataFr
     return table
 
 
+def layer_inputs(model, ids: torch.Tensor) -> list[torch.Tensor]:
+    """The input of every decoder layer of a Llama- or Qwen2-style causal LM on ``ids`` (run inside
+    :func:`~qkgeometry.head_surgery.edited_heads` to record what a forward pass records). Chapter 7."""
+    inputs: list[torch.Tensor] = []
+    hooks = [layer.register_forward_pre_hook(
+        lambda _m, args, kwargs: inputs.append((kwargs.get("hidden_states", args[0] if args else None)).detach()),
+        with_kwargs=True) for layer in model.model.layers]
+    try:
+        model.model(ids, use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    return inputs
+
+
+def tail_logits(model, hidden: torch.Tensor, start: int, stop: int | None = None) -> torch.Tensor | None:
+    """Run decoder layers ``start .. stop − 1`` (default: to the end, then the final norm and the LM head) on
+    ``hidden``, the input of layer ``start``, with the causal mask. Editing a head of layer ``start`` changes
+    nothing before it, so a sweep re-runs only this tail. Run it inside
+    :func:`~qkgeometry.head_surgery.edited_heads` (its attention code reads the mask given here). Returns the
+    logits, or None when ``stop`` ends before the last layer. Chapter 7."""
+    inner = model.model
+    t = hidden.shape[1]
+    pos = torch.arange(t)[None]
+    rope = inner.rotary_emb(hidden, position_ids=pos)
+    mask = torch.full((t, t), float("-inf"), dtype=hidden.dtype).triu(1)[None, None]
+    layers = inner.layers[start:stop]
+    h = hidden
+    for layer in layers:
+        h = layer(h, attention_mask=mask, position_embeddings=rope, position_ids=pos, use_cache=False)
+        if isinstance(h, tuple):
+            h = h[0]
+    if stop is not None and stop < len(inner.layers):
+        return None
+    return model.lm_head(inner.norm(h))
+
+
 def _sequence_losses(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
     loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2).to(torch.float64), ids[:, 1:],
                                              reduction="none")
@@ -113,17 +151,17 @@ def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tu
     heads = list(heads)
     with torch.no_grad():
         with edited_heads(model, record_means=True) as states:
-            base_logits = model(text_ids, use_cache=False).logits
-        means = {(st.layer, h): v for st in states for h, v in st.output_means.items()}
-        base = _sequence_losses(base_logits, text_ids)
-        del base_logits
+            text_in = layer_inputs(model, text_ids)
+            means = {(st.layer, h): v for st in states for h, v in st.output_means.items()}
+            rep_in = layer_inputs(model, rep)
+            base = _sequence_losses(tail_logits(model, text_in[0], 0), text_ids)
         rows, seq_rows = [], []
         for layer, h in heads:
             for part in parts:
                 with edited_heads(model, {(layer, h): part}, record={layer: (h,)}, means=means) as states:
-                    text_logits = model(text_ids, use_cache=False).logits
+                    text_logits = tail_logits(model, text_in[layer], layer)
                     text_pattern = states[layer].patterns[h]
-                    model(rep, use_cache=False)
+                    tail_logits(model, rep_in[layer], layer, layer + 1)
                     rep_pattern = states[layer].patterns[h]
                 losses = _sequence_losses(text_logits, text_ids)
                 deltas = losses - base
