@@ -54,9 +54,8 @@ class SweepSettings(dict):
 
 def settings_for(alias: str, quick: bool = False) -> SweepSettings:
     """The recorded sizes for ``alias`` (``quick``: a smaller set for a live check). Chapter 7."""
-    big = alias == "qwen2.5-coder-0.5b"
-    n_texts, length = (4, 48) if quick else ((8, 48) if big else (8, 64))
-    return SweepSettings(n_texts=n_texts, length=length, n_repeat=4 if quick else 8, half=24 if big else 31,
+    n_texts, length = (4, 32) if quick else (6, 48)
+    return SweepSettings(n_texts=n_texts, length=length, n_repeat=4 if quick else 6, half=16 if quick else 24,
                          text_seed=7, repeat_seed=0)
 
 
@@ -134,12 +133,14 @@ def _sequence_losses(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
 
 
 def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tuple[int, int]] | None = None,
-              parts: Sequence[str] = INTERVENTION_PARTS) -> tuple[pd.DataFrame, pd.DataFrame]:
+              parts: Sequence[str] = INTERVENTION_PARTS, flush=None,
+              flush_every: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cut each head of ``heads`` (default: all) to each of ``parts`` in turn, inside the real decoder.
 
     One forward pass per (head, part) over the held-out texts and the repeated random sequences together; the
     loss change is paired by sequence against the unedited model, and the head's own behaviour scores are read
-    from the same pass. ``mean`` uses the head's mean output over the held-out texts' tokens. Returns
+    from the same pass. ``mean`` uses the head's mean output over the held-out texts' tokens. ``flush``: called
+    with the two frames so far every ``flush_every`` heads (a long run keeps what it has done). Returns
     ``(interventions, sequence_deltas)``. Chapter 7."""
     if alias not in DECODERS:
         raise ValueError(f"alias: interventions need a decoder's next-token loss; choose from {', '.join(DECODERS)}.")
@@ -176,6 +177,9 @@ def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tu
                 rows.append(row)
                 seq_rows.extend({"layer": layer, "head": h, "part": part, "sequence": i, "loss_delta": float(d)}
                                 for i, d in enumerate(deltas))
+            done = len(rows) // len(parts)
+            if flush is not None and done % flush_every == 0:
+                flush(pd.DataFrame(rows), pd.DataFrame(seq_rows))
     return pd.DataFrame(rows), pd.DataFrame(seq_rows)
 
 
@@ -190,17 +194,18 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
     model, tokenizer = forward_model(alias)
     s = settings_for(alias, quick)
     result = {"heads": behaviour_table(alias, model, tokenizer, s)}
-    if interventions and alias in DECODERS:
-        result["interventions"], result["sequence_deltas"] = intervene(alias, model, tokenizer, s, heads)
-    if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in result.items():
-            frame.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
+
+    def write(partial: bool = False):
+        if out is None:
+            return
         import transformers
 
         from . import __version__
 
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, frame in result.items():
+            frame.to_csv(folder / f"{name}.csv", index=False, float_format="%.6g")
         prov = {"command": " ".join(["python -m qkgeometry.head_sweep", *sys.argv[1:]]) if __name__ == "__main__"
                 else f"qkgeometry.head_sweep.sweep({alias!r})",
                 "model": alias, "settings": dict(s), "threads": threads,
@@ -209,8 +214,25 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
                 "versions": {"qkgeometry": __version__, "torch": torch.__version__,
                              "transformers": transformers.__version__, "numpy": np.__version__,
                              "python": platform.python_version()},
+                "head_order": "all heads in a random order (seed 0), so that a partial run is a random sample",
+                "complete": not partial,
                 "wall_seconds": round(time.time() - t0, 1), "cpu_seconds": round(time.process_time() - c0, 1)}
-        (out / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+        (folder / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+
+    write(partial=interventions and alias in DECODERS)
+    if interventions and alias in DECODERS:
+        if heads is None:
+            cfg = model.config
+            heads = [(layer, h) for layer in range(cfg.num_hidden_layers) for h in range(cfg.num_attention_heads)]
+            heads = [heads[i] for i in np.random.default_rng(0).permutation(len(heads))]
+
+        def flush(a, b):
+            result["interventions"], result["sequence_deltas"] = a, b
+            write(partial=True)
+
+        result["interventions"], result["sequence_deltas"] = intervene(alias, model, tokenizer, s, heads,
+                                                                       flush=flush if out is not None else None)
+        write()
     return result
 
 
