@@ -103,7 +103,7 @@ def test_edited_logits_equal_the_direct_computation(model_type, part):
         q, k = x @ wq, x @ wk  # unbiased, unrotated (T, d_h)
         if causal:
             cos, sin = (e[min(b, e.shape[0] - 1)].numpy() for e in state.position_embeddings)
-            rot = lambda v: _rotate(v, cos, sin)  # noqa: E731
+            rot = lambda v, c=cos, s=sin: _rotate(v, c, s)  # noqa: E731
         else:
             rot = lambda v: v  # noqa: E731
         # the doubled head built explicitly, each half rotated with the head's own rotation
@@ -176,12 +176,10 @@ def test_recorded_means_are_the_head_outputs_mean():
 
 def test_bad_edits_name_the_argument():
     model = _model("llama")
-    with pytest.raises(ValueError, match="edits: part"):
-        with hs.edited_heads(model, {(0, 0): "half"}):
-            pass
-    with pytest.raises(ValueError, match="edits: layer 5"):
-        with hs.edited_heads(model, {(5, 0): "skew"}):
-            pass
+    with pytest.raises(ValueError, match="edits: part"), hs.edited_heads(model, {(0, 0): "half"}):
+        pass
+    with pytest.raises(ValueError, match="edits: layer 5"), hs.edited_heads(model, {(5, 0): "skew"}):
+        pass
     with pytest.raises(ValueError, match="`part`"):
         hs.doubled_factors(np.eye(3), np.eye(3), "both")
     with pytest.raises(ValueError, match="no attention module"):
