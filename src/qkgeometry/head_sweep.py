@@ -214,9 +214,10 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
                 "versions": {"qkgeometry": __version__, "torch": torch.__version__,
                              "transformers": transformers.__version__, "numpy": np.__version__,
                              "python": platform.python_version()},
-                "head_order": "all heads in a random order (seed 0), so that a partial run is a random sample",
                 "complete": not partial,
                 "wall_seconds": round(time.time() - t0, 1), "cpu_seconds": round(time.process_time() - c0, 1)}
+        if "interventions" in result:
+            prov["head_order"] = "all heads in a random order (seed 0), so that a partial run is a random sample"
         (folder / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
 
     write(partial=interventions and alias in DECODERS)

@@ -55,3 +55,15 @@ def test_rebuilt_decoder_matches_the_gguf_reader_and_predicts_text(alias):
     assert check["max_relative_wqk_difference"] < 1e-5  # the same W_qk as the package's own GGUF reader
     assert check["loss"] < 4.0  # a working language model on held-out Wikipedia leads
     assert check["scrambled_loss"] > check["loss"] + 2.0  # a wrongly permuted rebuild is far worse
+
+
+def test_bad_models_are_refused_with_one_line():
+    from qkgeometry.head_models import forward_model
+    from qkgeometry.head_sweep import intervene, settings_for, sweep
+
+    with pytest.raises(ValueError, match="--model: 'gpt-5'"):
+        sweep("gpt-5")
+    with pytest.raises(ValueError, match="alias: interventions need a decoder"):
+        intervene("minilm-l6", None, None, settings_for("minilm-l6"))
+    with pytest.raises(ValueError, match="alias: no forward pass for 'whisper-base'"):
+        forward_model("whisper-base")
