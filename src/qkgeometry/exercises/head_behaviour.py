@@ -1,0 +1,86 @@
+"""Checkers for the exercises of chapter 7, "What a head's geometry says about its job".
+
+Each checker compares the learner's function with :mod:`qkgeometry.head_behaviour` or
+:mod:`qkgeometry.head_surgery` on fresh inputs, prints a one-line verdict and returns True/False.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..head_behaviour import pattern_scores, separation
+from ..head_surgery import part_form
+from . import report
+
+__all__ = ["check_auc", "check_doubled_head", "check_previous_token_score"]
+
+
+def _random_patterns(rng: np.random.Generator, heads: int, t: int) -> np.ndarray:
+    logits = rng.normal(scale=3.0, size=(2, heads, t, t))
+    logits = np.where(np.tril(np.ones((t, t), bool)), logits, -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True)
+
+
+def check_previous_token_score(fn: Callable[[np.ndarray], np.ndarray], seed: int = 0) -> bool:
+    """Exercise 7.1: ``fn(patterns)`` with causal patterns (sequences, heads, T, T) returns each head's mean
+    attention on the previous token over query rows 4 … T−1 and over sequences, shape (heads,)."""
+    rng = np.random.default_rng(seed)
+    for i, (heads, t) in enumerate(((3, 9), (5, 16))):
+        a = _random_patterns(rng, heads, t)
+        want = pattern_scores(a, causal=True)["previous"].to_numpy()
+        try:
+            got = np.asarray(fn(a), dtype=float)
+        except Exception as e:  # learners' code may raise anything
+            return report(False, "previous-token score", f"raised {type(e).__name__}: {e} on test case {i}")
+        if got.shape != want.shape:
+            return report(False, "previous-token score", f"shape {got.shape}, expected {want.shape}")
+        if not np.allclose(got, want, atol=1e-10):
+            hint = " (did you start at row 4?)" if np.allclose(got, _all_rows(a), atol=1e-10) else ""
+            return report(False, "previous-token score", f"off by {np.max(np.abs(got - want)):.3g}{hint}")
+    return report(True, "previous-token score")
+
+
+def _all_rows(a: np.ndarray) -> np.ndarray:
+    i = np.arange(1, a.shape[-1])
+    return a[:, :, i, i - 1].mean(-1).mean(0)
+
+
+def check_doubled_head(fn: Callable[[np.ndarray, np.ndarray, str], tuple[np.ndarray, np.ndarray]],
+                       seed: int = 0) -> bool:
+    """Exercise 7.2: ``fn(wq, wk, part)`` returns ``(Q', K')`` of shape (d, 2 d_h) with ``Q' K'ᵀ`` the symmetric
+    (``part="symmetric"``) or skew (``"skew"``) part of ``W_Q W_Kᵀ``. Any factorisation with that product and that
+    width passes."""
+    rng = np.random.default_rng(seed)
+    for d, dh in ((5, 2), (12, 4)):
+        wq, wk = rng.normal(size=(d, dh)), rng.normal(size=(d, dh))
+        for part in ("symmetric", "skew"):
+            try:
+                a, b = (np.asarray(x, dtype=float) for x in fn(wq, wk, part))
+            except Exception as e:  # learners' code may raise anything
+                return report(False, "doubled head", f"raised {type(e).__name__}: {e} for part={part!r}")
+            if a.shape != (d, 2 * dh) or b.shape != (d, 2 * dh):
+                return report(False, "doubled head", f"shapes {a.shape}, {b.shape}; expected ({d}, {2 * dh}) each")
+            if not np.allclose(a @ b.T, part_form(wq, wk, part), atol=1e-10):
+                return report(False, "doubled head", f"Q' K'ᵀ is not the {part} part (d = {d})")
+    return report(True, "doubled head")
+
+
+def check_auc(fn: Callable[[np.ndarray, np.ndarray], float], seed: int = 0) -> bool:
+    """Exercise 7.3: ``fn(values, is_label)`` returns P(value of a labelled head > value of another), ties ½."""
+    rng = np.random.default_rng(seed)
+    cases = [(rng.normal(size=40), rng.random(40) < 0.3),
+             (np.round(rng.normal(size=30)), rng.random(30) < 0.5)]  # with ties
+    for i, (x, y) in enumerate(cases):
+        y[:2], y[-2:] = True, False
+        want = separation(x, y, n_resamples=10).auc
+        try:
+            got = float(fn(x, y))
+        except Exception as e:  # learners' code may raise anything
+            return report(False, "AUC", f"raised {type(e).__name__}: {e} on test case {i}")
+        if not np.isclose(got, want, atol=1e-10):
+            hint = " (ties count one half)" if i == 1 else ""
+            return report(False, "AUC", f"got {got:.4f}, expected {want:.4f} on test case {i}{hint}")
+    return report(True, "AUC")

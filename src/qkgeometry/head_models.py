@@ -1,0 +1,154 @@
+"""Forward passes of the offline models with their real weights, for the head-behaviour chapter (book chapter 7).
+
+:func:`forward_model` returns a ``transformers`` model in evaluation mode with eager attention (so attention
+patterns can be read and heads edited) and its tokenizer:
+
+* ``minilm-l6`` and ``mpnet-base``: the encoders' own safetensors folders (``AutoModel``; no language-model head);
+* ``smollm2-135m`` and ``qwen2.5-coder-0.5b``: the decoders rebuilt from their GGUF files by transformers
+  (``from_pretrained(folder, gguf_file=name)``, dequantised to float32). Converting a GGUF file and its tokenizer
+  takes one to several minutes, so the rebuilt model is saved once, as a safetensors folder, under
+  :func:`qkgeometry.catalogue.offline.cache_dir` (``forward/<alias>``) and read from there afterwards.
+
+How the rebuilt decoders are checked (:func:`rebuilt_check`): their W_Q and W_K equal the ones
+:func:`qkgeometry.load_qk` reads from the same GGUF file with the package's own reader (which undoes llama.cpp's
+row permutation independently); and their next-token loss on held-out text is that of a working language model
+(a cross-entropy of a few nats, far below the log-vocabulary loss of a model whose rows are scrambled).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["DECODERS", "ENCODERS", "FORWARD_MODELS", "forward_model", "held_out_texts", "rebuilt_check",
+           "token_batch"]
+
+ENCODERS = ("minilm-l6", "mpnet-base")
+DECODERS = ("smollm2-135m", "qwen2.5-coder-0.5b")
+#: Offline models with a forward pass in chapter 7.
+FORWARD_MODELS = ENCODERS + DECODERS
+_CACHE_VERSION = "1"
+
+
+def _cache_folder(alias: str) -> Path:
+    from .catalogue.offline import cache_dir
+
+    return cache_dir() / "forward" / alias
+
+
+def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool | None = None):
+    """``(model, tokenizer)`` of offline model ``alias`` (one of :data:`FORWARD_MODELS`), eval mode, eager
+    attention. Decoders are ``AutoModelForCausalLM`` (their loss is the next-token cross-entropy); encoders are
+    ``AutoModel``. ``use_hub`` (default: on Colab only) loads the model's Hub checkpoint instead; for the decoders
+    that is the unquantised model, so its numbers differ slightly from the recorded runs. Chapter 7."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    from .catalogue.offline import OFFLINE_MODELS, offline_path, on_colab
+
+    if alias not in FORWARD_MODELS:
+        raise ValueError(f"alias: no forward pass for {alias!r}; available: {', '.join(FORWARD_MODELS)}.")
+    if use_hub or (use_hub is None and on_colab()):
+        hub_id = OFFLINE_MODELS[alias].hub_id
+        auto = AutoModel if alias in ENCODERS else AutoModelForCausalLM
+        model = auto.from_pretrained(hub_id, attn_implementation="eager", dtype=dtype)
+        return model.eval(), AutoTokenizer.from_pretrained(hub_id)
+    path = offline_path(alias)
+    if alias in ENCODERS:
+        model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return model.eval(), tokenizer
+    folder = _cache_folder(alias)
+    stamp = folder / "qkgeometry-source.json"
+    expected = {"gguf": path.name, "size": path.stat().st_size, "version": _CACHE_VERSION}
+    if not (stamp.is_file() and json.loads(stamp.read_text()) == expected):
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        from safetensors.torch import save_model
+
+        folder.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config  # dequantised: the saved weights are plain float32
+        config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        stamp.write_text(json.dumps(expected))
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return model.eval(), tokenizer
+
+
+def held_out_texts(n: int, seed: int = 7, min_chars: int = 400) -> list[str]:
+    """``n`` Wikipedia lead sections of at least ``min_chars`` characters, drawn without replacement with ``seed``
+    from the offline corpus (chapters 3 and 5 train on other draws; this chapter trains nothing). Chapter 7."""
+    from .catalogue.offline import wikipedia_articles
+
+    texts = [t for _, t in wikipedia_articles() if len(t) >= min_chars]
+    rng = np.random.default_rng(seed)
+    return [texts[i] for i in rng.choice(len(texts), size=n, replace=False)]
+
+
+def token_batch(tokenizer, texts: list[str], length: int) -> torch.Tensor:
+    """(len(texts), length) token ids, each text cut to its first ``length`` tokens (with the tokenizer's own
+    special tokens: [CLS] … [SEP] for encoders, the BOS token where the decoder's tokenizer adds one). Texts that
+    are too short are refused. Chapter 7."""
+    rows = []
+    for t in texts:
+        ids = tokenizer(t, truncation=True, max_length=length)["input_ids"]
+        if len(ids) < length:
+            raise ValueError(f"texts: a text has only {len(ids)} tokens, fewer than length = {length}; pass longer "
+                             f"texts or a smaller length.")
+        if tokenizer.sep_token_id is not None and ids[0] == tokenizer.cls_token_id:
+            ids = [*ids[:length - 1], tokenizer.sep_token_id]
+        rows.append(ids[:length])
+    return torch.tensor(rows)
+
+
+def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, length: int = 64) -> dict:
+    """Evidence that the rebuilt decoder ``alias`` is the checkpoint: the largest difference between its W_qk of
+    each head and the one :func:`qkgeometry.load_qk` reads from the GGUF file (relative to ‖W_qk‖), its held-out
+    next-token loss, and the loss of the same model with the rows of every W_Q scrambled inside each head (a broken
+    rebuild looks like that). Chapter 7."""
+    from . import load_qk
+    from .catalogue.offline import offline_path
+    from .head_surgery import attention_modules
+
+    if alias not in DECODERS:
+        raise ValueError(f"alias: {alias!r} is not a rebuilt decoder; choose from {', '.join(DECODERS)}.")
+    if model is None:
+        model, tokenizer = forward_model(alias)
+    qk = load_qk(str(offline_path(alias)))
+    worst = 0.0
+    modules = attention_modules(model)
+    for layer, m in zip(qk, modules, strict=True):
+        hd = qk.head_dim
+        group = qk.n_heads // qk.n_kv_heads
+        wq = np.asarray(layer.wq, dtype=np.float64)
+        wk = np.asarray(layer.wk_kv, dtype=np.float64)
+        q_w = m.q_proj.weight.detach().to(torch.float64).numpy()
+        k_w = m.k_proj.weight.detach().to(torch.float64).numpy()
+        for h in range(qk.n_heads):
+            g = h // group
+            ours = wq[h] @ wk[g].T
+            theirs = q_w[h * hd:(h + 1) * hd].T @ k_w[g * hd:(g + 1) * hd]
+            worst = max(worst, float(np.linalg.norm(ours - theirs) / np.linalg.norm(ours)))
+    ids = token_batch(tokenizer, held_out_texts(n_texts, seed=11), length)
+    with torch.no_grad():
+        loss = float(model(ids, labels=ids, use_cache=False).loss)
+        rng = np.random.default_rng(0)
+        saved = [m.q_proj.weight.detach().clone() for m in modules]
+        try:
+            for m in modules:
+                w = m.q_proj.weight
+                perm = np.concatenate([h * qk.head_dim + rng.permutation(qk.head_dim) for h in range(qk.n_heads)])
+                w.copy_(w[torch.as_tensor(perm)])
+            scrambled = float(model(ids, labels=ids, use_cache=False).loss)
+        finally:
+            for m, w in zip(modules, saved, strict=True):
+                m.q_proj.weight.copy_(w)
+    return {"model": alias, "max_relative_wqk_difference": worst, "loss": loss, "scrambled_loss": scrambled,
+            "log_vocab": math.log(model.config.vocab_size), "tokens": int(ids.numel())}

@@ -1,0 +1,43 @@
+"""The chapter-7 checkers accept the reference solutions and reject typical mistakes."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+from qkgeometry import head_surgery as hs
+from qkgeometry.exercises.head_behaviour import check_auc, check_doubled_head, check_previous_token_score
+
+
+def test_previous_token_checker(capsys):
+    def good(a):
+        i = np.arange(4, a.shape[-1])
+        return a[:, :, i, i - 1].mean(-1).mean(0)
+
+    def every_row(a):
+        i = np.arange(1, a.shape[-1])
+        return a[:, :, i, i - 1].mean(-1).mean(0)
+
+    assert check_previous_token_score(good)
+    assert not check_previous_token_score(every_row)
+    assert "row 4" in capsys.readouterr().out
+    assert not check_previous_token_score(lambda a: 1 / 0)
+
+
+def test_doubled_head_checker():
+    assert check_doubled_head(hs.doubled_factors)
+    assert not check_doubled_head(lambda q, k, p: (np.hstack([q, k]), np.hstack([k, q])))  # no 1/√2
+    assert not check_doubled_head(lambda q, k, p: (q, k))
+
+
+def test_auc_checker():
+    def good(x, y):
+        r = rankdata(x)
+        n1, n0 = y.sum(), (~y).sum()
+        return (r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+    def strict(x, y):
+        return np.mean(x[y][:, None] > x[~y][None, :])
+
+    assert check_auc(good)
+    assert not check_auc(strict)
