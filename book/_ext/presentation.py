@@ -7,17 +7,31 @@
   label id.
 - Bibliography entries are labelled "Author et al. Year" (the style ``qkg_authoryear``), matching the author–year
   citations in the text.
+- Figures keep their true shape at every width: a notebook's image output carries its size in pixels, which
+  myst-nb copies onto the ``<img>`` as an inline ``width`` *and* ``height``. The theme caps the width at the column
+  and the fixed height then squashes the figure. Only the width is kept (it caps the figure at its natural size),
+  and the browser derives the height from the image itself.
+- Every page carries ``<meta name="qkgeometry-build" content="quick|full">`` (from the ``QKG_BUILD_MODE``
+  environment variable the book builder sets), so that a page's "quick mode" note can be checked against the build.
+- Inline math wraps on a phone: MathJax 3 never breaks a formula, so a long inline formula (in a theorem box above
+  all) runs past the right edge at 390 px. Each inline formula longer than a few symbols is split at its top-level
+  relations (``=``, ``\\le``, ...) into pieces that MathJax typesets one by one, with a line-break opportunity
+  between them.
+- Long proofs are collapsed: a proof longer than ``PROOF_FOLD_CHARS`` characters sits in a ``<details>`` box
+  ("Show the proof"), open on a click.
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
   scroll inside their own box on a phone instead of pushing the page wider.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from docutils import nodes
 from sphinx.application import Sphinx
 
 STATIC = Path(__file__).parent / "static"
@@ -51,9 +65,143 @@ def plain_title(html: str) -> str:
     return _INLINE_MATH.sub(lambda m: tex_to_text(m.group(1) or m.group(2)), html)
 
 
+#: Environment variable through which the book builder says how the notebooks were executed.
+BUILD_MODE_ENV = "QKG_BUILD_MODE"
+
+
+def build_mode() -> str:
+    """``"quick"`` or ``"full"`` (from ``QKG_BUILD_MODE``), ``"unknown"`` when the builder did not say."""
+    mode = os.environ.get(BUILD_MODE_ENV, "").strip().lower()
+    return mode if mode in ("quick", "full") else "unknown"
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     if context.get("title"):
         context["title"] = plain_title(context["title"])
+    context["metatags"] = context.get("metatags", "") + f'\n<meta name="qkgeometry-build" content="{build_mode()}" />'
+
+
+# ------------------------------------------------------------------------------------------------- figures
+def keep_true_shape(doctree: nodes.Node) -> int:
+    """Drop the fixed ``height`` of every image that also has a ``width``; return how many were changed.
+
+    The width alone caps the image at its natural size; with ``max-width: 100%`` the browser then scales both
+    sides together.
+    """
+    changed = 0
+    for image in doctree.findall(nodes.image):
+        if image.get("width") and image.get("height"):
+            del image["height"]
+            changed += 1
+    return changed
+
+
+# ---------------------------------------------------------------------------------------------------- math
+#: Relations at which an inline formula may be broken across lines (the relation starts the next piece).
+_RELATIONS = ("\\approx", "\\equiv", "\\leq", "\\geq", "\\le", "\\ge", "\\ne", "\\sim", "\\to", "=", "<", ">")
+#: Formulas shorter than this (characters of TeX) are left whole.
+MIN_SPLIT_CHARS = 24
+
+
+def split_inline_math(tex: str) -> list[str]:
+    r"""Pieces of an inline formula at its top-level relations, each typesettable on its own.
+
+    Pieces after the first start with ``{}`` so that the relation keeps its spacing. Nothing inside braces,
+    ``\left ... \right`` or an environment is split.
+
+    >>> split_inline_math(r"M_s + M_n = \tfrac12(M+M^\top) + \tfrac12(M-M^\top) = M")
+    ['M_s + M_n ', '{}= \\tfrac12(M+M^\\top) + \\tfrac12(M-M^\\top) ', '{}= M']
+    >>> split_inline_math(r"\{x : f(x) = 0\}"), split_inline_math(r"a = b")
+    (['\\{x : f(x) = 0\\}'], ['a = b'])
+    """
+    if len(tex) < MIN_SPLIT_CHARS:
+        return [tex]
+    pieces, start, depth, i = [], 0, 0, 0
+    while i < len(tex):
+        ch = tex[i]
+        if ch == "\\":
+            m = re.match(r"\\([A-Za-z]+|.)", tex[i:])
+            name = m.group(1)
+            if name in ("left", "begin"):
+                depth += 1
+            elif name in ("right", "end"):
+                depth -= 1
+            elif depth == 0 and name in ("{", "}"):
+                depth += 1 if name == "{" else -1
+            elif depth == 0 and i > start and any(m.group(0) == r for r in _RELATIONS) and tex[start:i].strip():
+                pieces.append(tex[start:i])
+                start = i
+            i += len(m.group(0))
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0 and ch in "=<>" and i > start and tex[start:i].strip() and tex[i - 1] not in "&<>!":
+            pieces.append(tex[start:i])
+            start = i
+        i += 1
+    pieces.append(tex[start:])
+    if depth != 0 or len(pieces) == 1:
+        return [tex]
+    return [pieces[0]] + ["{}" + p for p in pieces[1:]]
+
+
+def wrap_inline_math(doctree: nodes.Node) -> int:
+    """Split every long inline formula of the body text (not titles) into pieces; return how many were split."""
+    changed = 0
+    for math in list(doctree.findall(nodes.math)):
+        if any(isinstance(a, (nodes.title, nodes.rubric, nodes.caption)) for a in _ancestors(math)):
+            continue
+        pieces = split_inline_math(math.astext())
+        if len(pieces) == 1:
+            continue
+        new: list[nodes.Node] = []
+        for k, piece in enumerate(pieces):
+            if k:
+                new.append(nodes.raw("", "<wbr>", format="html"))
+            new.append(nodes.math(piece, piece))
+        math.replace_self(new)
+        changed += 1
+    return changed
+
+
+def _ancestors(node: nodes.Node):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+# -------------------------------------------------------------------------------------------------- proofs
+#: Proofs with more text than this (characters, formulas included) are collapsed behind a "Proof" summary.
+PROOF_FOLD_CHARS = 500
+
+
+def fold_long_proofs(doctree: nodes.Node) -> int:
+    """Put every long proof in a ``<details>`` box; return how many were folded."""
+    from sphinx_proof.nodes import proof_node
+
+    folded = 0
+    for proof in list(doctree.findall(proof_node)):
+        if len(proof.astext()) < PROOF_FOLD_CHARS or proof.parent is None:
+            continue
+        parent, index = proof.parent, proof.parent.index(proof)
+        parent.insert(index + 1, nodes.raw("", "</details>", format="html"))
+        parent.insert(index, nodes.raw("", '<details class="qkg-proof"><summary>Show the proof</summary>', format="html"))
+        folded += 1
+    return folded
+
+
+def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
+    wrap_inline_math(doctree)
+
+
+def _doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    # myst-nb turns notebook outputs into images in a post-transform, so after reading is too early
+    keep_true_shape(doctree)
+    if app.builder.format == "html":
+        fold_long_proofs(doctree)
 
 
 # ------------------------------------------------------------------------------------------------ proof index
@@ -138,6 +286,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_css_file(CSS)
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
+    app.connect("doctree-read", _doctree_read)
+    app.connect("doctree-resolved", _doctree_resolved)
     _register_bibliography_style()
     _record_proof_titles(app)
     from sphinx_proof.domain import ProofDomain

@@ -309,7 +309,10 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     start = time.perf_counter()
     cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(out_root), "--all",
            "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True, check=False)
+    # The pages say how their notebooks were run (a <meta> tag, book/_ext/presentation.py), so that a "quick mode"
+    # note can be checked against the build it sits in.
+    env = {**os.environ, "QKG_BUILD_MODE": "quick" if quick else "full"}
+    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True, check=False, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise NotebookFailure(f"jupyter-book build failed after {seconds:.1f} s:\n{proc.stdout[-6000:]}\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MISSING", "show_table", "tidy_number"]
+__all__ = ["MISSING", "ModeNote", "mode_note", "show_table", "tidy_number"]
 
 #: What a missing value looks like on the page.
 MISSING = "—"
@@ -74,3 +74,44 @@ def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = N
     if caption:
         styler = styler.set_caption(caption)
     return styler
+
+
+class ModeNote:
+    """A note box that says how the page was built, computed from the run's own ``QUICK`` flag (never typed).
+
+    Displays as ``<div class="admonition note qkg-mode-note" data-mode="quick|full">``; the mode attribute lets a
+    reader's browser (and the book's page check) compare the note with the build it sits in. An empty note (full
+    scale with nothing to add) displays as nothing.
+    """
+
+    def __init__(self, mode: str, text: str):
+        if mode not in ("quick", "full"):
+            raise ValueError(f"mode: expected 'quick' or 'full', got {mode!r}.")
+        self.mode, self.text = mode, text
+
+    def _repr_html_(self) -> str:
+        import html
+
+        if not self.text:
+            return ""
+        return (f'<div class="admonition note qkg-mode-note" data-mode="{self.mode}">'
+                f'<p class="admonition-title">{"Quick build" if self.mode == "quick" else "Full build"}</p>'
+                f"<p>{html.escape(self.text)}</p></div>")
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def mode_note(quick: bool, quick_text: str, full_text: str = "") -> ModeNote:
+    """The note that opens a chapter: ``quick_text`` when the page ran in quick mode, ``full_text`` otherwise.
+
+    Leave ``full_text`` empty when the full build needs no note (the page then shows none).
+
+    >>> mode_note(True, "A smoke test.", "Full scale.").mode, repr(mode_note(False, "A smoke test."))
+    ('quick', '')
+    >>> print(mode_note(False, "quick", "Built at full scale: 20,000 draws per check.")._repr_html_())
+    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>Built at full scale: 20,000 draws per check.</p></div>
+    """
+    if not isinstance(quick, (bool, np.bool_)):
+        raise TypeError(f"quick: expected the notebook's QUICK flag (True or False), got {quick!r}.")
+    return ModeNote("quick" if quick else "full", quick_text if quick else full_text)
