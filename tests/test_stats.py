@@ -65,3 +65,28 @@ def test_bad_values_are_named(bad):
 def test_format_interval_has_no_negative_zero():
     assert stats.format_interval(-0.00001, -0.2, 0.1) == "0.000 [-0.200, 0.100]"
     assert stats.format_interval(0.15, 0.09, 0.21, percent=True) == "15.0% [9.0%, 21.0%]"
+
+
+def test_format_p_never_prints_zero():
+    assert stats.format_p(0.0) == "p < 0.0001"
+    assert stats.format_p(4e-5) == "p < 0.0001"
+    assert stats.format_p(0.0312) == "p = 0.031"
+    assert stats.format_p(1.0) == "p = 1"
+    with pytest.raises(ValueError, match="p: a p-value lies in"):
+        stats.format_p(1.5)
+
+
+def test_judge_states_the_number_once_and_keeps_the_statistics_apart():
+    """The sentence carries the estimate and its interval once; n, the method and the test sit in the details."""
+    tiny = stats.paired_difference([1e-5, 3e-5, 4e-5], [0.0, 0.0, 0.0])
+    v = stats.judge(tiny, "shared higher", "shared lower", "loss gap (nats)")
+    assert "0.0000 " not in v.sentence and "0.0000]" not in v.sentence  # tiny numbers keep their digits
+    assert v.sentence.count("CI") == 1 and "n =" not in v.sentence and "p =" not in v.sentence and "p <" not in v.sentence
+    assert v.details["n"] == "3 seeds" and v.details["test"].startswith("paired t-test: p")
+    assert v.outcome in ("difference", "suggested")
+    none = stats.judge(stats.t_interval([0.1, -0.1, 0.05]), "a", "b", "gap")
+    assert none.sentence.startswith("No detectable difference: gap ") and none.outcome == "none"
+    perm = stats.judge(stats.difference_of_medians(np.arange(10.0) + 5, np.arange(10.0), n_resamples=999), "A", "B")
+    assert perm.details["test"].startswith("permutation test: p")
+    with pytest.raises(TypeError, match="result: expected"):
+        stats.judge(0.3, "a", "b")
