@@ -19,6 +19,9 @@
   between them.
 - Long proofs are collapsed: a proof longer than ``PROOF_FOLD_CHARS`` characters sits in a ``<details>`` box
   ("Show the proof"), open on a click.
+- Reading time: every chapter shows "About N min to read" under its title, computed from its own words and
+  figures when the book is built; the role ``{reading-time}`path``` writes another page's time (the intro's
+  chapter table uses it).
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
   scroll inside their own box on a phone instead of pushing the page wider.
 """
@@ -193,13 +196,89 @@ def fold_long_proofs(doctree: nodes.Node) -> int:
     return folded
 
 
+# -------------------------------------------------------------------------------------------- reading time
+#: Reading speed for technical prose (words per minute) and the time a figure or a table takes to look at.
+WORDS_PER_MINUTE = 180
+MINUTES_PER_FIGURE = 0.5
+
+
+def page_size(doctree: nodes.Node) -> tuple[int, int]:
+    """``(words of prose, figures)`` of one page: prose outside code cells and their outputs; a figure is a
+    figure directive or a notebook output that holds an image."""
+    words = 0
+    for para in doctree.findall(nodes.paragraph):
+        if any(isinstance(a, (nodes.literal_block,)) or "cell_output" in a.get("classes", [])
+               for a in _ancestors(para)):
+            continue
+        words += len(re.findall(r"\w+", para.astext()))
+    bundles = {id(n.parent) for n in doctree.findall(nodes.Element)
+               if str(n.get("mime_type", "")).startswith("image/")}
+    figures = sum(1 for _ in doctree.findall(nodes.figure)) + len(bundles)
+    return words, figures
+
+
+def reading_minutes(words: int, figures: int) -> int:
+    """Minutes to read a page of ``words`` words and ``figures`` figures (at least 1).
+
+    >>> reading_minutes(3600, 10)
+    25
+    """
+    return max(1, round(words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * figures))
+
+
 def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
     wrap_inline_math(doctree)
+    env = app.env
+    if not hasattr(env, "qkg_reading"):
+        env.qkg_reading = {}
+    env.qkg_reading[env.docname] = page_size(doctree)
+
+
+def _merge_reading(app: Sphinx, env, docnames, other) -> None:
+    if not hasattr(env, "qkg_reading"):
+        env.qkg_reading = {}
+    env.qkg_reading.update(getattr(other, "qkg_reading", {}))
+
+
+class reading_time_ref(nodes.inline):
+    """Placeholder for another page's reading time, filled in once every page has been read."""
+
+
+def reading_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    target = text.strip()
+    node = reading_time_ref(rawtext, "")
+    node["target"] = target
+    return [node], []
+
+
+def _fill_reading_times(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    from posixpath import join, normpath
+
+    table = getattr(app.env, "qkg_reading", {})
+    for ref in list(doctree.findall(reading_time_ref)):
+        target = normpath(join(docname.rsplit("/", 1)[0] if "/" in docname else "", ref["target"]))
+        if target not in table:
+            from sphinx.util import logging
+
+            logging.getLogger(__name__).warning(f"reading-time: no page {target!r}", location=ref)
+            ref.replace_self(nodes.Text("?"))
+            continue
+        ref.replace_self(nodes.Text(f"{reading_minutes(*table[target])} min"))
+    if docname.startswith("notebooks/") and docname in table:
+        words, figures = table[docname]
+        for section in doctree.findall(nodes.section):
+            title = section.next_node(nodes.title)
+            note = nodes.paragraph("", f"About {reading_minutes(words, figures)} min to read "
+                                       f"({words:,} words, {figures} figures), more to run its code and exercises.",
+                                   classes=["qkg-reading-time"])
+            section.insert(section.index(title) + 1, note)
+            break
 
 
 def _doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     # myst-nb turns notebook outputs into images in a post-transform, so after reading is too early
     keep_true_shape(doctree)
+    _fill_reading_times(app, doctree, docname)
     if app.builder.format == "html":
         fold_long_proofs(doctree)
 
@@ -287,6 +366,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
     app.connect("doctree-read", _doctree_read)
+    app.connect("env-merge-info", _merge_reading)
+    app.add_role("reading-time", reading_time_role)
     app.connect("doctree-resolved", _doctree_resolved)
     _register_bibliography_style()
     _record_proof_titles(app)
