@@ -22,6 +22,9 @@
 - Reading time: every chapter shows "About N min to read" under its title, computed from its own words and
   figures when the book is built; the role ``{reading-time}`path``` writes another page's time (the intro's
   chapter table uses it).
+- Interactive figures (``qkgeometry.plotting.interactive``) get Plotly from the book's own ``_static/plotly/``
+  (copied from the installed ``plotly`` package when the build finishes), loaded only on the pages that have one:
+  no network, like MathJax.
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
   scroll inside their own box on a phone instead of pushing the page wider.
 """
@@ -78,7 +81,34 @@ def build_mode() -> str:
     return mode if mode in ("quick", "full") else "unknown"
 
 
+#: Where the book serves Plotly from, inside ``_static``.
+PLOTLY_JS = "plotly/plotly.min.js"
+
+
+def plotly_source() -> Path | None:
+    """The ``plotly.min.js`` of the installed ``plotly`` package, or None without it."""
+    try:
+        import plotly
+    except ImportError:
+        return None
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    return path if path.is_file() else None
+
+
+def _copy_plotly(app: Sphinx, exception: Exception | None) -> None:
+    import shutil
+
+    source = plotly_source()
+    if exception is not None or app.builder.format != "html" or source is None:
+        return
+    target = Path(app.outdir) / "_static" / PLOTLY_JS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    if "qkg-plotly" in context.get("body", ""):
+        app.add_js_file(PLOTLY_JS)  # this page only
     if context.get("title"):
         context["title"] = plain_title(context["title"])
     context["metatags"] = context.get("metatags", "") + f'\n<meta name="qkgeometry-build" content="{build_mode()}" />'
@@ -365,6 +395,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_css_file(CSS)
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
+    app.connect("build-finished", _copy_plotly)
     app.connect("doctree-read", _doctree_read)
     app.connect("env-merge-info", _merge_reading)
     app.add_role("reading-time", reading_time_role)
