@@ -10,6 +10,7 @@ After MathJax has finished typesetting, each page must show:
 - every figure at its true shape: rendered aspect ratio within 3% of the image file's, at both widths;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
 - no build artefacts (``ARTEFACTS``: tracebacks, file names of the build, version banners, bare notes);
+- every interactive figure has drawn, and no page requests anything from the network;
 - a page that says it was built in quick mode (or at full scale) says so in a mode note computed in the build
   (``.qkg-mode-note``), whose mode is the build's own (``<meta name="qkgeometry-build">``).
 
@@ -168,6 +169,11 @@ const modeNotes = [...article.querySelectorAll('.qkg-mode-note')].map(e => ({
   mode: e.getAttribute('data-mode') || '', text: e.textContent.replace(/\s+/g, ' ').trim()}));
 const outside = article.cloneNode(true);
 outside.querySelectorAll('.qkg-mode-note, script, style').forEach(e => e.remove());
+// Interactive figures must have drawn (Plotly from the book's own files), and nothing may come from the network.
+const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => ({
+  id: el.id, rendered: !!el.querySelector('svg.main-svg')}));
+const network = performance.getEntriesByType('resource').map(e => e.name)
+  .filter(u => !/^(?:file|data|blob|about):/.test(u));
 const buildMeta = document.querySelector('meta[name="qkgeometry-build"]');
 const sidebar = document.querySelector('.bd-sidebar-primary, #bd-docs-nav, nav.bd-links');
 return {
@@ -177,7 +183,7 @@ return {
   sidebar: visibleText(sidebar),
   errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error, [data-mjx-error]')].map(describe),
   wide: wide, images: images, rawTables: rawTables, tableText: tableText, outputs: outputs,
-  mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, modeNotes: modeNotes,
+  mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, interactive: interactive, network: network, modeNotes: modeNotes,
   textOutsideModeNotes: outside.textContent.replace(/\s+/g, ' '),
   build: buildMeta ? buildMeta.getAttribute('content') : 'unknown',
 };
@@ -280,6 +286,11 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
             text = visible_of(probe)
             start = max(0, m.start() - 40)
             add(f"build artefact ({name})", repr(text[start:m.end() + 40].replace("\n", " ").strip()))
+    for fig in probe.get("interactive", []):
+        if not fig["rendered"]:
+            add("interactive figure did not draw", f"div#{fig['id']} (is Plotly served from _static?)")
+    for url in probe.get("network", [])[:5]:
+        add("network request", url)
     for box in probe.get("bareNotes", []):
         add("build artefact (bare note)", box)
     build = probe.get("build", "unknown")
@@ -409,7 +420,8 @@ def test_rendered_pages(browser_findings, width: int):
 def _probe(**overrides) -> dict:
     probe = {"title": "Two scores", "text": "", "fullText": "", "sidebar": "", "errors": [], "wide": [],
              "images": [], "rawTables": [], "tableText": "", "outputs": [], "mathjax": True, "cut": [],
-             "bareNotes": [], "modeNotes": [], "textOutsideModeNotes": "", "build": "quick"}
+             "bareNotes": [], "modeNotes": [], "textOutsideModeNotes": "", "build": "quick", "interactive": [],
+             "network": []}
     probe.update(overrides)
     return probe
 
@@ -444,12 +456,14 @@ def test_findings_logic_flags_the_presentation_kinds():
                    text="Our values fill 0 rows in this build. See _build/executed/full/03.ipynb.",
                    bareNotes=['div "Note Full scale."'], build="full",
                    modeNotes=[{"mode": "quick", "text": "Built in quick mode"}],
+                   interactive=[{"id": "qkg-plotly-1", "rendered": False}], network=["https://cdn.plot.ly/x.js"],
                    textOutsideModeNotes="Built in quick mode, this page is a smoke test.")
     kinds = Counter(f.kind for f in findings_for("notebooks/06_beyond_the_paper.html", 390, probe))
     assert {"figure not at its true shape", "cut at the right edge of a box", "build artefact (error message)",
             "build artefact (build file name)", "build artefact (version banner)", "build artefact (empty statement)",
             "build artefact (bare note)", "mode note contradicts the build",
-            "mode claim outside a mode note (typed, not computed)"} <= set(kinds)
+            "mode claim outside a mode note (typed, not computed)", "interactive figure did not draw",
+            "network request"} <= set(kinds)
     true_shape = dict(squashed, shownWidth=672, shownHeight=672 * 682 / 2182)
     note = {"mode": "full", "text": "This page was built at full scale."}
     fine = _probe(images=[true_shape], build="full", modeNotes=[note], textOutsideModeNotes="Two scores.")

@@ -9,7 +9,7 @@ import pytest
 matplotlib.use("Agg")
 pytest.importorskip("plotly")
 
-from qkgeometry.plotting import interactive_score_plane  # noqa: E402
+from qkgeometry.plotting import interactive_score_plane
 
 
 def _frame(per_head: bool = True) -> pd.DataFrame:
