@@ -25,6 +25,8 @@
 - Interactive figures (``qkgeometry.plotting.interactive``) get Plotly from the book's own ``_static/plotly/``
   (copied from the installed ``plotly`` package when the build finishes), loaded only on the pages that have one:
   no network, like MathJax.
+- Numbered tables: a notebook cell whose output is named ``tbl-...`` (cell metadata ``mystnb.figure.name``, with
+  its ``caption``) becomes a numbered table ("Table 6.1", caption above), cited with ``{numref}`tbl-...```.
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
   scroll inside their own box on a phone instead of pushing the page wider.
 """
@@ -127,6 +129,40 @@ def keep_true_shape(doctree: nodes.Node) -> int:
             del image["height"]
             changed += 1
     return changed
+
+
+# -------------------------------------------------------------------------------------------------- tables
+#: A notebook output named with this prefix is a numbered table, not a figure.
+TABLE_PREFIX = "tbl-"
+
+
+class numbered_table(nodes.figure):
+    """A notebook output shown as a numbered table (a figure node counted and titled as a table)."""
+
+
+def tables_from_outputs(doctree: nodes.Node) -> int:
+    """Turn every figure named ``tbl-...`` into a :class:`numbered_table` with its caption on top; return how
+    many."""
+    changed = 0
+    for fig in list(doctree.findall(nodes.figure)):
+        if type(fig) is not nodes.figure or not any(i.startswith(TABLE_PREFIX) for i in fig["ids"]):
+            continue
+        children = list(fig.children)
+        captions = [c for c in children if isinstance(c, nodes.caption)]
+        rest = [c for c in children if not isinstance(c, nodes.caption)]
+        table = numbered_table(fig.rawsource, *(captions + rest), **fig.attributes)
+        table["classes"] = [*table.get("classes", []), "qkg-table"]
+        fig.replace_self(table)
+        changed += 1
+    return changed
+
+
+def _visit_numbered_table(self, node: nodes.Element) -> None:
+    self.visit_figure(node)
+
+
+def _depart_numbered_table(self, node: nodes.Element) -> None:
+    self.depart_figure(node)
 
 
 # ---------------------------------------------------------------------------------------------------- math
@@ -258,6 +294,7 @@ def reading_minutes(words: int, figures: int) -> int:
 
 def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
     wrap_inline_math(doctree)
+    tables_from_outputs(doctree)
     env = app.env
     if not hasattr(env, "qkg_reading"):
         env.qkg_reading = {}
@@ -396,6 +433,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _copy_plotly)
+    app.add_enumerable_node(numbered_table, "table", html=(_visit_numbered_table, _depart_numbered_table))
     app.connect("doctree-read", _doctree_read)
     app.connect("env-merge-info", _merge_reading)
     app.add_role("reading-time", reading_time_role)

@@ -204,3 +204,11 @@ def test_presentation_keeps_figures_at_their_true_shape_and_wraps_inline_math():
     assert presentation.split_inline_math(r"\left( a = b \right) + \{x = 1\} + c_{i=1}") == [
         r"\left( a = b \right) + \{x = 1\} + c_{i=1}"]  # nothing inside a group is split
     assert presentation.reading_minutes(0, 0) == 1 and presentation.reading_minutes(1800, 4) == 12
+    table = nodes.figure("", nodes.container("", nodes.paragraph(text="cells")), nodes.caption(text="What to read"),
+                         ids=["tbl-x"])
+    figure = nodes.figure("", nodes.image(uri="c.png"), nodes.caption(text="A figure"), ids=["fig-y"])
+    page = nodes.section("", table, figure)
+    assert presentation.tables_from_outputs(page) == 1
+    first, second = page.children
+    assert isinstance(first, presentation.numbered_table) and isinstance(first.children[0], nodes.caption)
+    assert type(second) is nodes.figure  # figures stay figures
