@@ -333,8 +333,7 @@ class Verdict:
 
     @property
     def sentence(self) -> str:
-        """One plain sentence with the number once, e.g. ``"MiniLM heads have a larger positive share: median gap
-        0.12 (95% CI 0.05 to 0.20)."``"""
+        """One plain sentence with the number once ("Encoders are more symmetric: gap 0.12 (95% CI 0.05 to 0.20).")."""
         claim = self.claim[:1].upper() + self.claim[1:]
         return f"{claim}: {self.subject} {self.estimate_text}."
 
