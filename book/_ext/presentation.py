@@ -278,7 +278,8 @@ def page_size(doctree: nodes.Node) -> tuple[int, int]:
             continue
         words += len(re.findall(r"\w+", para.astext()))
     bundles = {id(n.parent) for n in doctree.findall(nodes.Element)
-               if str(n.get("mime_type", "")).startswith("image/")}
+               if str(n.get("mime_type", "")).startswith("image/")
+               and not any(isinstance(a, nodes.figure) for a in _ancestors(n))}  # a captioned one counts once
     figures = sum(1 for _ in doctree.findall(nodes.figure)) + len(bundles)
     return words, figures
 
