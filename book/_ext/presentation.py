@@ -280,7 +280,7 @@ def page_size(doctree: nodes.Node) -> tuple[int, int]:
     bundles = {id(n.parent) for n in doctree.findall(nodes.Element)
                if str(n.get("mime_type", "")).startswith("image/")
                and not any(isinstance(a, nodes.figure) for a in _ancestors(n))}  # a captioned one counts once
-    figures = sum(1 for _ in doctree.findall(nodes.figure)) + len(bundles)
+    figures = sum(1 for f in doctree.findall(nodes.figure) if type(f) is nodes.figure) + len(bundles)
     return words, figures
 
 
