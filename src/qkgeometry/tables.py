@@ -103,14 +103,14 @@ class ModeNote:
 
 
 def mode_note(quick: bool, quick_text: str, full_text: str = "") -> ModeNote:
-    """The note that opens a chapter: ``quick_text`` when the page ran in quick mode, ``full_text`` otherwise.
+    """The note that opens a chapter: ``quick_text`` for a quick run (``quick=True``), ``full_text`` otherwise.
 
     Leave ``full_text`` empty when the full build needs no note (the page then shows none).
 
     >>> mode_note(True, "A smoke test.", "Full scale.").mode, repr(mode_note(False, "A smoke test."))
     ('quick', '')
-    >>> print(mode_note(False, "quick", "Built at full scale: 20,000 draws per check.")._repr_html_())
-    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>Built at full scale: 20,000 draws per check.</p></div>
+    >>> print(mode_note(False, "quick", "20,000 draws per check.")._repr_html_())
+    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>20,000 draws per check.</p></div>
     """
     if not isinstance(quick, (bool, np.bool_)):
         raise TypeError(f"quick: expected the notebook's QUICK flag (True or False), got {quick!r}.")
