@@ -153,6 +153,10 @@ def tables_from_outputs(doctree: nodes.Node) -> int:
         table = numbered_table(fig.rawsource, *(captions + rest), **fig.attributes)
         table["classes"] = [*table.get("classes", []), "qkg-table"]
         fig.replace_self(table)
+        document = getattr(doctree, "ids", None)
+        if isinstance(document, dict):  # the document's id map still points at the old figure: {numref} reads it
+            for ident in table["ids"]:
+                document[ident] = table
         changed += 1
     return changed
 
