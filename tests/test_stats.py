@@ -95,3 +95,28 @@ def test_verdict_names_the_unit_in_the_plural():
     result = stats.paired_difference([3, 5, 1, 2], [1, 1, 0, 0], unit="family", clusters=["a", "a", "b", "b"])
     assert "n = 2 families" in stats.verdict(result, "up", "down")
     assert "n = 3 seeds" in stats.verdict(stats.t_interval([1, 2, 3], unit="seed"), "up", "down")
+
+
+def test_format_p_never_prints_zero():
+    assert stats.format_p(0.0) == "p < 0.0001"
+    assert stats.format_p(4e-5) == "p < 0.0001"
+    assert stats.format_p(0.0312) == "p = 0.031"
+    assert stats.format_p(1.0) == "p = 1"
+    with pytest.raises(ValueError, match="p: a p-value lies in"):
+        stats.format_p(1.5)
+
+
+def test_judge_states_the_number_once_and_keeps_the_statistics_apart():
+    """The sentence carries the estimate and its interval once; n, the method and the test sit in the details."""
+    tiny = stats.paired_difference([1e-5, 3e-5, 4e-5], [0.0, 0.0, 0.0])
+    v = stats.judge(tiny, "shared higher", "shared lower", "loss gap (nats)")
+    assert "0.0000 " not in v.sentence and "0.0000]" not in v.sentence  # tiny numbers keep their digits
+    assert v.sentence.count("CI") == 1 and "n =" not in v.sentence and "p =" not in v.sentence and "p <" not in v.sentence
+    assert v.details["n"] == "3 seeds" and v.details["test"].startswith("paired t-test: p")
+    assert v.outcome in ("difference", "suggested")
+    none = stats.judge(stats.t_interval([0.1, -0.1, 0.05]), "a", "b", "gap")
+    assert none.sentence.startswith("No detectable difference: gap ") and none.outcome == "none"
+    perm = stats.judge(stats.difference_of_medians(np.arange(10.0) + 5, np.arange(10.0), n_resamples=999), "A", "B")
+    assert perm.details["test"].startswith("permutation test: p")
+    with pytest.raises(TypeError, match="result: expected"):
+        stats.judge(0.3, "a", "b")

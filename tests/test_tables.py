@@ -25,3 +25,26 @@ def test_tidy_number_cells():
 def test_unknown_column_is_named():
     with pytest.raises(KeyError, match="nope"):
         show_table(pd.DataFrame({"a": [1]}), ["nope"])
+
+
+def test_stats_box_shows_a_sentence_and_folds_the_statistics():
+    from qkgeometry import stats
+    from qkgeometry.tables import stats_box
+
+    box = stats_box(stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap"))
+    html = box._repr_html_()
+    assert str(box) == "A higher: gap 0.25 (95% CI 0.13 to 0.37)."
+    assert html.index("A higher") < html.index("<details") and "3 values" in html.split("<details")[1]
+    with pytest.raises(ValueError, match="verdicts: pass at least one"):
+        stats_box()
+
+
+def test_mode_note_follows_the_flag():
+    from qkgeometry.tables import mode_note
+
+    quick = mode_note(True, "A smoke test.", "Full scale: 20,000 draws.")
+    assert 'data-mode="quick"' in quick._repr_html_() and "A smoke test." in quick._repr_html_()
+    assert 'data-mode="full"' in mode_note(False, "A smoke test.", "Full scale.")._repr_html_()
+    assert mode_note(False, "A smoke test.")._repr_html_() == ""  # nothing to say at full scale: no box
+    with pytest.raises(TypeError, match="quick: expected the notebook's QUICK flag"):
+        mode_note("yes", "x")

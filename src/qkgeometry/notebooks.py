@@ -14,7 +14,8 @@ This is the build pipeline behind ``make book`` and ``make test`` (the book's "H
   *executed* notebooks) with ``execute_notebooks: "off"``, ``-W -n --keep-going`` and a clean output folder, so a
   warning or a broken cross-reference fails the build. The build step also draws the intro's headline figure
   (computed from the offline models, never hand-made) and checks that no page loads a script or a stylesheet from
-  the network.
+  the network, and writes the students' copies of the notebooks (:func:`write_student_notebooks`: solutions
+  removed, no outputs), which the course module offers for download.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ __all__ = [
     "executed_dir",
     "external_resources",
     "main",
+    "student_notebook",
+    "write_student_notebooks",
 ]
 
 #: Papermill tags the cell it injects with this tag.
@@ -277,6 +280,62 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     return [figure, table]
 
 
+#: A ``{solution}`` directive in a markdown cell, fence to matching fence (the book writes solutions this way).
+_SOLUTION = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}[^\n]*\n.*?^(?P=fence)[ \t]*$\n?", re.S | re.M)
+#: What a student's copy shows where a solution was.
+SOLUTION_PLACEHOLDER = "*Your solution here: write it in the code cell below and run the checker.*"
+
+
+def student_notebook(nb):
+    """A copy of notebook ``nb`` (an ``nbformat`` node) for students: every ``{solution}`` block replaced by a short
+    placeholder and an empty code cell (the text around it stays, exercises included), cells tagged ``solution``
+    dropped, and every output cleared. Returns ``(copy, number of solutions removed)``.
+    """
+    import copy
+
+    import nbformat
+
+    out = copy.deepcopy(nb)
+    cells, removed = [], 0
+    for cell in out.cells:
+        if "solution" in cell.get("metadata", {}).get("tags", []):
+            removed += 1
+            continue
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if cell.cell_type != "markdown" or not _SOLUTION.search(cell.source):
+            cells.append(cell)
+            continue
+        parts = _SOLUTION.split(cell.source)  # text, fence, text, fence, ..., text
+        texts = parts[::2]
+        for k, text in enumerate(texts):
+            if text.strip():
+                cells.append(nbformat.v4.new_markdown_cell(text.strip("\n"), metadata=dict(cell.metadata)))
+            if k < len(texts) - 1:
+                removed += 1
+                cells.append(nbformat.v4.new_markdown_cell(SOLUTION_PLACEHOLDER))
+                cells.append(nbformat.v4.new_code_cell(""))
+    out.cells = cells
+    return out, removed
+
+
+def write_student_notebooks(root: Path, out_dir: Path) -> list[Path]:
+    """Write the students' copy (:func:`student_notebook`) of every ``notebooks/*.ipynb`` of ``root`` into
+    ``out_dir``; return their paths."""
+    import nbformat
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for src in sorted((Path(root) / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(str(src), as_version=4)
+        copy, _ = student_notebook(nb)
+        dst = out_dir / src.name
+        nbformat.write(copy, str(dst))
+        written.append(dst)
+    return written
+
+
 def jupyter_book_command() -> list[str]:
     """The ``jupyter-book`` executable next to this Python, else on PATH."""
     local = Path(sys.executable).parent / "jupyter-book"
@@ -302,6 +361,7 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
         start = time.perf_counter()
         draw_headline(stage / "book" / "_generated", quick)
         print(f"  {time.perf_counter() - start:7.1f} s  headline figure", file=stream, flush=True)
+    write_student_notebooks(root, stage / "book" / "_generated" / "student")
     # jupyter-book writes to <path-output>/_build/{html,.doctrees}; start from a clean output folder.
     out_root = build_dir / "book"
     if out_root.exists():
@@ -309,7 +369,10 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     start = time.perf_counter()
     cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(out_root), "--all",
            "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True, check=False)
+    # The pages say how their notebooks were run (a <meta> tag, book/_ext/presentation.py), so that a "quick mode"
+    # note can be checked against the build it sits in.
+    env = {**os.environ, "QKG_BUILD_MODE": "quick" if quick else "full"}
+    proc = subprocess.run(cmd, cwd=stage, text=True, capture_output=True, check=False, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise NotebookFailure(f"jupyter-book build failed after {seconds:.1f} s:\n{proc.stdout[-6000:]}\n"

@@ -14,6 +14,9 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
 - :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
   a difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
   interval includes 0) and "no detectable difference".
+- :func:`judge` gives the same verdict as a :class:`Verdict`: one plain sentence for the text (the number once)
+  and the full statistics apart (:func:`qkgeometry.tables.stats_box` shows them in a collapsed box).
+- :func:`format_p` writes every p-value of the book: "p = 0.031", "p < 0.0001" (never "p = 0.0000").
 
 State n, which seeds, and the unit (model, layer, head) next to every interval; :class:`Interval` carries them.
 """
@@ -32,14 +35,21 @@ __all__ = [
     "MIN_BOOTSTRAP_N",
     "Interval",
     "PairedDifference",
+    "Verdict",
     "bootstrap_interval",
     "difference_of_medians",
     "format_interval",
+    "format_number",
+    "format_p",
     "holm_adjusted",
+    "judge",
     "paired_difference",
     "t_interval",
     "verdict",
 ]
+
+#: The smallest p-value the book writes as a number; below it: "p < 0.0001".
+P_FLOOR = 1e-4
 
 #: Below this many values a bootstrap interval is refused: resampling 3 seeds gives back their min and max.
 MIN_BOOTSTRAP_N = 6
@@ -311,3 +321,114 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
         return (f"suggested but not established ({direction}; every {interval.unit} agrees, the interval "
                 f"includes 0): {detail}")
     return f"no detectable difference: {detail}"
+
+
+def format_p(p: float) -> str:
+    """A p-value as the book writes it: two significant digits, and ``"p < 0.0001"`` below :data:`P_FLOOR`.
+
+    >>> format_p(0.0312), format_p(0.5), format_p(0.0), format_p(3e-7), format_p(0.00012)
+    ('p = 0.031', 'p = 0.5', 'p < 0.0001', 'p < 0.0001', 'p = 0.00012')
+    """
+    p = float(p)
+    if not np.isfinite(p) or p < 0 or p > 1:
+        raise ValueError(f"p: a p-value lies in [0, 1], got {p!r}.")
+    if p < P_FLOOR:
+        return "p < 0.0001"
+    return f"p = {p:.2g}"
+
+
+def format_number(value: float, scale: float | None = None) -> str:
+    """``value`` with as many decimals as ``scale`` (an interval's half-width, say) needs for two significant
+    digits, between 1 and 6; without ``scale``, three decimals. Tiny values do not print as ``0.0000``.
+
+    >>> format_number(0.25, 0.124), format_number(3.2e-5, 1.5e-5), format_number(12.345, 3.1), format_number(-0.0001)
+    ('0.25', '0.000032', '12.3', '0.000')
+    """
+    if scale is None or not np.isfinite(scale) or scale <= 0:
+        decimals = 3
+    else:
+        decimals = int(min(6, max(1, 1 - math.floor(math.log10(abs(scale))))))
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one comparison, for a page: :attr:`sentence` for the text, :attr:`details` for a box.
+
+    ``outcome`` is ``"difference"`` (the interval excludes 0), ``"suggested"`` (it includes 0 but every unit
+    agrees) or ``"none"`` (no detectable difference); ``claim`` is what that outcome says in words.
+    """
+
+    outcome: str
+    claim: str
+    subject: str
+    interval: Interval
+    p_value: float | None = None
+    test: str = ""
+
+    @property
+    def estimate_text(self) -> str:
+        """The estimate and its interval, once: ``"0.25 (95% CI 0.13 to 0.37)"``."""
+        i = self.interval
+        scale = (i.high - i.low) / 2 if i.high > i.low else abs(i.estimate) or None
+        f = lambda v: format_number(v, scale)  # noqa: E731
+        return f"{f(i.estimate)} ({round(100 * i.level)}% CI {f(i.low)} to {f(i.high)})"
+
+    @property
+    def sentence(self) -> str:
+        """One plain sentence with the number once ("Encoders are more symmetric: gap 0.12 (95% CI 0.05 to 0.20).")."""
+        claim = self.claim[:1].upper() + self.claim[1:]
+        return f"{claim}: {self.subject} {self.estimate_text}."
+
+    @property
+    def details(self) -> dict[str, str]:
+        """The full statistics, one line each (label → value)."""
+        i = self.interval
+        method = {"t": "Student t"}.get(i.method, i.method.replace("bootstrap-", "bootstrap, "))
+        units = i.unit if i.n == 1 else i.unit + "s"
+        rows = {"estimate": f"{self.subject} = {format_number(i.estimate, (i.high - i.low) / 2 or None)}",
+                f"{round(100 * i.level)}% interval": f"[{i.low:.6g}, {i.high:.6g}] ({method})",
+                "n": f"{i.n} {units}"}
+        if self.p_value is not None:
+            rows["test"] = f"{self.test + ': ' if self.test else ''}{format_p(self.p_value)}"
+        rows["rule"] = {"difference": "the interval excludes 0",
+                        "suggested": f"the interval includes 0, but every {i.unit} points the same way",
+                        "none": "the interval includes 0"}[self.outcome]
+        return rows
+
+
+def judge(result: Interval | PairedDifference | tuple, larger: str, smaller: str,
+          subject: str = "the difference", test: str = "") -> Verdict:
+    """The rule of :func:`verdict` as a :class:`Verdict` (sentence apart from the statistics).
+
+    ``result`` may also be the ``(interval, p)`` pair of :func:`difference_of_medians`; a
+    :class:`PairedDifference` brings its paired t-test.
+
+    >>> v = judge(t_interval([0.2, 0.3, 0.25]), "the encoder is more symmetric", "the decoder is more symmetric",
+    ...           "symmetry gap")
+    >>> v.sentence
+    'The encoder is more symmetric: symmetry gap 0.25 (95% CI 0.13 to 0.37).'
+    >>> v.details["n"], v.outcome
+    ('3 values', 'difference')
+    """
+    p_value = None
+    if isinstance(result, tuple):
+        result, p_value = result
+        test = test or "permutation test"
+    if isinstance(result, PairedDifference):
+        interval, same_sign = result.interval, result.same_sign and result.n > 1
+        p_value, test = result.p_value, test or "paired t-test"
+    elif isinstance(result, Interval):
+        interval, same_sign = result, False
+    else:
+        raise TypeError(f"result: expected an Interval, a PairedDifference or (Interval, p), got "
+                        f"{type(result).__name__}.")
+    if interval.excludes_zero:
+        outcome, claim = "difference", larger if interval.estimate > 0 else smaller
+    elif same_sign:
+        direction = larger if interval.estimate > 0 else smaller
+        outcome, claim = "suggested", f"suggested but not established ({direction})"
+    else:
+        outcome, claim = "none", "no detectable difference"
+    return Verdict(outcome, claim, subject, interval, None if p_value is None else float(p_value), test)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MISSING", "show_table", "tidy_number"]
+__all__ = ["MISSING", "ModeNote", "StatsBox", "mode_note", "show_table", "stats_box", "tidy_number"]
 
 #: What a missing value looks like on the page.
 MISSING = "—"
@@ -74,3 +74,92 @@ def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = N
     if caption:
         styler = styler.set_caption(caption)
     return styler
+
+
+class ModeNote:
+    """A note box that says how the page was built, computed from the run's own ``QUICK`` flag (never typed).
+
+    Displays as ``<div class="admonition note qkg-mode-note" data-mode="quick|full">``; the mode attribute lets a
+    reader's browser (and the book's page check) compare the note with the build it sits in. An empty note (full
+    scale with nothing to add) displays as nothing.
+    """
+
+    def __init__(self, mode: str, text: str):
+        if mode not in ("quick", "full"):
+            raise ValueError(f"mode: expected 'quick' or 'full', got {mode!r}.")
+        self.mode, self.text = mode, text
+
+    def _repr_html_(self) -> str:
+        import html
+
+        if not self.text:
+            return ""
+        return (f'<div class="admonition note qkg-mode-note" data-mode="{self.mode}">'
+                f'<p class="admonition-title">{"Quick build" if self.mode == "quick" else "Full build"}</p>'
+                f"<p>{html.escape(self.text)}</p></div>")
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def mode_note(quick: bool, quick_text: str, full_text: str = "") -> ModeNote:
+    """The note that opens a chapter: ``quick_text`` for a quick run (``quick=True``), ``full_text`` otherwise.
+
+    Leave ``full_text`` empty when the full build needs no note (the page then shows none).
+
+    >>> mode_note(True, "A smoke test.", "Full scale.").mode, repr(mode_note(False, "A smoke test."))
+    ('quick', '')
+    >>> print(mode_note(False, "quick", "20,000 draws per check.")._repr_html_())
+    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>20,000 draws per check.</p></div>
+    """
+    if not isinstance(quick, (bool, np.bool_)):
+        raise TypeError(f"quick: expected the notebook's QUICK flag (True or False), got {quick!r}.")
+    return ModeNote("quick" if quick else "full", quick_text if quick else full_text)
+
+
+class StatsBox:
+    """A verdict for a page: its sentence in the text, the full statistics in a collapsed box beneath.
+
+    Displays as ``<p>sentence</p><details class="qkg-stats"><summary>Full statistics</summary>...</details>``;
+    ``str()`` is the sentence alone (for ``{glue:text}`` in running text).
+    """
+
+    def __init__(self, verdicts, with_sentence: bool = True):
+        self.verdicts, self.with_sentence = list(verdicts), with_sentence
+        if not self.verdicts:
+            raise ValueError("verdicts: pass at least one qkgeometry.stats.Verdict.")
+
+    @property
+    def sentence(self) -> str:
+        return " ".join(v.sentence for v in self.verdicts)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = []
+        for v in self.verdicts:
+            cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>" for k, t in v.details.items())
+            rows.append(f"<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
+        lead = f"<p class=\"qkg-verdict\">{html.escape(self.sentence)}</p>" if self.with_sentence else ""
+        return (f"{lead}<details class=\"qkg-stats\"><summary>Full statistics</summary>{''.join(rows)}</details>")
+
+    def __str__(self) -> str:
+        return self.sentence
+
+    __repr__ = __str__
+
+
+def stats_box(*verdicts, with_sentence: bool = True) -> StatsBox:
+    """One or more :class:`qkgeometry.stats.Verdict` as a sentence plus a collapsed box of their statistics.
+
+    With ``with_sentence=False`` the box alone displays (the sentence then goes into the text, e.g. through
+    ``glue(key, box.sentence)``).
+
+    >>> from qkgeometry import stats
+    >>> box = stats_box(stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap"))
+    >>> str(box)
+    'A higher: gap 0.25 (95% CI 0.13 to 0.37).'
+    >>> "<summary>Full statistics</summary>" in box._repr_html_()
+    True
+    """
+    return StatsBox(verdicts, with_sentence)

@@ -180,3 +180,35 @@ def test_tex_to_text():
     assert module.tex_to_text(r"W_Q R(\Delta) W_K^\top") == "W_Q R(Δ) W_Kᵀ"
     assert module.plain_title(r"Why \(W_{qk}\) is directional") == "Why W_qk is directional"
     assert module.plain_title("Does $W_Q = W_K$ help?") == "Does W_Q = W_K help?"
+
+
+def test_presentation_keeps_figures_at_their_true_shape_and_wraps_inline_math():
+    """The pure parts of book/_ext/presentation.py: the image size fix, the formula split, the reading time."""
+    import sys
+
+    from docutils import nodes
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import presentation
+    finally:
+        sys.path.pop(0)
+    doc = nodes.paragraph()
+    doc += nodes.image(uri="a.png", width="1091px", height="341px")
+    doc += nodes.image(uri="b.png", width="50%")
+    assert presentation.keep_true_shape(doc) == 1
+    assert [dict(i.attributes).get("height") for i in doc.findall(nodes.image)] == [None, None]
+    assert [i["width"] for i in doc.findall(nodes.image)] == ["1091px", "50%"]  # the width still caps the figure
+    pieces = presentation.split_inline_math(r"x_i^\top M_s x_j = (x_i^\top M_s x_j)^\top = x_j^\top M_s x_i")
+    assert len(pieces) == 3 and all(p.startswith("{}=") for p in pieces[1:])
+    assert presentation.split_inline_math(r"\left( a = b \right) + \{x = 1\} + c_{i=1}") == [
+        r"\left( a = b \right) + \{x = 1\} + c_{i=1}"]  # nothing inside a group is split
+    assert presentation.reading_minutes(0, 0) == 1 and presentation.reading_minutes(1800, 4) == 12
+    table = nodes.figure("", nodes.container("", nodes.paragraph(text="cells")), nodes.caption(text="What to read"),
+                         ids=["tbl-x"])
+    figure = nodes.figure("", nodes.image(uri="c.png"), nodes.caption(text="A figure"), ids=["fig-y"])
+    page = nodes.section("", table, figure)
+    assert presentation.tables_from_outputs(page) == 1
+    first, second = page.children
+    assert isinstance(first, presentation.numbered_table) and isinstance(first.children[0], nodes.caption)
+    assert type(second) is nodes.figure  # figures stay figures

@@ -232,3 +232,30 @@ def test_chapter4_code_picks_offline_models_from_the_preset_not_by_name():
         named = [a for a in catalogue.OFFLINE_MODELS if a in cell.source]
         named += [e.name for e in catalogue.preset("offline") if f'"{e.name}"' in cell.source]
         assert not named, f"chapter 4 names offline models {named} in a code cell; select them by family/modality"
+
+
+def test_student_notebooks_have_no_solutions_and_no_outputs(tmp_path: Path):
+    written = runner.write_student_notebooks(ROOT, tmp_path)
+    assert [p.name for p in written] == [p.name for p in NOTEBOOKS]
+    for source, copy in zip(NOTEBOOKS, written):
+        original = nbformat.read(str(source), as_version=4)
+        student = nbformat.read(str(copy), as_version=4)
+        nbformat.validate(student)
+        n_solutions = sum(len(re.findall(r"^(?:`{3,}|:{3,})\{solution\}", c.source, flags=re.M))
+                          for c in original.cells if c.cell_type == "markdown")
+        assert n_solutions > 0, f"{source.name} has no exercise solutions to strip"
+        assert not any("{solution}" in c.source for c in student.cells), copy.name
+        assert sum(c.source == runner.SOLUTION_PLACEHOLDER for c in student.cells) == n_solutions
+        assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
+        exercises = sum("{exercise}" in c.source for c in original.cells)
+        assert sum("{exercise}" in c.source for c in student.cells) == exercises  # the tasks stay
+
+
+def test_course_module_lists_every_exercise_and_keeps_answer_keys_off_the_students_page():
+    labels = {m for p in NOTEBOOKS for m in re.findall(r":label: (ex-[\w-]+)", p.read_text(encoding="utf-8"))}
+    course = (ROOT / "book" / "course_module.md").read_text(encoding="utf-8")
+    teachers = (ROOT / "book" / "instructor.md").read_text(encoding="utf-8")
+    indexed = set(re.findall(r"^\| \{ref\}`(ex-[\w-]+)`", course, flags=re.M))
+    assert labels - indexed == set(), f"exercises missing from the course module's index: {sorted(labels - indexed)}"
+    assert not re.search(r"answer key\.|\*\*Rubric\.\*\*|Answer keys and rubric", course, flags=re.I)
+    assert "**Answer key.**" in teachers and "## Common mistakes" in teachers and "Colab is not available" in teachers

@@ -6,7 +6,13 @@ After MathJax has finished typesetting, each page must show:
 - at 1280 px, no display equation, table or code block wider than the content column;
 - real alt text (not a file name) on every image, and a numbered caption on every chapter figure;
 - none of the project's internal words (see ``INTERNAL``) in the page text;
-- no raw pandas tables, no stray ``False``/``None`` output lines, no tqdm progress bars.
+- no raw pandas tables, no stray ``False``/``None`` output lines, no tqdm progress bars;
+- every figure at its true shape: rendered aspect ratio within 3% of the image file's, at both widths;
+- at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
+- no build artefacts (``ARTEFACTS``: tracebacks, file names of the build, version banners, bare notes);
+- every interactive figure has drawn, and no page requests anything from the network;
+- a page that says it was built in quick mode (or at full scale) says so in a mode note computed in the build
+  (``.qkg-mode-note``), whose mode is the build's own (``<meta name="qkgeometry-build">``).
 
 The check reads ``_build/html`` (built by ``python -m qkgeometry.notebooks build --quick``; ``make test`` runs it
 right after that build). It needs Debian's ``chromium`` and ``chromium-driver`` (``/usr/bin/chromedriver``; the
@@ -59,6 +65,20 @@ INTERNAL = {
     "README": re.compile(r"\bREADME\b", re.IGNORECASE),
     "tests/": re.compile(r"(?<![\w.-])tests/"),
 }
+#: Traces of the build machinery on a reader's page: how the book was made, not what it says.
+ARTEFACTS = {
+    "error message": re.compile(r"\bfailed: [^\n]{0,160}?\b\w*Error\b|Traceback \(most recent call"),
+    "build file name": re.compile(r"\bprovenance\.json\b|(?<![\w.-])_build/|\bglued? (?:numbers?|values?)\b"),
+    "version banner": re.compile(r"\bqkgeometry \d+\.\d+(?:\.\d+)?\S*, (?:quick|full) mode\b",
+                                 re.IGNORECASE),
+    "empty statement": re.compile(r"\bfill 0 rows\b|\b0 rows in this build\b"),
+}
+#: A sentence that says how this page was built; it must sit in a mode note computed by the build.
+MODE_CLAIM = re.compile(r"\b(?:built|run|ran|computed|come[s]?|numbers) (?:in|at|from) (quick mode|full scale)\b|"
+                        r"\bBuilt in (quick mode)\b|\bthis page is a (smoke test)\b", re.IGNORECASE)
+#: Rendered aspect ratio ÷ the image's own: allowed deviation.
+ASPECT_TOLERANCE = 0.03
+
 #: Internal words that a page may use in their ordinary sense (the course module's teaching sessions).
 ALLOWED = {"book/course_module.html": {"session"}}
 
@@ -71,6 +91,8 @@ SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
 
 # Collects everything on the page that the checks need, in one round trip.
 PROBE = r"""
+// Collapsed boxes (long proofs, solutions) are opened first: what they hold must fit as well.
+document.querySelectorAll('details').forEach(d => { d.open = true; });
 const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
 const column = article.clientWidth;
 const describe = (el) => {
@@ -113,12 +135,46 @@ article.querySelectorAll('pre').forEach(el => {
 });
 const images = [...article.querySelectorAll('img')].map(img => ({
   src: img.getAttribute('src') || '', alt: img.getAttribute('alt') || '',
+  naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight,
+  shownWidth: img.getBoundingClientRect().width, shownHeight: img.getBoundingClientRect().height,
   caption: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption')),
   numbered: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number')),
 }));
 const rawTables = [...article.querySelectorAll('table.dataframe')].map(describe);
 const tableText = [...article.querySelectorAll('table')].map(t => t.textContent).join('\n');
 const outputs = [...article.querySelectorAll('.cell_output pre, .output pre')].map(p => p.textContent);
+// Boxes (theorems, proofs, exercises, notes): inline math or text that reaches past the box's inner right edge
+// is cut off or forces a sideways scroll on a phone.
+const cut = [];
+article.querySelectorAll('div.proof, div.admonition, div.exercise, div.solution, details').forEach(box => {
+  const r = box.getBoundingClientRect();
+  if (r.width === 0) return;  // collapsed
+  const style = getComputedStyle(box);
+  const inner = r.right - parseFloat(style.paddingRight || 0) - parseFloat(style.borderRightWidth || 0);
+  box.querySelectorAll('mjx-container:not([display="true"])').forEach(m => {
+    const mr = m.getBoundingClientRect();
+    if (mr.width > 0 && mr.right > inner + 1)
+      cut.push({what: describe(m), box: describe(box), over: Math.round(mr.right - inner)});
+  });
+  if (box.scrollWidth > box.clientWidth + 1 && !box.querySelector('mjx-container[display="true"], pre, table'))
+    cut.push({what: 'content', box: describe(box), over: box.scrollWidth - box.clientWidth});
+});
+// A note box with (almost) nothing in it ("Note: Full scale.") is a leftover of the build, not a note.
+const bareNotes = [...article.querySelectorAll('div.admonition')].filter(box => {
+  const body = box.cloneNode(true);
+  body.querySelectorAll('.admonition-title').forEach(e => e.remove());
+  return body.textContent.trim().split(/\s+/).filter(Boolean).length < 4 && !body.querySelector('img, mjx-container');
+}).map(describe);
+const modeNotes = [...article.querySelectorAll('.qkg-mode-note')].map(e => ({
+  mode: e.getAttribute('data-mode') || '', text: e.textContent.replace(/\s+/g, ' ').trim()}));
+const outside = article.cloneNode(true);
+outside.querySelectorAll('.qkg-mode-note, script, style').forEach(e => e.remove());
+// Interactive figures must have drawn (Plotly from the book's own files), and nothing may come from the network.
+const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => ({
+  id: el.id, rendered: !!el.querySelector('svg.main-svg')}));
+const network = performance.getEntriesByType('resource').map(e => e.name)
+  .filter(u => !/^(?:file|data|blob|about):/.test(u));
+const buildMeta = document.querySelector('meta[name="qkgeometry-build"]');
 const sidebar = document.querySelector('.bd-sidebar-primary, #bd-docs-nav, nav.bd-links');
 return {
   title: document.title,
@@ -127,7 +183,9 @@ return {
   sidebar: visibleText(sidebar),
   errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error, [data-mjx-error]')].map(describe),
   wide: wide, images: images, rawTables: rawTables, tableText: tableText, outputs: outputs,
-  mathjax: !!window.MathJax,
+  mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, interactive: interactive, network: network, modeNotes: modeNotes,
+  textOutsideModeNotes: outside.textContent.replace(/\s+/g, ' '),
+  build: buildMeta ? buildMeta.getAttribute('content') : 'unknown',
 };
 """
 
@@ -178,6 +236,20 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines()]
 
 
+def aspect_ratio(img: dict) -> float | None:
+    """Rendered aspect ratio ÷ the image file's own, or None for an image not shown or not loaded."""
+    w, h = img.get("shownWidth") or 0, img.get("shownHeight") or 0
+    nw, nh = img.get("naturalWidth") or 0, img.get("naturalHeight") or 0
+    if min(w, h, nw, nh) < 8:  # hidden (collapsed), not loaded, or an icon
+        return None
+    return (w / h) / (nw / nh)
+
+
+def visible_of(probe: dict) -> str:
+    """The page's prose and cell outputs (not its code cells: code may name files), and its title."""
+    return "\n".join([probe["text"], *probe["outputs"], probe["title"]])
+
+
 def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
     """Turn the browser's probe of one page into findings (pure Python, unit-tested below)."""
     found: list[Finding] = []
@@ -202,6 +274,34 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
             add("image without real alt text", f"src={img['src']!r} alt={alt!r}")
         if is_chapter(page) and not (img["caption"] and img["numbered"]):
             add("chapter figure without a numbered caption", f"src={img['src']!r}")
+        ratio = aspect_ratio(img)
+        if ratio is not None and abs(ratio - 1) > ASPECT_TOLERANCE:
+            add("figure not at its true shape",
+                f"rendered aspect / true aspect = {ratio:.2f} ({img['shownWidth']:.0f} x {img['shownHeight']:.0f} px "
+                f"shown, {img['naturalWidth']} x {img['naturalHeight']} px file): src={img['src']!r}")
+    for c in probe.get("cut", []):
+        add("cut at the right edge of a box", f"{c['what']} reaches {c['over']} px past {c['box']}")
+    for name, pattern in ARTEFACTS.items():
+        for m in list(pattern.finditer(visible_of(probe)))[:3]:
+            text = visible_of(probe)
+            start = max(0, m.start() - 40)
+            add(f"build artefact ({name})", repr(text[start:m.end() + 40].replace("\n", " ").strip()))
+    for fig in probe.get("interactive", []):
+        if not fig["rendered"]:
+            add("interactive figure did not draw", f"div#{fig['id']} (is Plotly served from _static?)")
+    for url in probe.get("network", [])[:5]:
+        add("network request", url)
+    for box in probe.get("bareNotes", []):
+        add("build artefact (bare note)", box)
+    build = probe.get("build", "unknown")
+    for note in probe.get("modeNotes", []):
+        if note["mode"] != build:
+            add("mode note contradicts the build",
+                f"the note was computed in {note['mode'] or 'no'} mode, the build is {build}: {note['text'][:80]!r}")
+    for m in list(MODE_CLAIM.finditer(probe.get("textOutsideModeNotes", "")))[:3]:
+        text = probe["textOutsideModeNotes"]
+        add("mode claim outside a mode note (typed, not computed)",
+            repr(text[max(0, m.start() - 40):m.end() + 60].strip()))
     allowed = ALLOWED.get(page, set())
     visible = probe["fullText"] + "\n" + probe["title"]
     for name, pattern in INTERNAL.items():
@@ -319,7 +419,9 @@ def test_rendered_pages(browser_findings, width: int):
 
 def _probe(**overrides) -> dict:
     probe = {"title": "Two scores", "text": "", "fullText": "", "sidebar": "", "errors": [], "wide": [],
-             "images": [], "rawTables": [], "tableText": "", "outputs": [], "mathjax": True}
+             "images": [], "rawTables": [], "tableText": "", "outputs": [], "mathjax": True, "cut": [],
+             "bareNotes": [], "modeNotes": [], "textOutsideModeNotes": "", "build": "quick", "interactive": [],
+             "network": []}
     probe.update(overrides)
     return probe
 
@@ -341,6 +443,32 @@ def test_findings_logic_flags_each_kind():
     narrow = {f.kind for f in findings_for("notebooks/02_scores.html", 390, probe)}
     assert "display math wider than the column" not in narrow  # widths fail at 1280 px only
     assert "note: display math scrolls at phone width" in narrow  # ... and are listed at 390 px
+
+
+def test_findings_logic_flags_the_presentation_kinds():
+    """Squashed figures, math cut in a box, build artefacts and mode notes that do not match the build."""
+    squashed = {"src": "../_images/a.png", "alt": "Two violins", "caption": True, "numbered": True,
+                "naturalWidth": 2182, "naturalHeight": 682, "shownWidth": 672, "shownHeight": 341}
+    probe = _probe(images=[squashed],
+                   cut=[{"what": 'mjx-container "M"', "box": 'div#cor-1 "Corollary"', "over": 40}],
+                   outputs=["failed: offline:x: SourceError: input_norm='folded' is not available\n"
+                            "recorded runs, read from results/ch3/provenance.json\nqkgeometry 0.1.0, full mode.\n"],
+                   text="Our values fill 0 rows in this build. See _build/executed/full/03.ipynb.",
+                   bareNotes=['div "Note Full scale."'], build="full",
+                   modeNotes=[{"mode": "quick", "text": "Built in quick mode"}],
+                   interactive=[{"id": "qkg-plotly-1", "rendered": False}], network=["https://cdn.plot.ly/x.js"],
+                   textOutsideModeNotes="Built in quick mode, this page is a smoke test.")
+    kinds = Counter(f.kind for f in findings_for("notebooks/06_beyond_the_paper.html", 390, probe))
+    assert {"figure not at its true shape", "cut at the right edge of a box", "build artefact (error message)",
+            "build artefact (build file name)", "build artefact (version banner)", "build artefact (empty statement)",
+            "build artefact (bare note)", "mode note contradicts the build",
+            "mode claim outside a mode note (typed, not computed)", "interactive figure did not draw",
+            "network request"} <= set(kinds)
+    true_shape = dict(squashed, shownWidth=672, shownHeight=672 * 682 / 2182)
+    note = {"mode": "full", "text": "This page was built at full scale."}
+    fine = _probe(images=[true_shape], build="full", modeNotes=[note], textOutsideModeNotes="Two scores.")
+    assert findings_for("notebooks/06_beyond_the_paper.html", 390, fine) == []
+    assert aspect_ratio(dict(squashed, shownWidth=0, shownHeight=0)) is None  # a collapsed figure is not judged
 
 
 def test_findings_logic_spares_ordinary_english():

@@ -37,3 +37,25 @@ def test_require_rows_names_the_argument():
     style.require_rows(pd.DataFrame({"a": [1]}), "frame", "unused")
     with pytest.raises(ValueError, match=r"^summary has no rows: pass more\.$"):
         style.require_rows(pd.DataFrame({"a": []}), "summary", "pass more")
+
+
+def test_one_colour_meaning_across_the_book():
+    """Blue is always an encoder, red always a decoder, purple cross-attention, grey random: no other palette
+    reuses a family colour for something else."""
+    family = {c.lower(): name for name, c in style.FAMILY_COLORS.items()}
+    assert len(family) == len(style.FAMILY_COLORS)
+    assert not {c.lower() for c in style.INIT_COLORS.values()} & set(family)
+    assert {family.get(style.OBJECTIVE_COLORS[k].lower()) for k in ("mlm", "causal")} == {"encoder", "decoder"}
+    assert style.OBJECTIVE_COLORS["rtd"].lower() not in family
+    for stack, colour in style.STACK_COLORS.items():
+        meaning = family.get(colour.lower())
+        assert meaning is None or meaning == stack or (stack == "cross" and meaning == "encoder-decoder"), stack
+    assert style.NULL_COLOR.lower() not in family
+
+
+def test_the_papers_runs_use_the_family_colours():
+    import inspect
+
+    from qkgeometry.plotting import training
+
+    assert "#ff7f0e" not in inspect.getsource(training)  # the decoder was orange in chapter 5

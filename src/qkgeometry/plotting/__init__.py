@@ -9,6 +9,8 @@ module per chapter's figures.
   :func:`survey_head_heatmaps`, :func:`survey_scatter`, :func:`survey_twins`, :func:`paired_stacks`,
   :func:`modality_planes`, :func:`survey_figures`; :func:`label_text` and :func:`check_scores` keep labels and
   scores of any survey safe to draw);
+* :mod:`~qkgeometry.plotting.interactive`: interactive Plotly versions for the HTML book, each with its static
+  fallback (:func:`interactive_score_plane`);
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`).
 
@@ -20,6 +22,7 @@ package changes no global state: the style is applied only when :func:`use_style
 from __future__ import annotations
 
 from .decomposition import heads_vs_layers, matrix_triptych, null_spread, score_plane
+from .interactive import InteractiveFigure, interactive_score_plane
 from .model_survey import (
     MAX_LABEL_CHARS,
     MAX_LEGEND_ENTRIES,
@@ -60,11 +63,46 @@ FIGURES = ("heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes
            "paper_training_curves", "score_plane", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter",
            "survey_twins", "survival_grid", "trajectories_vs_paper")
 
-__all__ = ["DIVERGING", "FAMILY_COLORS", "FIGURES", "INIT_COLORS", "INIT_STYLES", "MAX_LABEL_CHARS",
-           "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "MODEL_MARKERS", "OBJECTIVE_COLORS",
-           "OBJECTIVE_LABELS", "STACK_COLORS", "STACK_WORDS", "check_scores", "curve_label", "heads_vs_layers",
-           "init_curves", "label_text", "matrix_triptych", "modality_planes", "null_spread",
-           "objective_trajectories", "one_step_distributions", "paired_difference_curve", "paired_stacks",
-           "paper_training_curves", "plt", "require_rows", "score_plane", "stack_of", "survey_figures",
-           "survey_head_heatmaps", "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid",
-           "trajectories_vs_paper", "use_style"]
+__all__ = [
+    "DIVERGING",
+    "FAMILY_COLORS",
+    "FIGURES",
+    "INIT_COLORS",
+    "INIT_STYLES",
+    "MAX_LABEL_CHARS",
+    "MAX_LEGEND_ENTRIES",
+    "MAX_PANELS",
+    "MAX_TEXT_LABELS",
+    "MODEL_MARKERS",
+    "OBJECTIVE_COLORS",
+    "OBJECTIVE_LABELS",
+    "STACK_COLORS",
+    "STACK_WORDS",
+    "InteractiveFigure",
+    "check_scores",
+    "curve_label",
+    "heads_vs_layers",
+    "init_curves",
+    "interactive_score_plane",
+    "label_text",
+    "matrix_triptych",
+    "modality_planes",
+    "null_spread",
+    "objective_trajectories",
+    "one_step_distributions",
+    "paired_difference_curve",
+    "paired_stacks",
+    "paper_training_curves",
+    "plt",
+    "require_rows",
+    "score_plane",
+    "stack_of",
+    "survey_figures",
+    "survey_head_heatmaps",
+    "survey_layer_curves",
+    "survey_scatter",
+    "survey_twins",
+    "survival_grid",
+    "trajectories_vs_paper",
+    "use_style",
+]

@@ -14,11 +14,28 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-__all__ = ["DIVERGING", "FAMILY_COLORS", "INIT_COLORS", "INIT_STYLES", "MODEL_MARKERS", "OBJECTIVE_COLORS",
-           "OBJECTIVE_LABELS", "STACK_COLORS", "STACK_WORDS", "plt", "require_rows", "use_style"]
+__all__ = [
+    "DIVERGING",
+    "FAMILY_COLORS",
+    "INIT_COLORS",
+    "INIT_STYLES",
+    "MODEL_MARKERS",
+    "NULL_COLOR",
+    "OBJECTIVE_COLORS",
+    "OBJECTIVE_LABELS",
+    "STACK_COLORS",
+    "STACK_WORDS",
+    "plt",
+    "require_rows",
+    "use_style",
+]
 
-#: One colour per model family, used everywhere.
+#: One colour per model family, used everywhere: blue is always an encoder, red always a decoder, purple
+#: cross-attention (an encoder-decoder's third stack), grey a random twin or a random baseline. No other palette of
+#: the book reuses these four colours for anything else.
 FAMILY_COLORS = {"encoder": "#1f77b4", "decoder": "#d62728", "encoder-decoder": "#9467bd", "random": "#7f7f7f"}
+#: The band (or cloud) of a null distribution drawn behind real data.
+NULL_COLOR = "#c7c7c7"
 #: Diverging colour map for signed matrices (centred at 0).
 DIVERGING = "RdBu_r"
 
@@ -37,9 +54,10 @@ STACK_WORDS = {"decoder, not causal": "non-causal decoder"}
 #: Markers cycled over models, so that each model of a figure is told apart by shape as well as by colour.
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
-#: One colour per initialisation / attention variant (chapter 5).
-INIT_COLORS = {"default": "#7f7f7f", "symmetric": "#1f77b4", "shared": "#2ca02c", "skew": "#d62728",
-               "rotated": "#9467bd"}
+#: One colour per initialisation / attention variant (chapter 5; all encoder runs). None of them is a family colour,
+#: so that blue and red keep meaning encoder and decoder.
+INIT_COLORS = {"default": "#000000", "symmetric": "#17becf", "shared": "#8c564b", "skew": "#e377c2",
+               "rotated": "#bcbd22"}
 #: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
 INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1))}
 

@@ -3,7 +3,7 @@ grid of the symmetry score, the paired difference against the baseline, and our 
 
 from __future__ import annotations
 
-from .style import INIT_COLORS, INIT_STYLES, plt, require_rows
+from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, plt, require_rows
 
 __all__ = ["init_curves", "paired_difference_curve", "survival_grid", "trajectories_vs_paper"]
 
@@ -107,7 +107,7 @@ def trajectories_vs_paper(ours, theirs, y: str = "symmetry"):
         ax.fill_between(agg.index, agg["min"], agg["max"], color=color, alpha=0.2, lw=0)
     ax.set_title("our recorded encoder runs (d = 128, 10k steps)")
     ax.set_ylabel(f"{y} score, median over layers")
-    arch_colors = {"encoder": "#1f77b4", "decoder": "#ff7f0e"}
+    arch_colors = {"encoder": FAMILY_COLORS["encoder"], "decoder": FAMILY_COLORS["decoder"]}
     seen = set()
     for (arch, _model), g in theirs.groupby(["arch", "model"]):
         g = g.sort_values("fraction")
