@@ -120,3 +120,15 @@ def test_judge_states_the_number_once_and_keeps_the_statistics_apart():
     assert perm.details["test"].startswith("permutation test: p")
     with pytest.raises(TypeError, match="result: expected"):
         stats.judge(0.3, "a", "b")
+
+
+def test_an_effect_below_the_stated_floor_gets_no_verdict():
+    tiny = stats.paired_difference([1e-4, 2e-4, 3e-4], [0.0, 0.0, 0.0])  # excludes 0, but 0.0002 nats
+    assert stats.verdict(tiny, "up", "down", "gap").startswith("suggested") or \
+        stats.verdict(tiny, "up", "down", "gap").startswith("up")
+    assert stats.verdict(tiny, "up", "down", "gap", floor=0.01).startswith("below the effect-size floor of 0.01")
+    assert stats.judge(tiny, "up", "down", "gap", floor=0.01).outcome == "below floor"
+    big = stats.paired_difference([0.05, 0.06, 0.07], [0.0, 0.0, 0.0])
+    assert stats.verdict(big, "up", "down", "gap", floor=0.01).startswith("up")
+    with pytest.raises(ValueError, match="floor"):
+        stats.verdict(big, "up", "down", floor=-1)

@@ -288,8 +288,15 @@ def _plural(unit: str) -> str:
     return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
 
 
+def _below_floor(interval: Interval, floor: float) -> bool:
+    """True when ``floor`` > 0 and the estimate is smaller than it in size: too small an effect to call."""
+    if not (np.isfinite(floor) and floor >= 0):
+        raise ValueError(f"floor: the smallest effect worth a verdict, a number >= 0; got {floor!r}.")
+    return floor > 0 and abs(interval.estimate) < floor
+
+
 def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subject: str = "the difference",
-            digits: int = 3) -> str:
+            digits: int = 3, floor: float = 0.0) -> str:
     """One sentence from an interval, with the same rule in every chapter.
 
     - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this
@@ -297,11 +304,16 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
     - it includes 0 but every unit points the same way (paired results only): "suggested but not established";
     - otherwise: "no detectable difference".
 
+    ``floor`` (in the estimate's units, e.g. 0.01 nats) is the smallest effect worth a verdict, stated before
+    the numbers: an estimate smaller than it in size gets "below the floor" whatever its interval says.
+
     The sentence states the estimate, the interval, its method and n with its unit.
 
     >>> verdict(t_interval([0.2, 0.3, 0.25]), "encoder more symmetric", "decoder more symmetric",
     ...         "symmetry gap")
     'encoder more symmetric: symmetry gap 0.250 [0.126, 0.374] (95% t-interval, n = 3 values)'
+    >>> verdict(t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", digits=4, floor=0.01)
+    'below the effect-size floor of 0.01 (no verdict): loss gap 0.0025 [0.0013, 0.0037] (95% t-interval, n = 3 values)'
     """
     if isinstance(result, PairedDifference):
         interval, same_sign = result.interval, result.same_sign and result.n > 1
@@ -314,6 +326,8 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
     units = interval.unit if interval.n == 1 else _plural(interval.unit)
     detail = (f"{subject} {interval.format(digits)} ({round(100 * interval.level)}% {method}, "
               f"n = {interval.n} {units})")
+    if _below_floor(interval, floor):
+        return f"below the effect-size floor of {floor:g} (no verdict): {detail}"
     if interval.excludes_zero:
         return f"{larger if interval.estimate > 0 else smaller}: {detail}"
     if same_sign:
@@ -357,7 +371,8 @@ class Verdict:
     """The outcome of one comparison, for a page: :attr:`sentence` for the text, :attr:`details` for a box.
 
     ``outcome`` is ``"difference"`` (the interval excludes 0), ``"suggested"`` (it includes 0 but every unit
-    agrees) or ``"none"`` (no detectable difference); ``claim`` is what that outcome says in words.
+    agrees), ``"none"`` (no detectable difference) or ``"below floor"`` (an estimate smaller than the stated
+    effect-size floor); ``claim`` is what that outcome says in words.
     """
 
     outcome: str
@@ -399,7 +414,7 @@ class Verdict:
 
 
 def judge(result: Interval | PairedDifference | tuple, larger: str, smaller: str,
-          subject: str = "the difference", test: str = "") -> Verdict:
+          subject: str = "the difference", test: str = "", floor: float = 0.0) -> Verdict:
     """The rule of :func:`verdict` as a :class:`Verdict` (sentence apart from the statistics).
 
     ``result`` may also be the ``(interval, p)`` pair of :func:`difference_of_medians`; a
@@ -424,7 +439,9 @@ def judge(result: Interval | PairedDifference | tuple, larger: str, smaller: str
     else:
         raise TypeError(f"result: expected an Interval, a PairedDifference or (Interval, p), got "
                         f"{type(result).__name__}.")
-    if interval.excludes_zero:
+    if _below_floor(interval, floor):
+        outcome, claim = "below floor", f"below the effect-size floor of {floor:g} (no verdict)"
+    elif interval.excludes_zero:
         outcome, claim = "difference", larger if interval.estimate > 0 else smaller
     elif same_sign:
         direction = larger if interval.estimate > 0 else smaller

@@ -229,23 +229,37 @@ _LOSS_WORDS = {"val_loss": "validation loss", "train_loss": "training loss"}
 
 
 def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "shared"),
-                 baseline: str = "default", loss: str = "val_loss", level: float = 0.95) -> pd.DataFrame:
+                 baseline: str = "default", loss: str = "val_loss", level: float = 0.95,
+                 floor: float = 0.0) -> pd.DataFrame:
     """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
-    difference and its t-interval over seeds) and the verdict sentence of :func:`qkgeometry.stats.verdict`
-    (``verdict``: lower / higher, "suggested but not established", or no detectable difference)."""
+    difference and its t-interval over seeds, with as many decimals as the interval's width needs, so that a tiny
+    difference shows its sign) and the verdict sentence of :func:`qkgeometry.stats.verdict` (``verdict``: lower /
+    higher, "suggested but not established", no detectable difference, or below ``floor``, the smallest
+    difference in nats worth a verdict)."""
     parts = [paired_differences(logs, t, baseline, loss, level) for t in treatments if t in set(logs["init"])]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame()
     table = pd.concat(parts, ignore_index=True)
-    table["ci_text"] = [_interval_text(r.diffs, level, 4) if r.result is None else r.result.interval.format(4)
+    table["ci_text"] = [_interval_text(r.diffs, level, 4) if r.result is None else _scaled_interval(r.result.interval)
                         for r in table.itertuples()]
     table["verdict"] = [
         "one seed: no interval" if r.result is None else
         stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
-                      f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}", digits=4)
+                      f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}",
+                      digits=_digits_for(r.result.interval), floor=floor)
         for r in table.itertuples()]
     return table
+
+
+def _digits_for(interval: stats.Interval) -> int:
+    """Decimals that give the interval's half-width two significant digits (at least 3, at most 6)."""
+    half = (interval.high - interval.low) / 2
+    return max(3, len(stats.format_number(0.0, half).split(".")[-1])) if half > 0 else 4
+
+
+def _scaled_interval(interval: stats.Interval) -> str:
+    return interval.format(_digits_for(interval))
 
 
 def speedup_summary(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
