@@ -30,10 +30,10 @@ def test_runs_are_found_by_folder(tmp_path, monkeypatch):
     shutil.copytree(src, root / src.name)
     monkeypatch.setattr(recorded_runs, "recorded_root", lambda: root)
     before = set(qg.recorded(src.name).runs)
-    shutil.copytree(root / src.name / "encoder-skew-s3", root / src.name / "encoder-skew-s4")
+    shutil.copytree(root / src.name / "encoder-skew-s3", root / src.name / "encoder-skew-s99")
     (root / src.name / "not-a-run").mkdir()
     after = qg.recorded(src.name).runs
-    assert set(after) == before | {"encoder-skew-s4"}
+    assert set(after) == before | {"encoder-skew-s99"}
     # and a new experiment, the same way
     shutil.copytree(root / src.name, root / "expC-new")
     assert "expC-new" in available()
