@@ -19,7 +19,7 @@ def test_the_chapters_experiments_are_installed_with_their_readmes():
     assert {"ch3-objectives", "expB-encoder-lr2e-4-10k"} <= set(available())
     for name in available():
         rec = qg.recorded(name)
-        assert rec.path.is_dir() and rec.readme.startswith("#")
+        assert rec.path.is_dir() and rec.description.startswith("#")
         assert "qkgeometry" in str(rec.path) and "data" in rec.path.parts
 
 

@@ -13,7 +13,7 @@ True
 >>> rec.provenance("encoder-default-s0")["config"]["init"]
 'default'
 
-The chapters read them with :func:`recorded` and never re-run them: each run's README gives the command (about an
+The chapters read them with :func:`recorded` and never re-run them: each experiment's notes give the command (about an
 hour of one CPU core per chapter-5 run, 43 minutes for chapter 3's fair test).
 """
 
@@ -61,8 +61,8 @@ class RecordedExperiment:
         return self.path / other
 
     @property
-    def readme(self) -> str:
-        """The experiment's README: what ran, on what, and the command that reproduces it."""
+    def description(self) -> str:
+        """The experiment's notes, in Markdown: what ran, on what, and the command that reproduces it."""
         return (self.path / "README.md").read_text(encoding="utf-8")
 
     @property

@@ -52,8 +52,8 @@ PAPER_ALIASES = {
 
 
 def paper_scores(one_per_model: bool = False) -> Any:
-    """The paper's reported per-model medians and IQR sides (package data ``data/paper_scores.csv``; its README
-    gives the provenance), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`).
+    """The paper's reported per-model medians and IQR sides (package data ``data/paper_scores.csv``, with notes
+    on where each number comes from beside it), with a ``hub_id`` column (short names mapped through :data:`PAPER_ALIASES`).
 
     The authors' table lists many models twice, under a short name and under the Hub id. ``one_per_model=True``
     keeps one row per Hub id, the one listed under the Hub id where there is one (those rows match the per-layer
