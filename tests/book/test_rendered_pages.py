@@ -86,6 +86,8 @@ ALLOWED = {"book/course_module.html": {"session"}}
 RAW_TEX = re.compile(r"\\[()\[\]]|\$[^$\s][^$]{0,80}?\$|\\(?:frac|top|mathbb|mathrm|operatorname|sum|sqrt|left|"
                      r"right|begin|end|alpha|beta|tau|ell|lVert|rVert|tfrac|dfrac|text|cdot|times|le|ge|ne)\b")
 TQDM = re.compile(r"\d+%\|[^|\n]{0,80}\||\d+(?:\.\d+)?\s*(?:it/s|s/it)\]")
+# a Python warning printed into a page: "<path>.py:<line>: SomethingWarning: ..." (and its local path)
+PY_WARNING = re.compile(r"\.py:\d+: \w*Warning\b")
 IMAGE_FILE = re.compile(r"\.(?:png|svg|jpe?g|gif|webp)$|^_images/|^[0-9a-f]{16,}$|/", re.IGNORECASE)
 SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
 
@@ -320,6 +322,8 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
                 add("stray output line", line)
         if TQDM.search(out):
             add("tqdm progress bar in an output", repr(TQDM.search(out).group(0)))
+        if PY_WARNING.search(out):
+            add("Python warning in an output", repr(PY_WARNING.search(out).group(0)))
     return found
 
 
@@ -434,12 +438,14 @@ def test_findings_logic_flags_each_kind():
                    wide=[{"kind": "display math", "width": 900, "column": 700, "what": "mjx-container"}],
                    images=[{"src": "../_images/abc.png", "alt": "../_images/abc.png", "caption": False,
                             "numbered": False}],
-                   rawTables=['table "  value 0 1"'], tableText="4.440892e-16", outputs=["done\nFalse\n"])
+                   rawTables=['table "  value 0 1"'], tableText="4.440892e-16",
+                   outputs=["done\nFalse\n", "/x/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found"])
     kinds = {f.kind for f in findings_for("notebooks/02_scores.html", 1280, probe)}
     assert {"MathJax error", "raw TeX in title", "raw TeX in text", "display math wider than the column",
             "image without real alt text", "chapter figure without a numbered caption", "stray output line",
             "internal word 'seed (source text)'", "internal word 'CI'", "internal word 'tests/'",
-            "raw pandas table (use qkgeometry.tables.show_table)", "unrounded number in a table"} <= kinds
+            "raw pandas table (use qkgeometry.tables.show_table)", "unrounded number in a table",
+            "Python warning in an output"} <= kinds
     narrow = {f.kind for f in findings_for("notebooks/02_scores.html", 390, probe)}
     assert "display math wider than the column" not in narrow  # widths fail at 1280 px only
     assert "note: display math scrolls at phone width" in narrow  # ... and are listed at 390 px
