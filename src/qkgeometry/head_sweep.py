@@ -49,7 +49,7 @@ EDIT_SCORES = ("previous", "current", "first", "duplicate", "induction")
 
 class SweepSettings(dict):
     """Sizes of a run (a dict, written into the provenance): ``n_texts`` held-out texts of ``length`` tokens,
-    ``n_repeat`` repeated random sequences of ``2·half`` tokens, the seeds."""
+    ``n_repeat`` repeated random sequences of ``2·half`` tokens, and the random seeds of the texts and the sequences."""
 
 
 def settings_for(alias: str, quick: bool = False) -> SweepSettings:
