@@ -132,3 +132,55 @@ def test_an_effect_below_the_stated_floor_gets_no_verdict():
     assert stats.verdict(big, "up", "down", "gap", floor=0.01).startswith("up")
     with pytest.raises(ValueError, match="floor"):
         stats.verdict(big, "up", "down", floor=-1)
+
+
+def test_judge_family_demotes_a_difference_that_does_not_survive_holm():
+    # two tests with unadjusted p between 0.025 and 0.05: each interval excludes 0, Holm doubles the smaller p
+    rng = np.random.default_rng(3)
+    found = []
+    while len(found) < 2:
+        diffs = rng.normal(0.6, 1.0, 8)
+        pd_ = stats.paired_difference(diffs, np.zeros(8))
+        if 0.025 < pd_.p_value < 0.05:
+            found.append(pd_)
+    verdicts = stats.judge_family([(f, "up", "down", f"gap {k}") for k, f in enumerate(found)])
+    assert all(f.interval.excludes_zero for f in found)
+    assert [v.outcome for v in verdicts] == ["suggested", "suggested"]
+    assert all("after correcting for 2 tests" in v.claim for v in verdicts)
+    assert all(v.p_adjusted >= 0.05 and v.family_size == 2 for v in verdicts)
+    assert "Holm-adjusted" in verdicts[0].details["corrected"]
+    # alone, the same comparison is a difference
+    assert stats.judge(found[0], "up", "down").outcome == "difference"
+
+
+def test_judge_family_keeps_a_strong_difference_and_checks_its_input():
+    strong = stats.paired_difference([1.0, 1.1, 0.9, 1.05, 0.95], [0.0] * 5)
+    weak = stats.paired_difference([0.1, -0.2, 0.05, -0.1, 0.15], [0.0] * 5)
+    v = stats.judge_family([(strong, "up", "down", "a"), (weak, "up", "down", "b")])
+    assert [x.outcome for x in v] == ["difference", "none"]
+    with pytest.raises(ValueError, match="alpha"):
+        stats.judge_family([(strong, "up", "down", "a")], alpha=1.5)
+    with pytest.raises(TypeError, match=r"comparisons\[0\]"):
+        stats.judge_family([(strong.interval, "up", "down", "a")])
+
+
+def test_below_floor_verdict_has_details():
+    v = stats.judge(stats.t_interval([0.002, 0.003, 0.0025]), "up", "down", "loss gap", floor=0.01)
+    assert v.outcome == "below floor"
+    assert "0.01" in v.details["rule"]
+
+
+def test_paired_t_power_matches_simulation_and_sizes_seeds():
+    rng = np.random.default_rng(0)
+    n, effect, sd = 8, 0.7, 1.0
+    sims = rng.normal(effect, sd, (20000, n))
+    t = sims.mean(1) / (sims.std(1, ddof=1) / np.sqrt(n))
+    crit = sps.t.ppf(0.975, n - 1)
+    simulated = np.mean(np.abs(t) > crit)
+    assert abs(stats.paired_t_power(effect, sd, n) - simulated) < 0.015
+    n_needed = stats.seeds_for_power(effect, sd, power=0.8)
+    assert stats.paired_t_power(effect, sd, n_needed) >= 0.8 > stats.paired_t_power(effect, sd, n_needed - 1)
+    with pytest.raises(ValueError, match="sd"):
+        stats.paired_t_power(0.5, 0.0, 5)
+    with pytest.raises(ValueError, match="n_max"):
+        stats.seeds_for_power(1e-4, 1.0, n_max=50)

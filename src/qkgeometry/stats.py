@@ -8,7 +8,10 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
   n < 6.
 - :func:`paired_difference` for "treatment minus baseline, paired by seed" (t-interval, paired t-test,
   sign count), optionally averaged within clusters first (models of one family).
-- :func:`holm_adjusted` for a family of tests read together.
+- :func:`holm_adjusted` for a family of tests read together, and :func:`judge_family`, which gives each test of
+  such a family its verdict at a family-wise error rate.
+- :func:`paired_t_power` and :func:`seeds_for_power` size an experiment before it runs: the power of the paired
+  t-test for an effect of a given size, and the number of seeds that reaches a target power.
 - :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
   interval of the difference of medians and a permutation test.
 - :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
@@ -43,6 +46,9 @@ __all__ = [
     "format_p",
     "holm_adjusted",
     "judge",
+    "judge_family",
+    "paired_t_power",
+    "seeds_for_power",
     "paired_difference",
     "t_interval",
     "verdict",
@@ -381,6 +387,10 @@ class Verdict:
     interval: Interval
     p_value: float | None = None
     test: str = ""
+    #: Holm-adjusted p-value when the comparison is one of a family (:func:`judge_family`), with the family's size.
+    p_adjusted: float | None = None
+    family_size: int = 1
+    floor: float = 0.0
 
     @property
     def estimate_text(self) -> str:
@@ -407,9 +417,20 @@ class Verdict:
                 "n": f"{i.n} {units}"}
         if self.p_value is not None:
             rows["test"] = f"{self.test + ': ' if self.test else ''}{format_p(self.p_value)}"
-        rows["rule"] = {"difference": "the interval excludes 0",
-                        "suggested": f"the interval includes 0, but every {i.unit} points the same way",
-                        "none": "the interval includes 0"}[self.outcome]
+        if self.p_adjusted is not None:
+            rows["corrected"] = (f"Holm-adjusted over the {self.family_size} tests of its family: "
+                                 f"{format_p(self.p_adjusted)}")
+        if self.outcome == "below floor":
+            rows["rule"] = f"the estimate is smaller in size than the stated floor of {self.floor:g}"
+        elif self.p_adjusted is not None:
+            rows["rule"] = {"difference": "the interval excludes 0 and the Holm-adjusted p is below 0.05",
+                            "suggested": "the interval excludes 0 before the correction only, or it includes 0 "
+                                         f"but every {i.unit} points the same way",
+                            "none": "the interval includes 0"}[self.outcome]
+        else:
+            rows["rule"] = {"difference": "the interval excludes 0",
+                            "suggested": f"the interval includes 0, but every {i.unit} points the same way",
+                            "none": "the interval includes 0"}[self.outcome]
         return rows
 
 
@@ -448,4 +469,76 @@ def judge(result: Interval | PairedDifference | tuple, larger: str, smaller: str
         outcome, claim = "suggested", f"suggested but not established ({direction})"
     else:
         outcome, claim = "none", "no detectable difference"
-    return Verdict(outcome, claim, subject, interval, None if p_value is None else float(p_value), test)
+    return Verdict(outcome, claim, subject, interval, None if p_value is None else float(p_value), test,
+                   floor=floor)
+
+
+def judge_family(comparisons: Sequence[tuple], alpha: float = 0.05) -> list[Verdict]:
+    """Verdicts for a family of paired comparisons read together, at family-wise error rate ``alpha`` (Holm).
+
+    ``comparisons``: one ``(result, larger, smaller, subject)`` tuple per test, ``result`` a
+    :class:`PairedDifference` (its paired t-test gives the p-value). A comparison is a *difference* only when its
+    interval excludes 0 **and** its Holm-adjusted p-value is below ``alpha``; one whose interval excludes 0
+    before the correction only is *suggested*, with the claim saying so. The intervals stay the unadjusted 95%
+    intervals (say so next to them); :attr:`Verdict.details` shows both p-values.
+
+    >>> a = paired_difference([1.0, 1.2, 0.9, 1.1], [0.0, 0.1, 0.0, 0.1])
+    >>> b = paired_difference([0.30, 0.01, 0.22, 0.12], [0.0, 0.0, 0.0, 0.0])
+    >>> [v.outcome for v in judge_family([(a, "up", "down", "gap a"), (b, "up", "down", "gap b")])]
+    ['difference', 'suggested']
+
+    Book: chapter 3, the objectives compared as one family of tests.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: the family-wise error rate, strictly between 0 and 1; got {alpha!r}.")
+    if not comparisons:
+        raise ValueError("comparisons: the family is empty; pass at least one (result, larger, smaller, subject).")
+    for k, item in enumerate(comparisons):
+        if len(item) != 4 or not isinstance(item[0], PairedDifference):
+            raise TypeError(f"comparisons[{k}]: expected (PairedDifference, larger, smaller, subject), got {item!r}.")
+    adjusted = holm_adjusted([item[0].p_value for item in comparisons])
+    out = []
+    for (result, larger, smaller, subject), p_adj in zip(comparisons, adjusted):
+        v = judge(result, larger, smaller, subject)
+        outcome, claim = v.outcome, v.claim
+        if outcome == "difference" and p_adj >= alpha:
+            direction = larger if v.interval.estimate > 0 else smaller
+            outcome, claim = "suggested", (f"suggested but not established after correcting for "
+                                           f"{len(comparisons)} tests ({direction})")
+        out.append(Verdict(outcome, claim, subject, v.interval, v.p_value, v.test, float(p_adj), len(comparisons)))
+    return out
+
+
+def paired_t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided one-sample (paired) t-test at level ``alpha`` with ``n`` units, when the true mean
+    difference is ``effect`` and the differences have standard deviation ``sd`` (noncentral t).
+
+    >>> round(paired_t_power(1.0, 1.0, 10), 3)
+    0.803
+    """
+    if not (np.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd: the standard deviation of the differences, a number > 0; got {sd!r}.")
+    if int(n) != n or n < 2:
+        raise ValueError(f"n: the number of units, an integer >= 2; got {n!r}.")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: the test's level, strictly between 0 and 1; got {alpha!r}.")
+    df = int(n) - 1
+    crit = _scipy_stats.t.ppf(1 - alpha / 2, df)
+    nc = abs(effect) / sd * math.sqrt(n)
+    return float(_scipy_stats.nct.sf(crit, df, nc) + _scipy_stats.nct.cdf(-crit, df, nc))
+
+
+def seeds_for_power(effect: float, sd: float, power: float = 0.8, alpha: float = 0.05, n_max: int = 1000) -> int:
+    """The smallest number of units (seeds) at which the paired t-test detects ``effect`` with probability
+    ``power`` (:func:`paired_t_power`); ValueError when even ``n_max`` does not.
+
+    >>> seeds_for_power(1.0, 1.0)
+    10
+    """
+    if not 0 < power < 1:
+        raise ValueError(f"power: a probability strictly between 0 and 1; got {power!r}.")
+    for n in range(2, n_max + 1):
+        if paired_t_power(effect, sd, n, alpha) >= power:
+            return n
+    raise ValueError(f"effect: {effect!r} with sd {sd!r} needs more than n_max = {n_max} units for power "
+                     f"{power}; raise n_max or accept a larger detectable effect.")

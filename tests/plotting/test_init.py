@@ -53,6 +53,7 @@ EMPTY_CALLS = {
     "heads_vs_layers": ((_empty(*SURVEY), FULL), "heads"),
     "one_step_distributions": ((_empty("setting", "objective", "symmetry"),), "frame"),
     "objective_trajectories": ((_empty("objective", "seed", "step", "symmetry", "directionality"),), "summary"),
+    "objective_losses": ((_empty("objective", "seed", "step", "loss"), {}), "summary"),
     "paper_training_curves": ((_empty("model", "step", "symmetry", "directionality"),), "frame"),
     "survey_layer_curves": ((_empty(*SURVEY),), "frame"),
     "survey_head_heatmaps": ((_empty(*SURVEY),), "frame"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from qkgeometry import plotting
 
@@ -13,3 +14,17 @@ def test_objective_trajectories_clip_score_bands_to_the_score_range():
     band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() >= -1 and band.max() <= 1
     assert band.min() == -1  # the unclipped t-interval at step 0 reaches far below −1
+
+
+def test_objective_losses_draws_one_panel_per_objective_with_its_plateau():
+    frame = pd.DataFrame({"objective": ["mlm"] * 6 + ["rtd"] * 6, "seed": [0, 1] * 6,
+                          "step": [0, 0, 10, 10, 20, 20] * 2,
+                          "loss": [float("nan")] * 2 + [7.0, 7.2, 6.5, 6.7] + [float("nan")] * 2 + [0.5, 0.45, 0.42, 0.43]})
+    fig = plotting.objective_losses(frame, {"mlm": ("unigram", 6.9), "rtd": ("constant guess", 0.42)})
+    assert len(fig.axes) == 2
+    plateau_y = [line.get_ydata()[0] for ax in fig.axes for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert plateau_y == [6.9, 0.42]
+    mean_line = fig.axes[0].get_lines()[0]
+    assert list(mean_line.get_xdata()) == [10, 20] and list(mean_line.get_ydata()) == [7.1, 6.6]
+    with pytest.raises(ValueError, match="plateaus: no reference loss for \\['rtd'\\]"):
+        plotting.objective_losses(frame, {"mlm": ("unigram", 6.9)})

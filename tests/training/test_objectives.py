@@ -195,6 +195,45 @@ def test_summaries_and_null_band():
     assert wide[1] - wide[0] > hi - lo  # a median of one matrix scatters more than a median of four
 
 
+def test_seed_summaries_measure_the_change_from_the_shared_initialisation():
+    import pandas as pd
+
+    # symmetry at step t of (layer li, head h): 0.1·li + 0.01·h + 0.2·t/10 for the causal runs, unchanged for mlm
+    rows = [{"objective": o, "seed": s, "step": t, "layer": li, "head": h, "loss": 2.0 - t / 10,
+             "symmetry": 0.1 * li + 0.01 * h + (0.2 * t / 10 if o == "causal" else 0.0),
+             "directionality": -0.1 * li - (0.05 * h * t / 10 if o == "causal" else 0.0)}
+            for o in ("causal", "mlm") for s in (0, 1) for t in (0, 5, 10) for li in (0, 1) for h in (-1, 0, 1, 2)]
+    scores = pd.DataFrame(rows)
+    per_layer = ob.seed_summaries(scores, "layer").set_index(["objective", "seed"])
+    assert (per_layer["step"] == 10).all() and per_layer.loc[("causal", 0), "loss"] == pytest.approx(1.0)
+    assert per_layer.loc[("causal", 0), "symmetry_change"] == pytest.approx(0.2)
+    assert per_layer.loc[("mlm", 1), "symmetry_change"] == pytest.approx(0.0)
+    assert per_layer.loc[("causal", 0), "symmetry"] == pytest.approx(np.median([-0.01 + 0.2, 0.09 + 0.2]))
+    # the layer rows (head −1) change by +0.05 in d, the heads by −0.05·h: median over heads 0, 1, 2 is −0.05
+    assert per_layer.loc[("causal", 1), "directionality_change"] == pytest.approx(0.05)
+    per_head = ob.seed_summaries(scores, "head").set_index(["objective", "seed"])
+    assert per_head.loc[("causal", 1), "directionality_change"] == pytest.approx(-0.05)
+    midway = ob.seed_summaries(scores, "head", step=5).set_index(["objective", "seed"])
+    assert midway.loc[("causal", 0), "symmetry_change"] == pytest.approx(0.1)
+    every = ob.seed_summaries(scores, "layer", step="all")
+    assert len(every) == 2 * 2 * 3 and (every[every.step == 0]["symmetry_change"] == 0).all()
+    with pytest.raises(ValueError, match="`unit`"):
+        ob.seed_summaries(scores, "model")
+    with pytest.raises(ValueError, match="step 7"):
+        ob.seed_summaries(scores, step=7)
+    with pytest.raises(ValueError, match="step-0"):
+        ob.seed_summaries(scores[scores.step > 0])
+
+
+def test_the_null_band_of_a_mean_over_seeds_is_narrower_by_about_root_n():
+    one = ob.median_null_band(32, 8, n_matrices=4, n_draws=400, seed=5)["directionality"]
+    five = ob.median_null_band(32, 8, n_matrices=4, n_draws=400, seed=5, n_seeds=5)["directionality"]
+    ratio = (one[1] - one[0]) / (five[1] - five[0])
+    assert 1.8 < ratio < 2.7  # √5 ≈ 2.24
+    with pytest.raises(ValueError, match="`n_seeds`"):
+        ob.median_null_band(32, 8, n_matrices=4, n_seeds=0)
+
+
 def test_record_runs_writes_readable_logs(tmp_path, monkeypatch):
     import qkgeometry.training.data as data_module
 

@@ -4,7 +4,7 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.decomposition`: chapters 1-2 (:func:`matrix_triptych`, :func:`score_plane`,
   :func:`null_spread`, :func:`heads_vs_layers`);
 * :mod:`~qkgeometry.plotting.objectives`: chapter 3 (:func:`one_step_distributions`,
-  :func:`objective_trajectories`, :func:`paper_training_curves`);
+  :func:`objective_trajectories`, :func:`objective_losses`, :func:`paper_training_curves`);
 * :mod:`~qkgeometry.plotting.model_survey`: chapter 4 and ``qkgeometry plot`` (:func:`survey_layer_curves`,
   :func:`survey_head_heatmaps`, :func:`survey_scatter`, :func:`survey_twins`, :func:`paired_stacks`,
   :func:`modality_planes`, :func:`survey_figures`; :func:`label_text` and :func:`check_scores` keep labels and
@@ -40,7 +40,7 @@ from .model_survey import (
     survey_scatter,
     survey_twins,
 )
-from .objectives import objective_trajectories, one_step_distributions, paper_training_curves
+from .objectives import objective_losses, objective_trajectories, one_step_distributions, paper_training_curves
 from .style import (
     DIVERGING,
     FAMILY_COLORS,
@@ -59,8 +59,8 @@ from .training import init_curves, paired_difference_curve, survival_grid, traje
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
 FIGURES = ("heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
-           "objective_trajectories", "one_step_distributions", "paired_difference_curve", "paired_stacks",
-           "paper_training_curves", "score_plane", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter",
+           "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
+           "paired_stacks", "paper_training_curves", "score_plane", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter",
            "survey_twins", "survival_grid", "trajectories_vs_paper")
 
 __all__ = [
@@ -88,6 +88,7 @@ __all__ = [
     "matrix_triptych",
     "modality_planes",
     "null_spread",
+    "objective_losses",
     "objective_trajectories",
     "one_step_distributions",
     "paired_difference_curve",

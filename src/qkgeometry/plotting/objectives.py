@@ -8,7 +8,7 @@ import seaborn as sns
 
 from .style import FAMILY_COLORS, OBJECTIVE_COLORS, OBJECTIVE_LABELS, plt, require_rows
 
-__all__ = ["objective_trajectories", "one_step_distributions", "paper_training_curves"]
+__all__ = ["objective_losses", "objective_trajectories", "one_step_distributions", "paper_training_curves"]
 
 
 def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
@@ -33,20 +33,43 @@ def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
     return fig
 
 
+def _seed_band(sub, column: str, level: float):
+    """Steps, mean over seeds and its Student-t band of ``column`` (one row per seed and step in ``sub``)."""
+    import numpy as np
+
+    from ..stats import t_interval
+
+    steps, mean, lo, hi = [], [], [], []
+    for step, grp in sub.groupby("step"):
+        values = grp[column].to_numpy(dtype=float)
+        values = values[np.isfinite(values)]
+        if values.size == 0:
+            continue
+        steps.append(step)
+        mean.append(values.mean())
+        if len(values) >= 2 and np.ptp(values) > 0:
+            iv = t_interval(values, level)
+            lo.append(iv.low)
+            hi.append(iv.high)
+        else:
+            lo.append(values.mean())
+            hi.append(values.mean())
+    return np.array(steps), np.array(mean), np.array(lo), np.array(hi)
+
+
 def objective_trajectories(summary, scores=("symmetry", "directionality"), null_bands: dict | None = None,
-                           level: float = 0.95, full_range: bool = False):
+                           level: float = 0.95, full_range: bool = False, ylabels: dict | None = None):
     """Chapter 3: each score against the training step, one line per objective: the mean over seeds of the
     per-seed median over layers and heads, with its Student-t interval over seeds as a band.
 
     ``summary``: one row per (objective, seed, step) with the ``scores`` columns
-    (:func:`qkgeometry.training.objectives.run_medians`). ``null_bands``: optional ``{score: (low, high)}`` drawn in
-    grey (the spread of the same median for Gaussian matrices). ``full_range``: show the whole score range
-    [−1, 1] instead of zooming on the data. Returns the Figure.
+    (:func:`qkgeometry.training.objectives.run_medians`, or ``seed_summaries(..., step="all")`` with
+    ``scores=("symmetry_change", "directionality_change")``). ``null_bands``: optional ``{score: (low, high)}``
+    drawn in grey (the spread of the same median for Gaussian matrices). ``full_range``: show the whole score range
+    [−1, 1] instead of zooming on the data. ``ylabels``: optional ``{score: label}``. Returns the Figure.
     """
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.run_medians(...) of at least one run")
     import numpy as np
-
-    from ..stats import t_interval
 
     fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
                              constrained_layout=True)
@@ -55,28 +78,51 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
             ax.axhspan(*null_bands[score], color=FAMILY_COLORS["random"], alpha=0.2, lw=0,
                        label="Gaussian null (95% of medians)")
         for objective, sub in summary.groupby("objective", sort=False):
-            steps, mean, lo, hi = [], [], [], []
-            for step, grp in sub.groupby("step"):
-                values = grp[score].to_numpy()
-                steps.append(step)
-                mean.append(values.mean())
-                if len(values) >= 2 and np.ptp(values) > 0:
-                    iv = t_interval(values, level)
-                    lo.append(iv.low)
-                    hi.append(iv.high)
-                else:
-                    lo.append(values.mean())
-                    hi.append(values.mean())
+            steps, mean, lo, hi = _seed_band(sub, score, level)
             color = OBJECTIVE_COLORS.get(objective, "k")
             n = sub["seed"].nunique()
             ax.plot(steps, mean, color=color, label=f"{OBJECTIVE_LABELS.get(objective, objective)} (n = {n} seeds)")
             ax.fill_between(steps, np.clip(lo, -1, 1), np.clip(hi, -1, 1), color=color, alpha=0.2, lw=0)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_xlabel("training step")
-        ax.set_ylabel(f"{score} score of $W_{{qk}}$\n(median over layers and heads)")
+        ax.set_ylabel((ylabels or {}).get(score, f"{score} score of $W_{{qk}}$\n(median over layers and heads)"))
         if full_range:
             ax.set_ylim(-1.05, 1.05)
     axes[0][0].legend(fontsize=8, loc="best")
+    return fig
+
+
+def objective_losses(summary, plateaus: dict, level: float = 0.95):
+    """Chapter 3: the training loss of each objective against the step, one panel per objective (their losses
+    live on different scales), the mean over seeds with its Student-t band, and the loss of a model that ignores
+    the context as a dashed line: an objective whose curve stays on that line has not started to learn.
+
+    ``summary``: one row per (objective, seed, step) with a ``loss`` column (``seed_summaries(..., step="all")``).
+    ``plateaus``: ``{objective: (label, loss)}``. Returns the Figure.
+    """
+    require_rows(summary, "summary", "pass qkgeometry.training.objectives.seed_summaries(scores, step='all')")
+    objectives = list(dict.fromkeys(summary["objective"]))
+    missing = [o for o in objectives if o not in plateaus]
+    if missing:
+        raise ValueError(f"plateaus: no reference loss for {missing}; pass {{objective: (label, loss)}} for each.")
+    cols = 2 if len(objectives) > 2 else len(objectives)
+    rows = -(-len(objectives) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 2.9 * rows), squeeze=False, constrained_layout=True)
+    for ax, objective in zip(axes.flat, objectives):
+        sub = summary[(summary["objective"] == objective) & (summary["step"] > 0)]
+        steps, mean, lo, hi = _seed_band(sub, "loss", level)
+        color = OBJECTIVE_COLORS.get(objective, "k")
+        n = sub["seed"].nunique()
+        ax.plot(steps, mean, color=color, label=f"mean of n = {n} seeds")
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.25, lw=0)
+        label, value = plateaus[objective]
+        ax.axhline(value, color="0.35", ls="--", lw=1, label=label)
+        ax.set_title(OBJECTIVE_LABELS.get(objective, objective), fontsize=10)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("training loss (nats)")
+        ax.legend(fontsize=7.5, loc="upper right")
+    for ax in list(axes.flat)[len(objectives):]:
+        ax.remove()
     return fig
 
 

@@ -40,9 +40,11 @@ NULL_COLOR = "#c7c7c7"
 DIVERGING = "RdBu_r"
 
 #: Colours of the training objectives / mask kinds (chapter 3).
-OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c"}
+OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c",
+                    "causal-masked": "#8c564b"}
 #: How chapter 3 names the objectives on figures.
-OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection"}
+OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection",
+                    "causal-masked": "causal mask, masked-LM collator"}
 
 #: One colour per attention stack (chapter 4): a component's stack is its family for ``self`` attention, else the
 #: component itself (``encoder``, ``decoder``, ``cross``); see :func:`qkgeometry.plotting.stack_of`.

@@ -4,7 +4,9 @@ back. Chapter 3, "A fair test".
 * :func:`train_with_objective` trains one model on one objective and logs the scores of every head's W_qk;
 * :func:`compare_objectives` pairs the objectives by seed (same initialisation, same batches);
 * :func:`run_medians`, :func:`gradient_medians`, :func:`median_null_band` summarise the logs per seed and give the
-  null band of a median;
+  null band of a median (or of a mean over seeds of such medians);
+* :func:`seed_summaries` gives the chapter's estimand, one row per (objective, seed): the change of each score from
+  the shared initialisation, per layer or per head, next to its level;
 * :func:`record_runs` writes tidy CSV logs plus ``provenance.json`` (``qkgeometry train-objectives --out FOLDER``
   runs it), and :func:`read_recorded` reads such a folder back.
 """
@@ -41,8 +43,11 @@ from .objective_model import ObjectiveTransformer
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["compare_objectives", "gradient_medians", "median_null_band", "objectives_command", "read_recorded",
-           "record_runs", "run_medians", "score_rows", "train_with_objective"]
+__all__ = ["UNITS", "compare_objectives", "gradient_medians", "median_null_band", "objectives_command",
+           "read_recorded", "record_runs", "run_medians", "score_rows", "seed_summaries", "train_with_objective"]
+
+#: The units a score is read at: the layer's form ``Σ_h W_Q^h W_K^hᵀ`` (``head = -1`` in the logs), or each head.
+UNITS = ("layer", "head")
 
 def score_rows(model: ObjectiveTransformer) -> list[dict]:
     """Scores of every head's ``W_Q^h W_K^hᵀ`` and of each layer's ``Σ_h W_Q^h W_K^hᵀ``.
@@ -167,6 +172,51 @@ def run_medians(scores: pandas.DataFrame, layers: str | int = "all") -> pandas.D
             .reset_index())
 
 
+def seed_summaries(scores: pandas.DataFrame, unit: str = "layer", step: int | str | None = None) -> pandas.DataFrame:
+    """The chapter's estimand: one row per (objective, seed), for ``unit`` ``"layer"`` (each layer's form
+    ``Σ_h W_Q^h W_K^hᵀ``, the unit the paper scores) or ``"head"`` (each head's ``W_Q^h W_K^hᵀ``). Chapter 3.
+
+    Columns ``objective, seed, step, loss`` and, for each score, ``{score}`` = the median over the units of the
+    score at ``step`` (default: the last logged step of each run) and ``{score}_change`` = the median over the
+    units of (score at ``step`` − score at step 0): the change from the initialisation, which all objectives of a
+    seed share. ``step="all"``: one row per (objective, seed, logged step) instead, for trajectories.
+    ``scores``: the first frame of :func:`compare_objectives` / :func:`read_recorded`.
+    """
+    if unit not in UNITS:
+        raise ValueError(f"`unit` must be one of {UNITS}; got {unit!r}.")
+    rows = scores[scores["head"] == -1] if unit == "layer" else scores[scores["head"] >= 0]
+    keys = ["objective", "seed", "layer", "head"]
+    start = rows[rows["step"] == 0].set_index(keys)[["symmetry", "directionality"]]
+    if start.empty:
+        raise ValueError("`scores` has no step-0 rows: the change from the initialisation needs the scores at step "
+                         "0 of every run (train_with_objective logs them).")
+    by = ["objective", "seed"]
+    if step is None:
+        last = rows.groupby(["objective", "seed"])["step"].transform("max")
+        end = rows[rows["step"] == last]
+    elif step == "all":
+        end, by = rows, ["objective", "seed", "step"]
+        keys = [*keys, "step"]
+        start = start.reset_index().merge(rows[["objective", "seed", "layer", "head", "step"]],
+                                          on=["objective", "seed", "layer", "head"]).set_index(keys)
+    else:
+        end = rows[rows["step"] == step]
+        if end.empty:
+            raise ValueError(f"`step`: no run was logged at step {step}; logged steps: "
+                             f"{sorted(rows['step'].unique().tolist())}.")
+    end = end.set_index(keys)
+    change = end[["symmetry", "directionality"]] - start.reindex(end.index)
+    cols = ["loss", "symmetry", "directionality"] if step == "all" else ["step", "loss", "symmetry", "directionality"]
+    merged = end[cols].join(change.add_suffix("_change")).reset_index()
+    extra = {} if step == "all" else {"step": ("step", "first")}
+    out = (merged.groupby(by, sort=False)
+           .agg(**extra, loss=("loss", "first"), symmetry=("symmetry", "median"),
+                directionality=("directionality", "median"), symmetry_change=("symmetry_change", "median"),
+                directionality_change=("directionality_change", "median"))
+           .reset_index())
+    return out
+
+
 def gradient_medians(grads: pandas.DataFrame, layers: str | int = "all") -> pandas.DataFrame:
     """One row per (objective, seed, step): medians over heads (and ``layers``) of the one-step gradient's scores
     and pair shares (second frame of :func:`compare_objectives`). Chapter 3."""
@@ -176,21 +226,26 @@ def gradient_medians(grads: pandas.DataFrame, layers: str | int = "all") -> pand
 
 
 def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level: float = 0.95,
-                     seed: int = 0) -> dict[str, tuple[float, float]]:
+                     seed: int = 0, n_seeds: int = 1) -> dict[str, tuple[float, float]]:
     """Central ``level`` range of the median of ``n_matrices`` independent Gaussian ``A Bᵀ`` (A, B of shape (d, r)),
-    for both scores: the null band of a median over layers and heads at the same d. Chapter 3.
+    for both scores: the null band of a median over layers and heads at the same d. With ``n_seeds`` > 1, the band
+    of the mean over ``n_seeds`` independent such medians (what a mean over seeds is compared with: about
+    √n_seeds narrower). Chapter 3.
 
-    Simulated with :func:`qkgeometry.baselines.random_factor_scores` (``n_draws`` medians). Returns
+    Simulated with :func:`qkgeometry.baselines.random_factor_scores` (``n_draws`` means). Returns
     ``{"symmetry": (low, high), "directionality": (low, high)}``.
     """
     from ..baselines import random_factor_scores
 
     if not 0 < level < 1:
         raise ValueError(f"`level` must lie strictly between 0 and 1; got {level!r}.")
-    sims = random_factor_scores(d, r, n_matrices * n_draws, seed=seed)
+    if int(n_seeds) != n_seeds or n_seeds < 1:
+        raise ValueError(f"`n_seeds` must be a positive integer; got {n_seeds!r}.")
+    n_seeds = int(n_seeds)
+    sims = random_factor_scores(d, r, n_matrices * n_draws * n_seeds, seed=seed)
     out = {}
     for score in ("symmetry", "directionality"):
-        medians = np.median(sims[score].to_numpy().reshape(n_draws, n_matrices), axis=1)
+        medians = np.median(sims[score].to_numpy().reshape(n_draws, n_seeds, n_matrices), axis=2).mean(axis=1)
         lo, hi = np.quantile(medians, [(1 - level) / 2, (1 + level) / 2])
         out[score] = (float(lo), float(hi))
     return out

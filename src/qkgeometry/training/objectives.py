@@ -11,7 +11,7 @@ the offline Wikipedia leads, once per objective. This module gathers the experim
 * :mod:`.objective_gradients`: the exact logit gradients of every layer and their pairs
   (:func:`attention_gradients`, :func:`gradient_rows`);
 * :mod:`.objective_runs`: training, pairing by seed, summaries and recorded runs (:func:`compare_objectives`,
-  :func:`run_medians`, :func:`record_runs`, :func:`read_recorded`).
+  :func:`run_medians`, :func:`seed_summaries`, :func:`record_runs`, :func:`read_recorded`).
 
 ``qkgeometry train-objectives --out FOLDER ...`` records the runs; ``python -m qkgeometry.training.objectives
 ...`` runs the same command (:func:`main`).
@@ -34,7 +34,9 @@ from .objective_runs import (
     read_recorded,
     record_runs,
     run_medians,
+    UNITS,
     score_rows,
+    seed_summaries,
     train_with_objective,
 )
 
@@ -42,6 +44,7 @@ __all__ = [
     "ALL_OBJECTIVES",
     "AUTHORS_DECODER",
     "OBJECTIVES",
+    "UNITS",
     "LayerGradient",
     "ObjectiveBatch",
     "ObjectiveConfig",
@@ -58,6 +61,7 @@ __all__ = [
     "record_runs",
     "run_medians",
     "score_rows",
+    "seed_summaries",
     "train_with_objective",
     "unigram_probs",
 ]
