@@ -47,9 +47,9 @@ __all__ = [
     "holm_adjusted",
     "judge",
     "judge_family",
+    "paired_difference",
     "paired_t_power",
     "seeds_for_power",
-    "paired_difference",
     "t_interval",
     "verdict",
 ]

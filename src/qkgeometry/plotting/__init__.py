@@ -40,7 +40,12 @@ from .model_survey import (
     survey_scatter,
     survey_twins,
 )
-from .objectives import objective_losses, objective_trajectories, one_step_distributions, paper_training_curves
+from .objectives import (
+    objective_losses,
+    objective_trajectories,
+    one_step_distributions,
+    paper_training_curves,
+)
 from .style import (
     DIVERGING,
     FAMILY_COLORS,

@@ -28,13 +28,13 @@ from .objective_batches import ObjectiveBatch, make_objective_batch, objective_l
 from .objective_gradients import LayerGradient, attention_gradients, gradient_rows
 from .objective_model import ObjectiveTransformer
 from .objective_runs import (
+    UNITS,
     compare_objectives,
     gradient_medians,
     median_null_band,
     read_recorded,
     record_runs,
     run_medians,
-    UNITS,
     score_rows,
     seed_summaries,
     train_with_objective,
