@@ -105,11 +105,12 @@ def null_spread(null, quantiles: tuple[float, float] = (0.05, 0.95)):
     return fig
 
 
-def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None):
+def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None, null_label: str = "random head (90%)"):
     """Per-head scores (dots) and the layer score (black diamond) for each layer, one panel per model.
 
     ``heads``/``layers``: tidy frames from :func:`qkgeometry.score_model` with ``per="head"``/``"layer"``.
-    ``null_band``: optional ``{model: (low, high)}`` drawn as a grey band (random heads of that shape).
+    ``null_band``: optional ``{model: (low, high)}`` drawn as a grey band (random heads of that shape), labelled
+    ``null_label`` in the legend.
     Chapter 2, "Per head or per layer?".
     """
     require_rows(heads, "heads", "pass qkgeometry.score_model(source, per='head')")
@@ -122,7 +123,7 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None):
         lay = layers[layers["model"] == model]
         family = lay["family"].iloc[0]
         if null_band and model in null_band:
-            ax.axhspan(*null_band[model], color=FAMILY_COLORS["random"], alpha=0.2, lw=0, label="random head (90%)")
+            ax.axhspan(*null_band[model], color=FAMILY_COLORS["random"], alpha=0.2, lw=0, label=null_label)
         ax.scatter(h["layer"], h[score], s=12, color=FAMILY_COLORS.get(family, "k"), alpha=0.55, lw=0,
                    label="one head")
         ax.scatter(lay["layer"], lay[score], s=40, marker="D", color="black", label="whole layer")
