@@ -245,8 +245,37 @@ def test_record_runs_writes_readable_logs(tmp_path, monkeypatch):
     assert prov["runs_done"] == prov["runs_total"] == 4 and prov["config"] == cfg.to_dict()
     assert set(zip(scores["seed"], scores["objective"])) == {(s, o) for s in (0, 1) for o in ("causal", "rtd")}
     assert scores["step"].max() == cfg.steps and set(grads["step"]) == {0, cfg.steps}
+    (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="provenance"):
-        ob.read_recorded(tmp_path)
+        ob.read_recorded(tmp_path / "empty")
+
+
+def test_read_recorded_merges_one_folder_per_seed(tmp_path, monkeypatch):
+    import json
+
+    import qkgeometry.training.data as data_module
+
+    monkeypatch.setattr(data_module, "prepare_data", lambda *a, **k: _data())
+    cfg = _cfg(n_layers=2, steps=2, log_every=1)
+    for seed in (0, 1):
+        ob.record_runs(tmp_path / "series" / f"s{seed}", cfg, seeds=[seed], objectives=("causal", "mlm"),
+                       vocab_size=VOCAB, gradient_batches=1, progress=False)
+    scores, grads, prov = ob.read_recorded(tmp_path / "series")
+    assert prov["seeds"] == [0, 1] and prov["runs_done"] == prov["runs_total"] == 4
+    assert [p["folder"] for p in prov["parts"]] == ["s0", "s1"] and prov["config"] == cfg.to_dict()
+    assert set(zip(scores["seed"], scores["objective"])) == {(s, o) for s in (0, 1) for o in ("causal", "mlm")}
+    assert set(grads["seed"]) == {0, 1}
+    # the same seed twice, or another configuration, is not one recording
+    ob.record_runs(tmp_path / "series" / "s1-again", cfg, seeds=[1], objectives=("causal", "mlm"),
+                   vocab_size=VOCAB, gradient_batches=1, progress=False)
+    with pytest.raises(ValueError, match="more than one sub-folder"):
+        ob.read_recorded(tmp_path / "series")
+    prov_path = tmp_path / "series" / "s1-again" / "provenance.json"
+    other = json.loads(prov_path.read_text())
+    other["seeds"], other["config"]["steps"] = [2], 99
+    prov_path.write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="disagree on `config`"):
+        ob.read_recorded(tmp_path / "series")
 
 
 def test_read_recorded_names_the_folder_in_its_advice(tmp_path):

@@ -328,15 +328,49 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
 
 
 def read_recorded(folder: str | os.PathLike) -> tuple[pandas.DataFrame, pandas.DataFrame, dict]:
-    """``(scores, gradients, provenance)`` of a folder written by :func:`record_runs`. Chapter 3."""
+    """``(scores, gradients, provenance)`` of a folder written by :func:`record_runs`, or of a folder of such
+    folders (one per seed, recorded one seed at a time with the same configuration), read as one recording. Chapter 3.
+
+    For a folder of folders the provenance is merged: the shared configuration, objectives and data, ``seeds``
+    (sorted), ``runs_done``, ``runs_total`` and ``wall_seconds`` summed, and ``parts`` listing each folder with its
+    commit, hardware and creation time. A configuration, objective list or data fingerprint that differs between
+    the folders is refused: they would not be one experiment.
+    """
     import pandas as pd
 
     folder = Path(folder)
     prov_path = folder / "provenance.json"
-    if not prov_path.is_file():
-        raise FileNotFoundError(f"{folder}: no provenance.json; record the runs with "
+    if prov_path.is_file():
+        prov = json.loads(prov_path.read_text())
+        return pd.read_csv(folder / "scores.csv"), pd.read_csv(folder / "gradients.csv"), prov
+    parts = sorted(p.parent for p in folder.glob("*/provenance.json"))
+    if not parts:
+        raise FileNotFoundError(f"{folder}: no provenance.json, in it or in a sub-folder; record the runs with "
                                 f"`qkgeometry train-objectives --out {folder}`.")
-    prov = json.loads(prov_path.read_text())
-    return pd.read_csv(folder / "scores.csv"), pd.read_csv(folder / "gradients.csv"), prov
-
-
+    provs = [json.loads((p / "provenance.json").read_text()) for p in parts]
+    for key in ("config", "objectives", "vocab_size", "gradient_batches"):
+        values = {json.dumps(pr.get(key), sort_keys=True) for pr in provs}
+        if len(values) > 1:
+            raise ValueError(f"{folder}: its sub-folders disagree on `{key}` ({len(values)} different values), so "
+                             "they are not one recording; keep each configuration in a folder of its own.")
+    fingerprints = {pr["data"]["fingerprint"] for pr in provs}
+    if len(fingerprints) > 1:
+        raise ValueError(f"{folder}: its sub-folders read different data ({sorted(fingerprints)}); keep each in a "
+                         "folder of its own.")
+    seeds = [s for pr in provs for s in pr["seeds"]]
+    if len(seeds) != len(set(seeds)):
+        raise ValueError(f"{folder}: a seed is recorded in more than one sub-folder ({sorted(seeds)}); remove the "
+                         "duplicate folder.")
+    merged = {k: v for k, v in provs[0].items() if k not in ("seeds", "commit", "src_dirty", "hardware", "created",
+                                                            "command", "run_seconds")}
+    merged.update(seeds=sorted(seeds), runs_done=sum(pr["runs_done"] for pr in provs),
+                  runs_total=sum(pr["runs_total"] for pr in provs),
+                  wall_seconds=round(sum(pr["wall_seconds"] for pr in provs), 1),
+                  command=provs[0]["command"],
+                  parts=[{"folder": p.name, "seeds": pr["seeds"], "commit": pr.get("commit"),
+                          "hardware": pr.get("hardware"), "created": pr.get("created"),
+                          "run_seconds": pr.get("run_seconds")} for p, pr in zip(parts, provs)])
+    merged["hardware"] = provs[0].get("hardware")
+    scores = pd.concat([pd.read_csv(p / "scores.csv") for p in parts], ignore_index=True)
+    grads = pd.concat([pd.read_csv(p / "gradients.csv") for p in parts], ignore_index=True)
+    return scores, grads, merged
