@@ -28,7 +28,9 @@
 - Numbered tables: a notebook cell whose output is named ``tbl-...`` (cell metadata ``mystnb.figure.name``, with
   its ``caption``) becomes a numbered table ("Table 6.1", caption above), cited with ``{numref}`tbl-...```.
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
-  scroll inside their own box on a phone instead of pushing the page wider.
+  scroll inside their own box on a phone instead of pushing the page wider, and ``qkgeometry.js`` marks a table box
+  that scrolls so that a hint above it says so; a long table's full version sits behind a summary line
+  (``qkgeometry.tables.collapsed``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from sphinx.application import Sphinx
 
 STATIC = Path(__file__).parent / "static"
 CSS = "qkgeometry.css"
+#: Marks a table box that scrolls sideways, so that its hint shows (``qkgeometry.css``).
+JS = "qkgeometry.js"
 
 _SYMBOLS = {r"\top": "ᵀ", r"\ell": "ℓ", r"\tau": "τ", r"\Delta": "Δ", r"\le": "≤", r"\ge": "≥", r"\ne": "≠",
             r"\times": "×", r"\cdot": "·", r"\|": "‖", r"\in": "∈", r"\mathbb{R}": "ℝ", r"\nabla": "∇",
@@ -435,6 +439,7 @@ def _configure(app: Sphinx, config: Any) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.set_html_assets_policy("always")
     app.add_css_file(CSS)
+    app.add_js_file(JS)
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _copy_plotly)
