@@ -132,3 +132,11 @@ def test_an_effect_below_the_stated_floor_gets_no_verdict():
     assert stats.verdict(big, "up", "down", "gap", floor=0.01).startswith("up")
     with pytest.raises(ValueError, match="floor"):
         stats.verdict(big, "up", "down", floor=-1)
+
+
+def test_a_verdict_below_the_floor_still_lists_its_statistics():
+    from qkgeometry import stats
+
+    v = stats.judge(stats.t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", floor=0.01)
+    assert v.outcome == "below floor" and v.sentence.startswith("Below the effect-size floor of 0.01 (no verdict)")
+    assert "floor" in v.details["rule"] and v.details["n"] == "3 values"

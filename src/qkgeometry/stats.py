@@ -409,7 +409,9 @@ class Verdict:
             rows["test"] = f"{self.test + ': ' if self.test else ''}{format_p(self.p_value)}"
         rows["rule"] = {"difference": "the interval excludes 0",
                         "suggested": f"the interval includes 0, but every {i.unit} points the same way",
-                        "none": "the interval includes 0"}[self.outcome]
+                        "none": "the interval includes 0",
+                        "below floor": "the estimate is smaller in size than the effect-size floor stated before "
+                                       "the numbers"}[self.outcome]
         return rows
 
 
