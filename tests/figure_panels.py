@@ -27,6 +27,8 @@ GREY_CHROMA = 12
 LINE_CONTRAST = 20
 #: The corner where the two spines meet may be off by this many pixels (antialiasing, line widths).
 CORNER_SLACK = 4
+#: The left and the bottom spine of one panel are drawn in one colour: their grey levels differ by at most this.
+SPINE_COLOUR_LEVELS = 8
 #: Inside a panel, a pixel is ink when one of its channels differs from the panel's median colour by more than this.
 INK_LEVEL = 12
 #: A panel is blank when at most this share of its inside is ink.
@@ -107,6 +109,12 @@ def panels(image) -> list[Panel]:
         for hy0, hy1, hx0, hx1 in horizontal:
             if abs(hx0 - vx0) > CORNER_SLACK or not (hy0 - CORNER_SLACK <= vbottom - 1 <= hy1 + CORNER_SLACK):
                 continue
+            if not _is_frame_corner(frame, vx0, top, vbottom, hy0, hy1, horizontal):
+                continue  # an L of grid lines or bars inside a panel, not the panel's own spines
+            v_colour = np.median(luma[top:vbottom, vx0:vx1 + 1][frame[top:vbottom, vx0:vx1 + 1]])
+            h_colour = np.median(luma[hy0:hy1 + 1, hx0:hx1][frame[hy0:hy1 + 1, hx0:hx1]])
+            if abs(v_colour - h_colour) > SPINE_COLOUR_LEVELS:
+                continue  # a curve or a bar meeting a grid line: the two spines of a panel share one colour
             left, right, bottom = vx1 + 1, hx1, hy0
             pad = CORNER_SLACK
             inside = rgb[top + pad:bottom - pad, left + pad:right - pad]
@@ -114,6 +122,19 @@ def panels(image) -> list[Panel]:
                 continue
             found.append(Panel(left, top, right, bottom, _ink_share(inside)))
     return found
+
+
+def _is_frame_corner(frame: np.ndarray, vx0: int, top: int, vbottom: int, hy0: int, hy1: int,
+                     horizontal: list) -> bool:
+    """True when the L is a panel's own lower-left corner: nothing line-like continues the bottom line to the left
+    of the corner (a grid line hidden behind data, or a bar standing on one, does), and no long horizontal line
+    crosses the vertical one (grid lines stop at a spine, they cross another grid line)."""
+    gap = frame[hy0:hy1 + 1, max(0, vx0 - 3 * CORNER_SLACK):max(0, vx0 - CORNER_SLACK)]
+    if gap.size and gap.any(axis=0).mean() > 0.5:
+        return False
+    inner = range(top + 2 * CORNER_SLACK, vbottom - 2 * CORNER_SLACK)
+    return not any(y0 in inner and x0 < vx0 - CORNER_SLACK and x1 > vx0 + CORNER_SLACK
+                   for y0, _, x0, x1 in horizontal)
 
 
 def _ink_share(inside: np.ndarray) -> float:

@@ -71,3 +71,23 @@ def test_a_deleted_axes_leaves_no_panel():
         ax.plot([0, 1, 2], [1, 0, 1])
     fig.delaxes(axes[1, 1])
     assert len(panels(_image(fig))) == 3 and blank_panels(_image(fig)) == []
+
+
+def test_grid_lines_behind_data_and_bars_under_a_curve_are_not_frames():
+    """An empty corner of a real panel, bounded by grid lines that data hides (the authors' training curves), and
+    a tall histogram bar under a steep density (a Beta law) once read as blank panels."""
+    rng = np.random.default_rng(1)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    x = np.linspace(0, 1, 200)
+    for k in range(4):
+        a.plot(x, -0.5 + 0.1 * k + 0.05 * np.sin(9 * x + k), ls="--" if k % 2 else "-")
+    a.set_ylim(-1.05, 1.05)
+    draws = rng.beta(0.5, 7.5, 20_000)
+    b.hist(draws, bins=100, density=True, color="0.75")
+    grid = np.linspace(0.002, 1, 400)
+    from scipy import stats as scipy_stats
+
+    b.plot(grid, scipy_stats.beta(0.5, 7.5).pdf(grid), color="black")
+    b.set_ylim(0, 12)
+    image = _image(fig)
+    assert len(panels(image)) >= 2 and blank_panels(image) == []
