@@ -74,3 +74,16 @@ def test_same_values_names_the_first_row_a_row_repeats():
     assert same_values(frame, ["s"], "model").tolist() == ["", "beit-224", "beit-224", "", ""]
     with pytest.raises(KeyError, match="not in the frame"):
         same_values(frame, ["x"], "model")
+
+
+def test_stats_box_labels_say_which_result_is_which():
+    from qkgeometry import stats
+    from qkgeometry.tables import stats_box
+
+    a = stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap")
+    b = stats.judge(stats.t_interval([-0.1, 0.1, 0.05]), "A higher", "B higher", "gap")
+    html = stats_box(a, b, with_sentence=False, labels=["our models", "the authors' stacks"])._repr_html_()
+    assert html.index("our models") < html.index("the authors&#x27; stacks")
+    assert html.count('<table class="qkg-stats-table">') == 2
+    with pytest.raises(ValueError, match="one per verdict"):
+        stats_box(a, b, labels=["only one"])

@@ -125,10 +125,13 @@ class StatsBox:
     ``str()`` is the sentence alone (for ``{glue:text}`` in running text).
     """
 
-    def __init__(self, verdicts, with_sentence: bool = True):
+    def __init__(self, verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None):
         self.verdicts, self.with_sentence = list(verdicts), with_sentence
         if not self.verdicts:
             raise ValueError("verdicts: pass at least one qkgeometry.stats.Verdict.")
+        self.labels = list(labels) if labels is not None else [""] * len(self.verdicts)
+        if len(self.labels) != len(self.verdicts):
+            raise ValueError(f"labels: one per verdict, got {len(self.labels)} for {len(self.verdicts)}.")
 
     @property
     def sentence(self) -> str:
@@ -138,9 +141,10 @@ class StatsBox:
         import html
 
         rows = []
-        for v in self.verdicts:
+        for v, label in zip(self.verdicts, self.labels):
             cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>" for k, t in v.details.items())
-            rows.append(f"<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
+            head = f"<p class=\"qkg-stats-label\">{html.escape(label)}</p>" if label else ""
+            rows.append(f"{head}<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
         lead = f"<p class=\"qkg-verdict\">{html.escape(self.sentence)}</p>" if self.with_sentence else ""
         return (f"{lead}<details class=\"qkg-stats\"><summary>Full statistics</summary>{''.join(rows)}</details>")
 
@@ -150,11 +154,12 @@ class StatsBox:
     __repr__ = __str__
 
 
-def stats_box(*verdicts, with_sentence: bool = True) -> StatsBox:
+def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None) -> StatsBox:
     """One or more :class:`qkgeometry.stats.Verdict` as a sentence plus a collapsed box of their statistics.
 
     With ``with_sentence=False`` the box alone displays (the sentence then goes into the text, e.g. through
-    ``glue(key, box.sentence)``).
+    ``glue(key, box.sentence)``). ``labels`` (one per verdict) head each verdict's statistics in the box, so that a
+    box of several results says which is which.
 
     >>> from qkgeometry import stats
     >>> box = stats_box(stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap"))
@@ -163,7 +168,7 @@ def stats_box(*verdicts, with_sentence: bool = True) -> StatsBox:
     >>> "<summary>Full statistics</summary>" in box._repr_html_()
     True
     """
-    return StatsBox(verdicts, with_sentence)
+    return StatsBox(verdicts, with_sentence, labels)
 
 
 class Collapsed:
