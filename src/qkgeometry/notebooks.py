@@ -383,10 +383,12 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     if html.exists():
         shutil.rmtree(html)
     shutil.move(str(built), str(html))
-    from .slides import write_decks
+    from .slides import SESSIONS, write_decks
 
     start = time.perf_counter()
-    decks = write_decks(Path(executed).resolve(), html / "slides")
+    # one deck per course session whose chapter this project has (a project without them gets none)
+    sessions = [s for s in SESSIONS if (root / "notebooks" / f"{s.notebook}.ipynb").is_file()]
+    decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
     print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
     external = external_resources(html)
     if external:
