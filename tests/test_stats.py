@@ -184,3 +184,11 @@ def test_paired_t_power_matches_simulation_and_sizes_seeds():
         stats.paired_t_power(0.5, 0.0, 5)
     with pytest.raises(ValueError, match="n_max"):
         stats.seeds_for_power(1e-4, 1.0, n_max=50)
+
+
+def test_a_verdict_below_the_floor_still_lists_its_statistics():
+    from qkgeometry import stats
+
+    v = stats.judge(stats.t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", floor=0.01)
+    assert v.outcome == "below floor" and v.sentence.startswith("Below the effect-size floor of 0.01 (no verdict)")
+    assert "floor" in v.details["rule"] and v.details["n"] == "3 values"

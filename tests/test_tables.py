@@ -48,3 +48,42 @@ def test_mode_note_follows_the_flag():
     assert mode_note(False, "A smoke test.")._repr_html_() == ""  # nothing to say at full scale: no box
     with pytest.raises(TypeError, match="quick: expected the notebook's QUICK flag"):
         mode_note("yes", "x")
+
+
+def test_collapsed_wraps_a_table_behind_its_summary():
+    import pandas as pd
+
+    from qkgeometry.tables import collapsed, show_table
+
+    box = collapsed(show_table(pd.DataFrame({"model": ["a", "b"], "s": [0.5, 0.25]})), "Show all 2 rows")
+    html = box._repr_html_()
+    assert html.startswith('<details class="qkg-collapsed"><summary>Show all 2 rows</summary>')
+    assert "<table" in html and "0.250" in html and html.endswith("</details>") and str(box) == "Show all 2 rows"
+    with pytest.raises(ValueError, match="summary"):
+        collapsed(pd.DataFrame(), " ")
+
+
+def test_same_values_names_the_first_row_a_row_repeats():
+    import pandas as pd
+
+    from qkgeometry.tables import same_values
+
+    frame = pd.DataFrame({"model": ["beit-224", "beit-384", "beit-512", "other", "none"],
+                          "s": ["0.26", "0.26", "0.26", "0.30", None], "d": ["-0.14", "-0.14", "-0.15", "-0.14", None]})
+    assert same_values(frame, ["s", "d"], "model").tolist() == ["", "beit-224", "", "", ""]
+    assert same_values(frame, ["s"], "model").tolist() == ["", "beit-224", "beit-224", "", ""]
+    with pytest.raises(KeyError, match="not in the frame"):
+        same_values(frame, ["x"], "model")
+
+
+def test_stats_box_labels_say_which_result_is_which():
+    from qkgeometry import stats
+    from qkgeometry.tables import stats_box
+
+    a = stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap")
+    b = stats.judge(stats.t_interval([-0.1, 0.1, 0.05]), "A higher", "B higher", "gap")
+    html = stats_box(a, b, with_sentence=False, labels=["our models", "the authors' stacks"])._repr_html_()
+    assert html.index("our models") < html.index("the authors&#x27; stacks")
+    assert html.count('<table class="qkg-stats-table">') == 2
+    with pytest.raises(ValueError, match="one per verdict"):
+        stats_box(a, b, labels=["only one"])

@@ -17,6 +17,8 @@
   all) runs past the right edge at 390 px. Each inline formula longer than a few symbols is split at its top-level
   relations (``=``, ``\\le``, ...) into pieces that MathJax typesets one by one, with a line-break opportunity
   between them.
+- A glued sentence (a verdict pasted with ``{glue:text}``) reads in the text's weight; myst-nb's bold is kept for
+  glued numbers and short phrases.
 - Long proofs are collapsed: a proof longer than ``PROOF_FOLD_CHARS`` characters sits in a ``<details>`` box
   ("Show the proof"), open on a click.
 - Reading time: every chapter shows "About N min to read" under its title, computed from its own words and
@@ -28,7 +30,9 @@
 - Numbered tables: a notebook cell whose output is named ``tbl-...`` (cell metadata ``mystnb.figure.name``, with
   its ``caption``) becomes a numbered table ("Table 6.1", caption above), cited with ``{numref}`tbl-...```.
 - ``qkgeometry.css``: long code lines and outputs wrap instead of scrolling sideways; wide tables and displays
-  scroll inside their own box on a phone instead of pushing the page wider.
+  scroll inside their own box on a phone instead of pushing the page wider, and ``qkgeometry.js`` marks a table box
+  that scrolls so that a hint above it says so; a long table's full version sits behind a summary line
+  (``qkgeometry.tables.collapsed``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from sphinx.application import Sphinx
 
 STATIC = Path(__file__).parent / "static"
 CSS = "qkgeometry.css"
+#: Marks a table box that scrolls sideways, so that its hint shows (``qkgeometry.css``).
+JS = "qkgeometry.js"
 
 _SYMBOLS = {r"\top": "ᵀ", r"\ell": "ℓ", r"\tau": "τ", r"\Delta": "Δ", r"\le": "≤", r"\ge": "≥", r"\ne": "≠",
             r"\times": "×", r"\cdot": "·", r"\|": "‖", r"\in": "∈", r"\mathbb{R}": "ℝ", r"\nabla": "∇",
@@ -347,9 +353,26 @@ def _fill_reading_times(app: Sphinx, doctree: nodes.document, docname: str) -> N
             break
 
 
+#: A glued value with more words than this is a sentence (a verdict), not a number.
+GLUED_SENTENCE_WORDS = 4
+
+
+def plain_glued_sentences(doctree: nodes.Node) -> int:
+    """Mark every glued value (``{glue:text}``, shown in bold by myst-nb) that is a whole sentence or clause with
+    ``qkg-glued-sentence``, so that it reads in the text's own weight: numbers stand out, sentences do not. Returns
+    how many were marked."""
+    marked = 0
+    for node in doctree.findall(nodes.inline):
+        if "pasted-text" in node.get("classes", []) and len(node.astext().split()) > GLUED_SENTENCE_WORDS:
+            node["classes"].append("qkg-glued-sentence")
+            marked += 1
+    return marked
+
+
 def _doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     # myst-nb turns notebook outputs into images in a post-transform, so after reading is too early
     keep_true_shape(doctree)
+    plain_glued_sentences(doctree)
     _fill_reading_times(app, doctree, docname)
     if app.builder.format == "html":
         fold_long_proofs(doctree)
@@ -435,6 +458,7 @@ def _configure(app: Sphinx, config: Any) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.set_html_assets_policy("always")
     app.add_css_file(CSS)
+    app.add_js_file(JS)
     app.connect("config-inited", _configure)
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _copy_plotly)

@@ -15,7 +15,8 @@ This is the build pipeline behind ``make book`` and ``make test`` (the book's "H
   warning or a broken cross-reference fails the build. The build step also draws the intro's headline figure
   (computed from the offline models, never hand-made) and checks that no page loads a script or a stylesheet from
   the network, and writes the students' copies of the notebooks (:func:`write_student_notebooks`: solutions
-  removed, no outputs), which the course module offers for download.
+  removed, no outputs), which the course module offers for download, and one slide deck per course session
+  (:func:`qkgeometry.slides.write_decks`, ``<html>/slides/``), which the teachers' page links.
 """
 
 from __future__ import annotations
@@ -382,6 +383,13 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     if html.exists():
         shutil.rmtree(html)
     shutil.move(str(built), str(html))
+    from .slides import SESSIONS, write_decks
+
+    start = time.perf_counter()
+    # one deck per course session whose chapter this project has (a project without them gets none)
+    sessions = [s for s in SESSIONS if (root / "notebooks" / f"{s.notebook}.ipynb").is_file()]
+    decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
+    print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
     external = external_resources(html)
     if external:
         listing = "\n".join(f"  {page}: {url}" for page, url in external[:20])

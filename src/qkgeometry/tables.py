@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MISSING", "ModeNote", "StatsBox", "mode_note", "show_table", "stats_box", "tidy_number"]
+__all__ = ["MISSING", "Collapsed", "ModeNote", "StatsBox", "collapsed", "mode_note", "same_values", "show_table",
+           "stats_box", "tidy_number"]
 
 #: What a missing value looks like on the page.
 MISSING = "—"
@@ -124,10 +125,13 @@ class StatsBox:
     ``str()`` is the sentence alone (for ``{glue:text}`` in running text).
     """
 
-    def __init__(self, verdicts, with_sentence: bool = True):
+    def __init__(self, verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None):
         self.verdicts, self.with_sentence = list(verdicts), with_sentence
         if not self.verdicts:
             raise ValueError("verdicts: pass at least one qkgeometry.stats.Verdict.")
+        self.labels = list(labels) if labels is not None else [""] * len(self.verdicts)
+        if len(self.labels) != len(self.verdicts):
+            raise ValueError(f"labels: one per verdict, got {len(self.labels)} for {len(self.verdicts)}.")
 
     @property
     def sentence(self) -> str:
@@ -137,9 +141,10 @@ class StatsBox:
         import html
 
         rows = []
-        for v in self.verdicts:
+        for v, label in zip(self.verdicts, self.labels):
             cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>" for k, t in v.details.items())
-            rows.append(f"<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
+            head = f"<p class=\"qkg-stats-label\">{html.escape(label)}</p>" if label else ""
+            rows.append(f"{head}<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
         lead = f"<p class=\"qkg-verdict\">{html.escape(self.sentence)}</p>" if self.with_sentence else ""
         return (f"{lead}<details class=\"qkg-stats\"><summary>Full statistics</summary>{''.join(rows)}</details>")
 
@@ -149,11 +154,12 @@ class StatsBox:
     __repr__ = __str__
 
 
-def stats_box(*verdicts, with_sentence: bool = True) -> StatsBox:
+def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None) -> StatsBox:
     """One or more :class:`qkgeometry.stats.Verdict` as a sentence plus a collapsed box of their statistics.
 
     With ``with_sentence=False`` the box alone displays (the sentence then goes into the text, e.g. through
-    ``glue(key, box.sentence)``).
+    ``glue(key, box.sentence)``). ``labels`` (one per verdict) head each verdict's statistics in the box, so that a
+    box of several results says which is which.
 
     >>> from qkgeometry import stats
     >>> box = stats_box(stats.judge(stats.t_interval([0.2, 0.3, 0.25]), "A higher", "B higher", "gap"))
@@ -162,4 +168,76 @@ def stats_box(*verdicts, with_sentence: bool = True) -> StatsBox:
     >>> "<summary>Full statistics</summary>" in box._repr_html_()
     True
     """
-    return StatsBox(verdicts, with_sentence)
+    return StatsBox(verdicts, with_sentence, labels)
+
+
+class Collapsed:
+    """A table (or any displayable) behind a one-line summary that opens it on a click.
+
+    Displays as ``<details class="qkg-collapsed"><summary>summary</summary>...</details>``; ``str()`` is the
+    summary.
+    """
+
+    def __init__(self, content: Any, summary: str):
+        if not summary.strip():
+            raise ValueError("summary: say what the collapsed table holds, e.g. 'All 61 rows'.")
+        self.content, self.summary = content, summary
+
+    def _inner_html(self) -> str:
+        for method in ("_repr_html_", "to_html"):
+            if hasattr(self.content, method):
+                return getattr(self.content, method)()
+        import html
+
+        return f"<pre>{html.escape(str(self.content))}</pre>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f'<details class="qkg-collapsed"><summary>{html.escape(self.summary)}</summary>'
+                f"{self._inner_html()}</details>")
+
+    def __str__(self) -> str:
+        return self.summary
+
+    __repr__ = __str__
+
+
+def collapsed(content: Any, summary: str) -> Collapsed:
+    """``content`` (a :func:`show_table` Styler, a frame...) collapsed behind ``summary``: a long table's full
+    version next to the short one a page shows.
+
+    >>> import pandas as pd
+    >>> box = collapsed(show_table(pd.DataFrame({"a": [1, 2]})), "All 2 rows")
+    >>> box._repr_html_().startswith('<details class="qkg-collapsed"><summary>All 2 rows</summary>')
+    True
+    """
+    return Collapsed(content, summary)
+
+
+def same_values(frame: Any, columns: Sequence[str], name: str) -> Any:
+    """For each row of ``frame``, the ``name`` of the first earlier row whose values in ``columns`` are all equal to
+    its own, else ``""``: rows that repeat another row's numbers, to be flagged on the page (a copy is not a second
+    result).
+
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"model": ["a", "b", "c"], "s": [0.5, 0.5, 0.1], "d": [0.2, 0.2, 0.2]})
+    >>> same_values(frame, ["s", "d"], "model").tolist()
+    ['', 'a', '']
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}.")
+    missing = [c for c in [*columns, name] if c not in frame.columns]
+    if missing:
+        raise KeyError(f"columns: {missing} not in the frame; it has {list(frame.columns)}.")
+    first: dict[tuple, Any] = {}
+    out = []
+    for key, label in zip(frame[list(columns)].itertuples(index=False, name=None), frame[name]):
+        if any(pd.isna(v) for v in key):
+            out.append("")
+            continue
+        out.append(first.setdefault(key, label) if key in first else "")
+        first.setdefault(key, label)
+    return pd.Series(out, index=frame.index, name="same values as")

@@ -212,3 +212,23 @@ def test_presentation_keeps_figures_at_their_true_shape_and_wraps_inline_math():
     first, second = page.children
     assert isinstance(first, presentation.numbered_table) and isinstance(first.children[0], nodes.caption)
     assert type(second) is nodes.figure  # figures stay figures
+
+
+def test_presentation_sets_glued_sentences_in_the_texts_weight():
+    import sys
+
+    from docutils import nodes
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import presentation
+    finally:
+        sys.path.pop(0)
+    verdict = nodes.inline(text="Encoders are more symmetric: gap 0.32 (95% CI 0.25 to 0.39).", classes=["pasted-text"])
+    number = nodes.inline(text="0.32", classes=["pasted-text"])
+    other = nodes.inline(text="a long phrase that is not glued at all here", classes=["other"])
+    page = nodes.paragraph("", "", verdict, number, other)
+    assert presentation.plain_glued_sentences(page) == 1
+    assert "qkg-glued-sentence" in verdict["classes"] and number["classes"] == ["pasted-text"]
+    assert "qkg-glued-sentence" not in other["classes"]
+    assert "span.pasted-text.qkg-glued-sentence" in (ROOT / "book" / "_ext" / "static" / "qkgeometry.css").read_text()

@@ -259,3 +259,53 @@ def test_course_module_lists_every_exercise_and_keeps_answer_keys_off_the_studen
     assert labels - indexed == set(), f"exercises missing from the course module's index: {sorted(labels - indexed)}"
     assert not re.search(r"answer key\.|\*\*Rubric\.\*\*|Answer keys and rubric", course, flags=re.I)
     assert "**Answer key.**" in teachers and "## Common mistakes" in teachers and "Colab is not available" in teachers
+
+
+#: Chapters whose visible code is held to the column and whose verdicts and captions follow the book's rules.
+PRESENTED = ["04_model_survey.ipynb", "05_symmetric_init.ipynb"]
+HIDDEN = {"remove-cell", "remove-input", "hide-input"}
+
+
+def _read(name: str):
+    return nbformat.read(str(ROOT / "notebooks" / name), as_version=4)
+
+
+@pytest.mark.parametrize("name", PRESENTED)
+def test_visible_code_fits_the_column(name: str):
+    long = [(k, line) for k, cell in enumerate(_read(name).cells)
+            if cell.cell_type == "code" and not HIDDEN & set(_tags(cell))
+            for line in cell.source.splitlines() if len(line) > 88]
+    assert not long, f"{name}: visible code lines longer than 88 characters: {long[:5]}"
+
+
+@pytest.mark.parametrize("name", PRESENTED)
+def test_verdicts_come_from_judge_and_captions_type_no_counts(name: str):
+    nb = _read(name)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "stats.verdict(" not in code, "one plain sentence per result: stats.judge + tables.stats_box"
+    assert "stats.judge(" in code and "stats_box(" in code
+    typed = re.compile(r"\b(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
+                       r"(?:seeds?|models?|layers?|runs?|pairs?|stacks?)\b", re.IGNORECASE)
+    for cell in nb.cells:
+        caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
+        assert not typed.search(caption), f"{name}: a count typed in a caption: {typed.search(caption).group(0)!r}"
+
+
+@pytest.mark.parametrize("name", PRESENTED)
+def test_every_numbered_table_and_figure_is_cited_by_number(name: str):
+    nb = _read(name)
+    names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells
+             if c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name")]
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    text += "\n".join(str(c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", ""))
+                      for c in nb.cells)
+    assert names and all(n.startswith(("fig-", "tbl-")) for n in names)
+    uncited = [n for n in names if f"{{numref}}`{n}`" not in text]
+    assert not uncited, f"{name}: numbered but never cited: {uncited}"
+
+
+@pytest.mark.parametrize("name", PRESENTED)
+def test_no_whole_bold_sentences(name: str):
+    text = "\n".join(c.source for c in _read(name).cells if c.cell_type == "markdown")
+    bold = [m for m in re.findall(r"\*\*([^*]+)\*\*", text) if len(m.split()) > 6]
+    assert not bold, f"{name}: bold sentences: {bold[:3]}"

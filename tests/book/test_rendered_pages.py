@@ -8,6 +8,8 @@ After MathJax has finished typesetting, each page must show:
 - none of the project's internal words (see ``INTERNAL``) in the page text;
 - no raw pandas tables, no stray ``False``/``None`` output lines, no tqdm progress bars;
 - every figure at its true shape: rendered aspect ratio within 3% of the image file's, at both widths;
+- no whole sentence in bold in running text (more than ``BOLD_WORDS`` words of a bold run or glued value);
+- no blank figure panel: a framed panel of a figure's PNG with (almost) nothing inside it (``figure_panels``);
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
 - no build artefacts (``ARTEFACTS``: tracebacks, file names of the build, version banners, bare notes);
 - every interactive figure has drawn, and no page requests anything from the network;
@@ -37,6 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the helpers of tests/ when run as a script
+from figure_panels import blank_panels
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
@@ -91,8 +96,11 @@ PY_WARNING = re.compile(r"\.py:\d+: \w*Warning\b")
 IMAGE_FILE = re.compile(r"\.(?:png|svg|jpe?g|gif|webp)$|^_images/|^[0-9a-f]{16,}$|/", re.IGNORECASE)
 SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
 
+#: Bold text longer than this many words is a whole sentence in bold.
+BOLD_WORDS = 10
+
 # Collects everything on the page that the checks need, in one round trip.
-PROBE = r"""
+PROBE = f"const BOLD_WORDS = {BOLD_WORDS};\n" + r"""
 // Collapsed boxes (long proofs, solutions) are opened first: what they hold must fit as well.
 document.querySelectorAll('details').forEach(d => { d.open = true; });
 const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
@@ -176,6 +184,11 @@ const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => ({
   id: el.id, rendered: !!el.querySelector('svg.main-svg')}));
 const network = performance.getEntriesByType('resource').map(e => e.name)
   .filter(u => !/^(?:file|data|blob|about):/.test(u));
+// A whole sentence set in bold in running text (a glued verdict, a bold lead sentence): emphasis is for words.
+const boldSentences = [...article.querySelectorAll('p strong, p b, li strong, li b, p span.pasted-text, li span.pasted-text')]
+  .filter(e => parseInt(getComputedStyle(e).fontWeight, 10) >= 600 && !e.closest('h1, h2, h3, h4, caption, figcaption, th, summary, .admonition-title, dt, table')
+          && e.textContent.trim().split(/\s+/).length > BOLD_WORDS)
+  .map(describe);
 const buildMeta = document.querySelector('meta[name="qkgeometry-build"]');
 const sidebar = document.querySelector('.bd-sidebar-primary, #bd-docs-nav, nav.bd-links');
 return {
@@ -188,6 +201,7 @@ return {
   mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, interactive: interactive, network: network, modeNotes: modeNotes,
   textOutsideModeNotes: outside.textContent.replace(/\s+/g, ' '),
   build: buildMeta ? buildMeta.getAttribute('content') : 'unknown',
+  boldSentences: boldSentences,
 };
 """
 
@@ -281,6 +295,10 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
             add("figure not at its true shape",
                 f"rendered aspect / true aspect = {ratio:.2f} ({img['shownWidth']:.0f} x {img['shownHeight']:.0f} px "
                 f"shown, {img['naturalWidth']} x {img['naturalHeight']} px file): src={img['src']!r}")
+    for bold in probe.get("boldSentences", [])[:5]:
+        add("whole sentence in bold", bold)
+    for blank in probe.get("blankPanels", []):
+        add("blank figure panel", blank)
     for c in probe.get("cut", []):
         add("cut at the right edge of a box", f"{c['what']} reaches {c['over']} px past {c['box']}")
     for name, pattern in ARTEFACTS.items():
@@ -362,11 +380,26 @@ def set_width(driver, width: int) -> None:
                            {"width": width, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": width < 600})
 
 
+def blank_panels_of(html: Path, page: str, images: list[dict], cache: dict) -> list[str]:
+    """``"src: panel ..."`` for every blank panel of the page's images (files read once, whatever the width)."""
+    found = []
+    for img in images:
+        src = img.get("src", "")
+        path = (html / page).parent / src.split("?")[0].split("#")[0]
+        if not src or src.startswith(("data:", "http:", "https:")) or path.suffix.lower() != ".png":
+            continue
+        if path not in cache:
+            cache[path] = [str(p) for p in blank_panels(path)] if path.is_file() else []
+        found += [f"src={src!r}: {p}" for p in cache[path]]
+    return found
+
+
 def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
                 screenshots: Path | None = None) -> list[Finding]:
     """Load every page at every width and return all findings."""
     found: list[Finding] = []
     names = [p for p in pages(html) if not only or p in only]
+    blank_cache: dict = {}
     driver = make_driver(widths[0])  # one browser for every width: starting Chromium is the slow part
     try:
         for width in widths:
@@ -375,6 +408,7 @@ def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
                 driver.get((html / page).resolve().as_uri())
                 driver.execute_async_script(WAIT_MATHJAX)
                 probe = driver.execute_script(PROBE)
+                probe["blankPanels"] = blank_panels_of(html, page, probe["images"], blank_cache)
                 found += findings_for(page, width, probe)
                 if screenshots is not None:
                     screenshots.mkdir(parents=True, exist_ok=True)
@@ -463,13 +497,15 @@ def test_findings_logic_flags_the_presentation_kinds():
                    bareNotes=['div "Note Full scale."'], build="full",
                    modeNotes=[{"mode": "quick", "text": "Built in quick mode"}],
                    interactive=[{"id": "qkg-plotly-1", "rendered": False}], network=["https://cdn.plot.ly/x.js"],
-                   textOutsideModeNotes="Built in quick mode, this page is a smoke test.")
+                   textOutsideModeNotes="Built in quick mode, this page is a smoke test.",
+                   blankPanels=["src='../_images/a.png': panel at x 10-300, y 5-200 px (290 x 195), 0.00% ink"],
+                   boldSentences=['span "Encoders are more symmetric: encoder − decoder median symmetry 0.32"'])
     kinds = Counter(f.kind for f in findings_for("notebooks/06_beyond_the_paper.html", 390, probe))
     assert {"figure not at its true shape", "cut at the right edge of a box", "build artefact (error message)",
             "build artefact (build file name)", "build artefact (version banner)", "build artefact (empty statement)",
             "build artefact (bare note)", "mode note contradicts the build",
             "mode claim outside a mode note (typed, not computed)", "interactive figure did not draw",
-            "network request"} <= set(kinds)
+            "network request", "blank figure panel", "whole sentence in bold"} <= set(kinds)
     true_shape = dict(squashed, shownWidth=672, shownHeight=672 * 682 / 2182)
     note = {"mode": "full", "text": "This page was built at full scale."}
     fine = _probe(images=[true_shape], build="full", modeNotes=[note], textOutsideModeNotes="Two scores.")

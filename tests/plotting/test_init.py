@@ -62,6 +62,8 @@ EMPTY_CALLS = {
     "paired_stacks": ((_empty("model", "group", "stack", "source", "symmetry", "directionality"),), "pairs"),
     "modality_planes": ((_empty("modality", "stack", "symmetry_median", "directionality_median"),), "paper"),
     "survey_figures": ((_empty(*SURVEY),), "frame"),
+    "raw_vs_folded": ((_empty("model", "family", "component", "symmetry_raw", "symmetry_folded"),), "forms"),
+    "head_pair_terms": ((np.zeros((0, 0)),), "terms"),
     "init_curves": ((_empty("step", "seed", "val_loss", "arch", "init"),), "frame"),
     "survival_grid": ((_empty("arch", "lr_max", "init", "step", "symmetry_mean"),), "frame"),
     "paired_difference_curve": ((_empty("arch", "step", "n", "diff_mean", "ci_low", "ci_high"),), "curve"),

@@ -166,3 +166,29 @@ def test_modality_planes_put_theirs_and_ours_in_their_modality_panel():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["authors' encoder stacks", "authors' decoder stacks", "m (ours)", "v (ours)"]
     assert len(plotting.modality_planes(paper).axes) == 2  # no vision panel without vision models
+
+
+def test_raw_vs_folded_names_models_and_keeps_the_legend_off_the_data():
+    import pandas as pd
+
+    forms = pd.DataFrame({"model": ["MiniLM-L6"] * 3 + ["whisper-base"] * 2, "family": ["encoder"] * 3
+                          + ["encoder-decoder"] * 2, "component": ["self"] * 3 + ["encoder", "cross"],
+                          "symmetry_raw": [0.2, 0.4, 0.5, 0.3, 0.0], "symmetry_folded": [0.3, 0.5, 0.6, 0.5, 0.01]})
+    fig = plotting.raw_vs_folded(forms)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["MiniLM-L6", "whisper-base [encoder]", "whisper-base [cross]"]
+    assert "mathrm{diag}" in ax.get_ylabel() and "$W_{qk}$" in ax.get_xlabel()
+    legend_box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert legend_box.y1 <= ax.get_window_extent(fig.canvas.get_renderer()).y0 + 1  # below the axes
+
+
+def test_head_pair_terms_is_square_and_centred():
+    import numpy as np
+
+    terms = np.array([[0.5, -0.1], [-0.1, 0.7]])
+    fig = plotting.head_pair_terms(terms)
+    image = fig.axes[0].images[0]
+    assert image.get_clim() == (-0.7, 0.7) and not fig.axes[0].xaxis._major_tick_kw.get("gridOn", False)
+    with pytest.raises(ValueError, match="square"):
+        plotting.head_pair_terms(np.zeros((2, 3)))

@@ -22,7 +22,7 @@ def _run_logs() -> pd.DataFrame:
 def test_init_curves_draw_the_seed_mean_with_a_min_max_band():
     fig = plotting.init_curves(_run_logs(), "val_loss")
     ax = fig.axes[0]
-    assert [a.get_title() for a in fig.axes] == ["arch = encoder", "arch = decoder"]
+    assert [a.get_title() for a in fig.axes] == ["encoder (masked LM)", "decoder (causal LM)"]
     line = ax.get_lines()[0]
     np.testing.assert_allclose(line.get_ydata(), [8, 7, 6])  # mean over seeds 0, 1, 2 of 9 - step/10 - seed
     band = ax.collections[0].get_paths()[0].vertices[:, 1]

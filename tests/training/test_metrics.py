@@ -108,6 +108,10 @@ def test_replication_verdict_needs_a_consistent_effect():
     assert "a speed-up is detected" in replication_verdict(clear, "x")
     assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final validation loss -0.5")
     assert "95% t-interval, n = 3 seeds" in paired_table(clear).loc[0, "verdict"]
+    judged = paired_table(clear).loc[0, "judged"]
+    assert judged.outcome == "difference" and judged.sentence.startswith(
+        "Symmetric ends lower: symmetric − default final validation loss -0.5")
+    assert judged.details["n"] == "3 seeds" and judged.details["test"].startswith("paired t-test: p")
     noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
     verdict = replication_verdict(noise, "x")
     assert "no consistent speed-up" in verdict and "reaches symmetric's in" in verdict

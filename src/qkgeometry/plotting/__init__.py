@@ -7,7 +7,7 @@ module per chapter's figures.
   :func:`objective_trajectories`, :func:`objective_losses`, :func:`paper_training_curves`);
 * :mod:`~qkgeometry.plotting.model_survey`: chapter 4 and ``qkgeometry plot`` (:func:`survey_layer_curves`,
   :func:`survey_head_heatmaps`, :func:`survey_scatter`, :func:`survey_twins`, :func:`paired_stacks`,
-  :func:`modality_planes`, :func:`survey_figures`; :func:`label_text` and :func:`check_scores` keep labels and
+  :func:`modality_planes`, :func:`raw_vs_folded`, :func:`head_pair_terms`, :func:`survey_figures`; :func:`label_text` and :func:`check_scores` keep labels and
   scores of any survey safe to draw);
 * :mod:`~qkgeometry.plotting.interactive`: interactive Plotly versions for the HTML book, each with its static
   fallback (:func:`interactive_score_plane`);
@@ -30,9 +30,11 @@ from .model_survey import (
     MAX_TEXT_LABELS,
     check_scores,
     curve_label,
+    head_pair_terms,
     label_text,
     modality_planes,
     paired_stacks,
+    raw_vs_folded,
     stack_of,
     survey_figures,
     survey_head_heatmaps,
@@ -60,13 +62,13 @@ from .style import (
     require_rows,
     use_style,
 )
-from .training import init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
+from .training import PANEL_WORDS, init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
-FIGURES = ("heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
+FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
-           "paired_stacks", "paper_training_curves", "score_plane", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter",
-           "survey_twins", "survival_grid", "trajectories_vs_paper")
+           "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "survey_head_heatmaps",
+           "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper")
 
 __all__ = [
     "DIVERGING",
@@ -81,11 +83,13 @@ __all__ = [
     "MODEL_MARKERS",
     "OBJECTIVE_COLORS",
     "OBJECTIVE_LABELS",
+    "PANEL_WORDS",
     "STACK_COLORS",
     "STACK_WORDS",
     "InteractiveFigure",
     "check_scores",
     "curve_label",
+    "head_pair_terms",
     "heads_vs_layers",
     "init_curves",
     "interactive_score_plane",
@@ -100,6 +104,7 @@ __all__ = [
     "paired_stacks",
     "paper_training_curves",
     "plt",
+    "raw_vs_folded",
     "require_rows",
     "score_plane",
     "stack_of",

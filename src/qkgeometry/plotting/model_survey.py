@@ -22,8 +22,8 @@ from matplotlib.ticker import MaxNLocator
 from .style import DIVERGING, FAMILY_COLORS, MODEL_MARKERS, STACK_COLORS, STACK_WORDS, plt, require_rows
 
 __all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_scores", "curve_label",
-           "label_text", "modality_planes", "paired_stacks", "stack_of", "survey_figures", "survey_head_heatmaps",
-           "survey_layer_curves", "survey_scatter", "survey_twins"]
+           "head_pair_terms", "label_text", "modality_planes", "paired_stacks", "raw_vs_folded", "stack_of",
+           "survey_figures", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter", "survey_twins"]
 
 #: characters of a model name shown in a figure (longer names end in "…")
 MAX_LABEL_CHARS = 48
@@ -206,7 +206,7 @@ def survey_scatter(summary, labels: str = "text"):
             ax.annotate(label, (summary["symmetry_median"].iloc[k], summary["directionality_median"].iloc[k]),
                         fontsize=7, xytext=(4, 4), textcoords="offset points")
         elif labels == "legend":
-            handles.setdefault("random-init twins (grey, same marker as their model)" if random else label,
+            handles.setdefault("random-init twins (grey)" if random else label,
                                lines[style])
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
     ax.axvline(0, color="0.6", lw=0.8, zorder=0)
@@ -285,7 +285,8 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
             dashed = model in highlight
             (line,) = ax.plot(g["side"] + jitter, g[score], color=palette[group], lw=1.1 if not dashed else 1.6,
                               ls="--" if dashed else "-", marker="o", ms=4, alpha=0.85)
-            handles.setdefault(f"{model} (decoder above encoder)" if dashed else group, line)
+            handles.setdefault(f"{label_text(str(model).split('/')[-1])} (decoder above encoder)" if dashed else group,
+                               line)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_xticks([0, 1], ["encoder stack", "decoder stack"])
         ax.set_xlim(-0.3, 1.3)
@@ -340,6 +341,58 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
     fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=7.5)
     rows = -(-len(labels) // ncol)
     fig.tight_layout(rect=(0, 0.055 * rows + 0.03, 1, 1))
+    return fig
+
+
+def raw_vs_folded(forms, score: str = "symmetry"):
+    """Chapter 4, "Which bilinear form": each layer's ``score`` in the raw form (x) against the form with the
+    normalisation gains folded in (y), one marker per model, coloured by attention stack, with the diagonal.
+
+    ``forms``: :func:`qkgeometry.anatomy.input_norm_comparison` (columns ``model, family, component,
+    <score>_raw, <score>_folded``). The legend sits below the axes. Returns the Figure."""
+    require_rows(forms, "forms", "pass qkgeometry.anatomy.input_norm_comparison(...) of at least one model")
+    import numpy as np
+
+    x_col, y_col = f"{score}_raw", f"{score}_folded"
+    fig, ax = plt.subplots(figsize=(5.6, 6.0))
+    models = list(dict.fromkeys(forms["model"]))
+    handles: dict[str, object] = {}
+    for (model, family, component), part in forms.groupby(["model", "family", "component"], sort=False):
+        pts = ax.scatter(part[x_col], part[y_col], s=22, alpha=0.85, lw=0.4, edgecolor="white",
+                         marker=MODEL_MARKERS[models.index(model) % len(MODEL_MARKERS)],
+                         color=STACK_COLORS.get(stack_of(family, component), "#333333"))
+        handles.setdefault(curve_label(model, component), pts)
+    values = forms[[x_col, y_col]].to_numpy(dtype=float)
+    lims = [float(np.nanmin(values)) - 0.05, float(np.nanmax(values)) + 0.05]
+    ax.plot(lims, lims, color="0.4", lw=0.8, ls="--", zorder=0)
+    ax.set(xlim=lims, ylim=lims, xlabel=f"{score} of $W_{{qk}}$ (raw form)",
+           ylabel=rf"{score} of $\mathrm{{diag}}(\gamma_q)\,W_{{qk}}\,\mathrm{{diag}}(\gamma_k)$ (folded)")
+    shown, labels = _bounded_legend(handles, list(handles))
+    ax.legend(shown, labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7.5)
+    fig.tight_layout()
+    return fig
+
+
+def head_pair_terms(terms, label: str = r"$\mathrm{tr}(M_h M_{h'})\,/\,\mathrm{tr}(M_\mathrm{layer} M_\mathrm{layer})$"):
+    """Chapter 4, "What a layer score measures": the (head, head') terms of one layer's symmetry numerator as a
+    heatmap on a colour scale centred at 0 (the diagonal holds the heads' own terms). ``terms``: a square array or
+    frame, each term already divided by the layer's total. Returns the Figure."""
+    import numpy as np
+
+    grid = np.asarray(terms, dtype=float)
+    if grid.size == 0:
+        raise ValueError("terms has no rows: pass the (n_heads, n_heads) pair terms of one layer.")
+    if grid.ndim != 2 or grid.shape[0] != grid.shape[1]:
+        raise ValueError(f"terms: expected a square (n_heads, n_heads) array, got shape {grid.shape}.")
+    n = grid.shape[0]
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
+    lim = float(np.nanmax(np.abs(grid))) or 1.0
+    im = ax.imshow(grid, cmap=DIVERGING, vmin=-lim, vmax=lim, interpolation="nearest")
+    ax.grid(False)
+    ticks = range(0, n, max(1, -(-n // 12)))
+    ax.set(xlabel="head $h'$", ylabel="head $h$", xticks=list(ticks), yticks=list(ticks))
+    fig.colorbar(im, ax=ax, label=label)
+    fig.tight_layout()
     return fig
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, plt, require_rows
 
-__all__ = ["init_curves", "paired_difference_curve", "survival_grid", "trajectories_vs_paper"]
+__all__ = ["PANEL_WORDS", "init_curves", "paired_difference_curve", "survival_grid", "trajectories_vs_paper"]
+
+#: How a panel of chapter 5 names its architecture (never a column name such as "arch = encoder").
+PANEL_WORDS = {"encoder": "encoder (masked LM)", "decoder": "decoder (causal LM)"}
 
 
 def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init", ylabel: str | None = None,
@@ -30,7 +33,8 @@ def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init"
             ax.axhline(hline, color="0.4", ls="--", lw=0.9, label=hline_label)
         if logx:
             ax.set_xscale("symlog", linthresh=10)
-        ax.set_title(f"{col} = {value}" if title is None else f"{title}: {value}")
+        words = PANEL_WORDS.get(value, str(value))
+        ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel or y)
     axes[0][0].legend(fontsize=8)
@@ -80,7 +84,8 @@ def paired_difference_curve(curve, ylabel: str = "validation loss, symmetric −
         ax.fill_between(sub["step"], sub["ci_low"], sub["ci_high"], color=INIT_COLORS["symmetric"], alpha=0.2,
                         lw=0, label="95% t-interval over seeds")
         ax.axhline(0, color="0.3", lw=0.9)
-        ax.set_title(arch if title is None else f"{title}: {arch}")
+        words = PANEL_WORDS.get(arch, str(arch))
+        ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize=8, loc="lower left")

@@ -233,9 +233,10 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
                  floor: float = 0.0) -> pd.DataFrame:
     """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
     difference and its t-interval over seeds, with as many decimals as the interval's width needs, so that a tiny
-    difference shows its sign) and the verdict sentence of :func:`qkgeometry.stats.verdict` (``verdict``: lower /
+    difference shows its sign), the verdict sentence of :func:`qkgeometry.stats.verdict` (``verdict``: lower /
     higher, "suggested but not established", no detectable difference, or below ``floor``, the smallest
-    difference in nats worth a verdict)."""
+    difference in nats worth a verdict) and the same rule as a :class:`qkgeometry.stats.Verdict` (``judged``:
+    one plain sentence with the number once, the statistics apart; None with one seed)."""
     parts = [paired_differences(logs, t, baseline, loss, level) for t in treatments if t in set(logs["init"])]
     parts = [p for p in parts if not p.empty]
     if not parts:
@@ -248,6 +249,11 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
         stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
                       f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}",
                       digits=_digits_for(r.result.interval), floor=floor)
+        for r in table.itertuples()]
+    table["judged"] = [
+        None if r.result is None else
+        stats.judge(r.result, f"{r.treatment} ends higher", f"{r.treatment} ends lower",
+                    f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}", floor=floor)
         for r in table.itertuples()]
     return table
 

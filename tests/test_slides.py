@@ -1,0 +1,70 @@
+"""Slide decks from executed chapters: key results with the glued numbers, figures, exercises, no network."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from qkgeometry import slides
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = base64.b64decode(  # a 1 x 1 white pixel
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==")
+
+
+def _glue(name: str, text: str):
+    return nbformat.v4.new_output("display_data", data={"application/papermill.record/text/plain": text},
+                                  metadata={"scrapbook": {"name": name, "mime_prefix": "application/papermill.record/"}})
+
+
+def _chapter() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    front = ("# Two scores, two axes\n\n```{admonition} Key results\n:class: tip qkg-front-door\n\n"
+             "- The median layer scores {glue:text}`gap:.2f` above its twin ($W_{qk}$, see {numref}`fig-x`).\n"
+             "- **Directionality** scatters: {glue:text}`verdict`\n```\n")
+    code = nbformat.v4.new_code_cell("glue('gap', 0.123456)\nfig = plot()")
+    code.outputs = [_glue("gap", "0.123456"), _glue("verdict", "'No detectable difference: d 0.1 (95% CI -0.2 to 0.3).'"),
+                    nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(PNG).decode()})]
+    code.metadata["mystnb"] = {"figure": {"name": "fig-x", "caption": "Scores of {glue:text}`gap:.1f` layers."},
+                               "image": {"alt": "A scatter of the two scores"}}
+    exercise = "```{exercise}\n:label: ex-x\n\nWrite `my_score(M)` for $M \\in \\mathbb R^{d\\times d}$.\n```\n"
+    nb.cells = [nbformat.v4.new_markdown_cell(front), code, nbformat.v4.new_markdown_cell(exercise)]
+    return nb
+
+
+def test_deck_fills_in_the_chapters_numbers_and_shows_its_figures_and_exercises(tmp_path):
+    executed = tmp_path / "executed"
+    executed.mkdir()
+    nbformat.write(_chapter(), str(executed / "02_scores.ipynb"))
+    session = slides.Session(2, "The scores", "02_scores")
+    (deck,) = slides.write_decks(executed, tmp_path / "slides", sessions=(session,))
+    text = deck.read_text()
+    assert "0.12 above its twin" in text and "No detectable difference: d 0.1 (95% CI -0.2 to 0.3)." in text
+    assert r"\(W_{qk}\)" in text and "<strong>Directionality</strong>" in text and "{glue" not in text
+    assert "{numref}" not in text and "fig-x" in text  # a role shows its text, not its markup
+    assert 'src="session-2/figure-1.png" alt="A scatter of the two scores"' in text
+    assert (tmp_path / "slides" / "session-2" / "figure-1.png").read_bytes() == PNG
+    assert "Scores of 0.1 layers." in text
+    assert "<code>my_score(M)</code>" in text and "Exercise 1" in text
+    assert not re.search(r"""(?:src|href)=["'](?:https?:)?//""", text)  # nothing from the network
+    assert 'src="../_static/mathjax/tex-chtml.js"' in text and 'href="../book/instructor.html"' in text
+
+
+def test_a_session_without_an_executed_chapter_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="session 1"):
+        slides.write_decks(tmp_path, tmp_path / "slides", sessions=slides.SESSIONS[:1])
+
+
+def test_every_session_of_the_course_module_has_a_deck_linked_from_the_teachers_page():
+    course = (ROOT / "book" / "course_module.md").read_text()
+    teachers = (ROOT / "book" / "instructor.md").read_text()
+    numbered = {int(n) for n in re.findall(r"^## Session (\d+)", course, re.M)}
+    numbered |= {int(n) for n in re.findall(r"session (\d+) —", course)}
+    assert numbered <= {s.number for s in slides.SESSIONS}
+    for session in slides.SESSIONS:
+        assert (ROOT / "notebooks" / f"{session.notebook}.ipynb").is_file()
+        assert f'href="../slides/{session.file_name}"' in teachers
