@@ -41,7 +41,7 @@ from .nulls import rotation_null_moments_factored
 from .rotary import RopeSpec, offset_factors
 from .scores import directionality_score_factored, symmetry_score_factored
 from .spectrum import spectral_summary
-from .stats import Interval, verdict
+from .stats import Interval, format_p, verdict
 
 __all__ = [
     "DECODER_LABELS",
@@ -375,7 +375,7 @@ def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str
     if sep is None:
         return "not testable: fewer than 2 heads in a group"
     return (verdict(sep.interval, larger, smaller, subject="AUC − ½", digits=2)
-            + f"; AUC {sep.format()}, permutation p = {sep.p_value:.3g}, {sep.n_label} labelled vs "
+            + f"; AUC {sep.format()}, permutation {format_p(sep.p_value)}, {sep.n_label} labelled vs "
               f"{sep.n_rest} other heads")
 
 
