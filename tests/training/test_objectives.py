@@ -303,3 +303,15 @@ def test_recorded_runs_match_their_provenance():
     assert (done == cfg.steps).all()
     assert set(grads["step"]) <= {0, cfg.steps}
     assert scores["layer"].nunique() == cfg.n_layers and scores["head"].nunique() == cfg.n_heads + 1
+
+
+def test_the_longer_recording_reads_as_one_and_every_seed_is_complete():
+    """The 4,000-step fair test, recorded one seed per folder: one configuration, every run to its last step."""
+    rec = qg.recorded("ch3-objectives-4k")
+    scores, grads, prov = ob.read_recorded(rec)
+    cfg = ob.ObjectiveConfig(**prov["config"])
+    assert cfg.steps == 4000 and cfg.n_layers == 4 and prov["objectives"] == list(ob.ALL_OBJECTIVES)
+    done = scores.groupby(["seed", "objective"])["step"].max()
+    assert (done == cfg.steps).all() and len(done) == prov["runs_done"] == prov["runs_total"]
+    assert sorted(scores["seed"].unique()) == prov["seeds"] == [p["seeds"][0] for p in prov["parts"]]
+    assert set(grads["step"]) == {0, cfg.steps}
