@@ -390,3 +390,20 @@ def test_survey_csv_cells_that_start_a_formula_are_quoted_and_read_back(tiny_mod
     assert again.attrs["computed"] == []
     pd.testing.assert_frame_equal(qg.surveying.spreadsheet_text(qg.surveying.spreadsheet_safe(frame)), frame,
                                   check_dtype=False)
+
+
+def test_layers_are_read_in_the_background_while_the_last_one_is_scored(tiny_models, monkeypatch):
+    import threading
+
+    from qkgeometry.model import QKModel
+
+    readers, read = [], QKModel._read
+
+    def spy(self, *args, **kwargs):
+        readers.append(threading.current_thread().name)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(QKModel, "_read", spy)
+    frame = qg.score_model(tiny_models[1], per="head")
+    assert len(frame) == 3 * 4 and len(readers) == 3
+    assert set(readers) == {"qkgeometry-read-ahead"}

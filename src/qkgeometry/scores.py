@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._threads import kernel_threads
+from ._threads import kernel_pool
 from ._validation import (
     ArrayLike,
     array_namespace,
@@ -289,16 +289,29 @@ def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
     group share ``bt`` (N, r, d) = Bᵀ (query heads of one KV head; G = 1 for independent factors); a few groups at
     a time, in any stored dtype (converted to float64 once, chunk by chunk). numpy arrays or torch tensors.
 
+    numpy arrays are split into slices of groups that run side by side on the CPU cores, each slice in its own
+    thread with one BLAS thread (:func:`qkgeometry._threads.kernel_pool`): on these head-sized products that runs
+    at close to the machine's GEMM peak, where one call with a multi-threaded BLAS spends much of its time
+    synchronising its threads. torch tensors use torch's own threads (or the GPU).
+
     Returns the norms, of shapes (N, G) and (N, G, d) (None when ``heads`` is False) and, when ``layer``, the
     float64 layer factors ``(Σ_{h∈g} Aᵀ_h, Bᵀ_g)`` of shapes (N, r, d) each (else None).
     """
-    if not is_torch_tensor(at):
-        with kernel_threads():
-            return _factored_norms_in(at, bt, heads, layer)
-    return _factored_norms_in(at, bt, heads, layer)
+    if is_torch_tensor(at):
+        return _factored_norms_in(at, bt, heads, layer)
+    N, G, r, d = at.shape
+    chunk = max(1, CHUNK_BYTES // (8 * G * r * d))
+    with kernel_pool(N, chunk) as (run, step):
+        parts = run(lambda s: _factored_norms_in(at[s:s + step], bt[s:s + step], heads, layer, offset=s * G),
+                    range(0, N, step))
+    norms = _Norms(*(np.concatenate(f, axis=0) for f in zip(*(p[0] for p in parts)))) if heads else None
+    factors = tuple(np.concatenate(f, axis=0) for f in zip(*(p[1] for p in parts))) if layer else None
+    return norms, factors
 
 
-def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool):
+def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool, offset: int = 0):
+    """:func:`_factored_norms` on one slice of groups, in the calling thread; ``offset`` is the index of its first
+    matrix (for error messages)."""
     xp = array_namespace(at, bt)
     N, G, r, d = at.shape
     mT = xp.matrix_transpose
@@ -316,20 +329,25 @@ def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool):
             continue
         gram_a = a @ mT(a)  # (c, G, r, r) = AᵀA per matrix
         gram_b = b @ mT(b)  # (c, r, r)    = BᵀB once per group
-        _check_finite_grams(xp, xp.reshape(_diagonal(gram_a), (c * G, r)), "wq", s * G)
-        _check_finite_grams(xp, _diagonal(gram_b), "wk_kv", s)
+        _check_finite_grams(xp, xp.reshape(_diagonal(gram_a), (c * G, r)), "wq", offset + s * G)
+        _check_finite_grams(xp, _diagonal(gram_b), "wk_kv", offset // G + s)
         total = xp.sum(gram_a * gram_b[:, None], axis=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
         # BᵀA for the G matrices of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
         core = xp.permute_dims(xp.reshape(b @ mT(xp.reshape(a, (c, G * r, d))), (c, r, G, r)), (0, 2, 1, 3))
         cross = xp.sum(core * mT(core), axis=(-2, -1))  # tr(M M) = ⟨BᵀA, (BᵀA)ᵀ⟩
         # Row norms² of M: diag(A G_B Aᵀ) = Σ_r (G_B Aᵀ) ⊙ Aᵀ. Column norms²: Σ_r (G_A Bᵀ) ⊙ Bᵀ, where the G matrices
         # of a group share Bᵀ, so [G_A1; ...; G_AG] (G·r, r) @ Bᵀ (r, d) is one product per group.
-        row_sq = xp.sum((gram_b[:, None] @ a) * a, axis=-2)
-        col_sq = xp.sum(xp.reshape(xp.reshape(gram_a, (c, G * r, r)) @ b, (c, G, r, d)) * b[:, None], axis=-2)
+        row_sq = _einsum(xp, "cgrd,cgrd->cgd", gram_b[:, None] @ a, a)
+        col_sq = _einsum(xp, "cgrd,crd->cgd", xp.reshape(xp.reshape(gram_a, (c, G * r, r)) @ b, (c, G, r, d)), b)
         parts.append((cross, total, row_sq, col_sq))
     norms = _Norms(*(xp.concat(field, axis=0) for field in zip(*parts))) if heads else None
     factors = (xp.concat(sums, axis=0), xp.concat(kv, axis=0)) if layer else None
     return norms, factors
+
+
+def _einsum(xp: Any, spec: str, *operands: Any) -> Any:
+    """``einsum`` of the backend (not in the array API standard; numpy's sums the products without a temporary)."""
+    return (_torch().einsum if is_torch_tensor(operands[0]) else np.einsum)(spec, *operands)
 
 
 def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ._lazy import LazyModule
+from ._threads import read_ahead
 from .architectures import InputNorm
 from .errors import first_line
 from .model import RANDOM_PREFIX, QKLayer, QKModel
@@ -523,7 +524,8 @@ def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progr
 
     label = model.name if label is None else label
     rows = []
-    layers = model.iter_layers(convert=False)  # score_layer converts to float64 itself, once
+    # score_layer converts to float64 itself, once; the next layer is read while this one is scored
+    layers = read_ahead(model.iter_layers(convert=False))
     if progress:  # no bar object at all otherwise: tqdm's lock is a system semaphore, which a worker process
         # stopped mid-survey would leave behind
         layers = tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave)

@@ -33,18 +33,26 @@ from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
 from ..source_names import OFFLINE_PREFIX
-from . import ctranslate2, gguf, hub, module, onnx, safetensors
+from . import ctranslate2, hub, module, onnx, safetensors
 from .files import check_regular_file, path_exists
 
 __all__ = ["PATH_READERS", "load_qk"]
 
 Opener = Callable[[Path, "str | None", QKNorm], SourcePlans]
 
+
+def _gguf() -> Any:
+    """The GGUF reader, imported when a path gets that far (the ``gguf`` package costs 0.1 s to import, and a
+    model folder is recognised before it)."""
+    from . import gguf
+
+    return gguf
+
 #: (format, sniff, open) for files and folders, tried in order; the first whose sniff accepts the path reads it.
 PATH_READERS: tuple[tuple[str, Callable[[Path], bool], Opener], ...] = (
     ("onnx", onnx.sniff, onnx.open_onnx),
     ("safetensors", lambda p: p.is_dir(), lambda p, n, q: safetensors.open_folder(p, n or p.name, q)),
-    ("gguf", gguf.sniff, lambda p, n, q: gguf.open_gguf(p, n or p.stem, q)),
+    ("gguf", lambda p: _gguf().sniff(p), lambda p, n, q: _gguf().open_gguf(p, n or p.stem, q)),
     ("ctranslate2", ctranslate2.sniff, ctranslate2.open_ctranslate2),
 )
 

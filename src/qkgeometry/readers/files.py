@@ -87,11 +87,12 @@ def fingerprint(files: list[Path], meta: list[Path] = ()) -> str:
       the key.
     * Weight files totalling at most :data:`FULL_HASH_LIMIT` (256 MiB) are hashed in full (BLAKE2b), so any change
       of content changes the key, whatever the sizes and modification times say.
-    * Larger weight files are keyed by name, size, modification time in nanoseconds, their first 16 MiB (the
-      whole safetensors header, GGUF metadata) and 64 samples of 64 KiB spread evenly through the file plus its
-      last 64 KiB: a re-trained or re-quantised checkpoint differs in every sample, while an edit of a few
-      weights that keeps the size and the nanosecond mtime (a deliberate ``cp -p`` of a hand-patched file) can
-      go unnoticed. Hashing 14 GB on every survey would cost more than scoring it.
+    * Larger weight files are keyed by name, size, modification time in nanoseconds, their head (a safetensors
+      file's whole JSON header, exactly; the first 16 MiB of any other format, which holds GGUF metadata) and 64
+      samples of 64 KiB spread evenly through the file plus its last 64 KiB: a re-trained or re-quantised
+      checkpoint differs in every sample, while an edit of a few weights that keeps the size and the nanosecond
+      mtime (a deliberate ``cp -p`` of a hand-patched file) can go unnoticed. Hashing 14 GB on every survey
+      would cost more than scoring it.
     """
     import hashlib
 
@@ -110,10 +111,10 @@ def fingerprint(files: list[Path], meta: list[Path] = ()) -> str:
                     continue
                 h.update(str(os.stat(f).st_mtime_ns).encode())
                 head = _HEAD_BYTES
-                if f.suffix == ".safetensors":  # the whole JSON header, however long
+                if f.suffix == ".safetensors":  # the whole JSON header (tensor names, dtypes, offsets), however long
                     import struct
 
-                    head = max(head, 8 + struct.unpack("<Q", fh.read(8).ljust(8, b"\0"))[0])
+                    head = 8 + struct.unpack("<Q", fh.read(8).ljust(8, b"\0"))[0]
                     fh.seek(0)
                 h.update(fh.read(head))
                 for k in range(_SAMPLES + 1):
