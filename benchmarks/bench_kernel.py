@@ -13,7 +13,8 @@ average, because this machine is shared):
      two scores: symmetry ``tr((BA)²) / ‖M‖²`` from ``.BA`` and ``.norm()``, directionality from the dense
      ``.AB`` (it has no row or column norms);
    * *GEMM*: a square 2048³ float64 product, the machine's peak in this run; the kernel's FLOPs
-     (``(4·n_heads + n_kv_heads) · 2·d·r²`` per layer) over its time, as a fraction of it (the roofline).
+     (``(4·n_heads + n_kv_heads) · 2·d·r²`` per layer, every product priced as a full GEMM) over its time, as a
+     fraction of it (the roofline), and the same with the Grams priced at the half product that BLAS performs.
 
 2. **End to end** (fresh processes under GNU time, median of ``--repeats`` round-robin rounds): ``qkgeometry score
    DIR --per head`` against the dense method from a transformers model (the figures of the issue), wall time and
@@ -186,6 +187,11 @@ def kernel_section(shape: dict, n_layers: int, repeats: int, device: str | None)
               f"{np.max(np.abs(dd - dir_ref)):.1e}")
     print(f"   GEMM peak in this run: {peak:.1f} GFLOP/s; qkgeometry kernel: {flops / 1e9:.2f} GFLOP at {rate:.1f} "
           f"GFLOP/s = {rate / peak:.0%} of the peak (roofline)")
+    # The Grams AᵀA and BᵀB are symmetric: BLAS forms them as rank-k updates (syrk) at half a product's work, so
+    # the kernel performs fewer FLOPs than the count above, which prices every product as a full GEMM.
+    performed = n_layers * (3.5 * h + 0.5 * kv) * 2 * d * r * r
+    print(f"   counting the Grams at half a product (syrk): {performed / 1e9:.2f} GFLOP performed, "
+          f"{performed / med['qkgeometry layer_scores'] / 1e9 / peak:.0%} of the peak")
     return peak
 
 

@@ -485,6 +485,42 @@ def test_layer_scores_rescales_subnormal_weights_instead_of_overflowing():
     assert qg.symmetry_score_factored(wq[0] * 2.0 ** -1030, wk[0]) == pytest.approx(ref.heads.symmetry[0], abs=1e-9)
 
 
+@pytest.mark.parametrize(("scale", "rescaled"), [(1.0, False), (2.0 ** 40, False), (2.0 ** -40, False),
+                                                 (2.0 ** 70, True), (2.0 ** -70, True), (1e155, True), (1e-170, True)])
+def test_layer_scores_skip_the_rescaling_pass_when_the_grams_show_it_would_change_nothing(monkeypatch, scale,
+                                                                                           rescaled):
+    """The Gram diagonals bound every weight's magnitude: well inside the safe range the scores come from the
+    weights as given (no pass to find a factor), outside it from the rescaled weights; both agree with the
+    unscaled scores."""
+    import qkgeometry.scores as scores_module
+
+    wq, wk = rand(5, 2, 8, 64, 16), rand(6, 2, 2, 64, 16)
+    ref = qg.layer_scores(wq, wk)
+    calls = []
+    real = scores_module.rescale_extremes
+    monkeypatch.setattr(scores_module, "rescale_extremes", lambda x, **kw: calls.append(1) or real(x, **kw))
+    for q, k in ((wq * scale, wk), (wq, wk * scale)):
+        calls.clear()
+        got = qg.layer_scores(q, k)
+        np.testing.assert_allclose(got.heads.symmetry, ref.heads.symmetry, atol=1e-12, rtol=0)
+        np.testing.assert_allclose(got.heads.directionality, ref.heads.directionality, atol=1e-12, rtol=0)
+        np.testing.assert_allclose(got.layer.symmetry, ref.layer.symmetry, atol=1e-12, rtol=0)
+        assert bool(calls) == rescaled, calls
+    calls.clear()
+    qg.layer_scores(wq, wk, heads=False)  # no Gram of the heads to read: the pass is made
+    assert calls
+
+
+def test_layer_scores_name_the_head_with_nan_after_the_unscaled_attempt():
+    wq, wk = rand(7, 3, 4, 32, 8), rand(8, 3, 2, 32, 8)
+    wq[1, 2, 5, 3] = np.nan  # query head 2 of layer 1: head 6 counting through the layers
+    with pytest.raises(ValueError, match="`wq` contains NaN or Inf entries \\(first in head 6,"):
+        qg.layer_scores(wq, wk)
+    huge = rand(8, 3, 2, 32, 8) * 1e300  # finite, but its Grams overflow: rescaled and scored, not refused
+    np.testing.assert_allclose(qg.layer_scores(rand(7, 3, 4, 32, 8), huge).heads.symmetry,
+                               qg.layer_scores(rand(7, 3, 4, 32, 8), huge / 1e300).heads.symmetry, atol=1e-12)
+
+
 def test_dense_and_factored_scores_take_tensors_that_require_grad_or_are_not_contiguous():
     gen = torch.Generator().manual_seed(4)
     a = torch.randn(3, 5, 12, generator=gen, dtype=torch.float64).mT.requires_grad_(False)

@@ -30,8 +30,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._arrays import einsum
 from ._threads import kernel_pool
 from ._validation import (
+    SAFE_EXPONENT,
     ArrayLike,
     array_namespace,
     as_array,
@@ -118,7 +120,7 @@ def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
     batch, (d, r) = tuple(a.shape[:-2]), tuple(a.shape[-2:])
     xp = array_namespace(a, b)
     at, bt = xp.matrix_transpose(a.reshape(-1, d, r))[:, None], xp.matrix_transpose(b.reshape(-1, d, r))  # (N, 1, r, d) and (N, r, d)
-    norms, _ = _factored_norms(at, bt, heads=True, layer=False)
+    norms, _, _ = _factored_norms(at, bt, heads=True, layer=False)
     check_nonzero(_host(norms.total).reshape(batch), "A @ B^T")
     sym, dirn = _finish(norms, num_std)
     return Scores(_out(_host(sym).reshape(batch)), _out(_host(dirn).reshape(batch)))
@@ -294,8 +296,10 @@ def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
     at close to the machine's GEMM peak, where one call with a multi-threaded BLAS spends much of its time
     synchronising its threads. torch tensors use torch's own threads (or the GPU).
 
-    Returns the norms, of shapes (N, G) and (N, G, d) (None when ``heads`` is False) and, when ``layer``, the
-    float64 layer factors ``(Σ_{h∈g} Aᵀ_h, Bᵀ_g)`` of shapes (N, r, d) each (else None).
+    Returns the norms, of shapes (N, G) and (N, G, d) (None when ``heads`` is False); when ``layer``, the
+    float64 layer factors ``(Σ_{h∈g} Aᵀ_h, Bᵀ_g)`` of shapes (N, r, d) each (else None); and the largest Gram
+    diagonal entry of the A and of the B factors (the largest squared norm of a row of Aᵀ or Bᵀ; None when
+    ``heads`` is False), which :func:`layer_scores` reads to tell whether the inputs needed rescaling.
     """
     if is_torch_tensor(at):
         return _factored_norms_in(at, bt, heads, layer)
@@ -306,18 +310,26 @@ def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
                     range(0, N, step))
     norms = _Norms(*(np.concatenate(f, axis=0) for f in zip(*(p[0] for p in parts)))) if heads else None
     factors = tuple(np.concatenate(f, axis=0) for f in zip(*(p[1] for p in parts))) if layer else None
-    return norms, factors
+    peaks = tuple(max(f) for f in zip(*(p[2] for p in parts))) if heads else None
+    return norms, factors, peaks
 
 
 def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool, offset: int = 0):
     """:func:`_factored_norms` on one slice of groups, in the calling thread; ``offset`` is the index of its first
-    matrix (for error messages)."""
+    matrix (for error messages). Overflow is not warned about: a non-finite Gram raises an error of its own."""
+    if is_torch_tensor(at):
+        return _factored_norms_slice(at, bt, heads, layer, offset)
+    with np.errstate(over="ignore", invalid="ignore"):  # per thread: set here, in the worker
+        return _factored_norms_slice(at, bt, heads, layer, offset)
+
+
+def _factored_norms_slice(at: Any, bt: Any, heads: bool, layer: bool, offset: int) -> tuple[Any, Any, Any]:
     xp = array_namespace(at, bt)
     N, G, r, d = at.shape
     mT = xp.matrix_transpose
     chunk = max(1, CHUNK_BYTES // (8 * G * r * d))
     parts: list[tuple[Any, ...]] = []
-    sums, kv = [], []
+    sums, kv, peaks = [], [], []
     for s in range(0, N, chunk):
         e = min(N, s + chunk)
         c = e - s
@@ -329,25 +341,35 @@ def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool, offset: int =
             continue
         gram_a = a @ mT(a)  # (c, G, r, r) = AᵀA per matrix
         gram_b = b @ mT(b)  # (c, r, r)    = BᵀB once per group
-        _check_finite_grams(xp, xp.reshape(_diagonal(gram_a), (c * G, r)), "wq", offset + s * G)
-        _check_finite_grams(xp, _diagonal(gram_b), "wk_kv", offset // G + s)
+        diag_a, diag_b = xp.reshape(_diagonal(gram_a), (c * G, r)), _diagonal(gram_b)
+        _check_finite_grams(xp, diag_a, "wq", offset + s * G)
+        _check_finite_grams(xp, diag_b, "wk_kv", offset // G + s)
+        peaks.append((float(xp.max(diag_a)), float(xp.max(diag_b))))
         total = xp.sum(gram_a * gram_b[:, None], axis=(-2, -1))  # ‖M‖² = ⟨AᵀA, BᵀB⟩ (both symmetric)
         # BᵀA for the G matrices of a group in one product: (r, d) @ (d, G·r) -> (r, G·r).
         core = xp.permute_dims(xp.reshape(b @ mT(xp.reshape(a, (c, G * r, d))), (c, r, G, r)), (0, 2, 1, 3))
         cross = xp.sum(core * mT(core), axis=(-2, -1))  # tr(M M) = ⟨BᵀA, (BᵀA)ᵀ⟩
         # Row norms² of M: diag(A G_B Aᵀ) = Σ_r (G_B Aᵀ) ⊙ Aᵀ. Column norms²: Σ_r (G_A Bᵀ) ⊙ Bᵀ, where the G matrices
         # of a group share Bᵀ, so [G_A1; ...; G_AG] (G·r, r) @ Bᵀ (r, d) is one product per group.
-        row_sq = _einsum(xp, "cgrd,cgrd->cgd", gram_b[:, None] @ a, a)
-        col_sq = _einsum(xp, "cgrd,crd->cgd", xp.reshape(xp.reshape(gram_a, (c, G * r, r)) @ b, (c, G, r, d)), b)
+        # (einsum: not in the array API standard, but numpy's sums the products without a temporary)
+        row_sq = einsum("cgrd,cgrd->cgd", gram_b[:, None] @ a, a)
+        col_sq = einsum("cgrd,crd->cgd", xp.reshape(xp.reshape(gram_a, (c, G * r, r)) @ b, (c, G, r, d)), b)
         parts.append((cross, total, row_sq, col_sq))
     norms = _Norms(*(xp.concat(field, axis=0) for field in zip(*parts))) if heads else None
     factors = (xp.concat(sums, axis=0), xp.concat(kv, axis=0)) if layer else None
-    return norms, factors
+    peaks = tuple(max(f) for f in zip(*peaks)) if heads else None
+    return norms, factors, peaks
 
 
-def _einsum(xp: Any, spec: str, *operands: Any) -> Any:
-    """``einsum`` of the backend (not in the array API standard; numpy's sums the products without a temporary)."""
-    return (_torch().einsum if is_torch_tensor(operands[0]) else np.einsum)(spec, *operands)
+class _NonFiniteWeights(ValueError):
+    """NaN or Inf in a Gram diagonal: a non-finite weight, or (before rescaling) a finite one too large to square."""
+
+
+def _in_safe_range(peak_sq: float, d: int) -> bool:
+    """Whether a factor whose largest squared row norm (over its d entries) is ``peak_sq`` certainly has its
+    largest magnitude p inside :func:`~qkgeometry._validation.rescale_extremes`'s range [2⁻⁶⁴, 2⁶⁴), so that
+    rescaling would have left it as it is: p² ≤ peak_sq ≤ d·p², with a factor 4 of margin for round-off."""
+    return d * 2.0 ** (2 - 2 * SAFE_EXPONENT) <= peak_sq <= 2.0 ** (2 * SAFE_EXPONENT - 2)
 
 
 def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
@@ -355,7 +377,7 @@ def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
     bad = ~xp.all(xp.isfinite(diag), axis=-1)
     if bool(xp.any(bad)):
         first = offset + int(_host(xp.astype(bad, xp.float64)).argmax())
-        raise ValueError(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through the "
+        raise _NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through the "
                          "layers); the scores are undefined. Check the weights (a diverged run or a failed "
                          "dequantisation) or drop the affected heads.")
 
@@ -438,15 +460,32 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
                          "n_kv_heads (grouped-query attention).")
     if d < 2 or r < 1:
         raise ValueError(f"the scores need d >= 2 and head_dim >= 1; got d={d}, head_dim={r}.")
-    # One factor for the whole stack: every head score and the layer score are invariant to a positive factor on
-    # all of ``wq`` (or all of ``wk_kv``); non-finite entries are left for the finiteness check to name.
-    tq, tk = rescale_extremes(tq, axes=None), rescale_extremes(tk, axes=None)
     batch = tuple(tq.shape[:-3])
-    # Wᵀ per head, (L·K, G, r, d) and (L·K, r, d): free views for QKLayer's layout, stored dtype kept until converted
     xp = array_namespace(tq, tk)
-    at = xp.matrix_transpose(tq.reshape(-1, n_kv, n_heads // n_kv, d, r)).reshape(-1, n_heads // n_kv, r, d)
-    bt = xp.matrix_transpose(tk.reshape(-1, d, r))
-    norms, layer_factors = _factored_norms(at, bt, heads, layer)
+
+    def factors(q: Any, k: Any) -> tuple[Any, Any]:
+        # Wᵀ per head, (L·K, G, r, d) and (L·K, r, d): free views of QKLayer's layout, in the stored dtype
+        return (xp.matrix_transpose(q.reshape(-1, n_kv, n_heads // n_kv, d, r)).reshape(-1, n_heads // n_kv, r, d),
+                xp.matrix_transpose(k.reshape(-1, d, r)))
+
+    # One factor for the whole stack: every head score and the layer score are invariant to a positive factor on
+    # all of ``wq`` (or all of ``wk_kv``). Finding it takes a pass over the weights, which the Gram diagonals make
+    # unnecessary: when the largest of them shows every magnitude in range, rescaling would have changed nothing
+    # and the result stands; otherwise (or on NaN/Inf in a Gram) the inputs are rescaled and scored again, and
+    # non-finite entries are left for the finiteness check to name.
+    result = None
+    if heads:
+        try:
+            result = _factored_norms(*factors(tq, tk), heads, layer)
+        except _NonFiniteWeights:
+            pass
+        else:
+            if not all(_in_safe_range(p, d) for p in result[2]):
+                result = None
+    if result is None:
+        result = _factored_norms(*factors(rescale_extremes(tq, axes=None), rescale_extremes(tk, axes=None)),
+                                 heads, layer)
+    norms, layer_factors, _ = result
     head_scores = layer_score = None
     if heads:
         total = _host(norms.total).reshape(-1)
@@ -459,7 +498,7 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
         sym, dirn = _finish(norms, num_std)
         head_scores = Scores(_out(_host(sym).reshape(*batch, n_heads)), _out(_host(dirn).reshape(*batch, n_heads)))
     if layer:
-        n_layers = at.shape[0] // n_kv
+        n_layers = layer_factors[0].shape[0] // n_kv
         lsym, ldirn = _layer_matrix_scores(layer_factors[0].reshape(n_layers, n_kv * r, d),
                                            layer_factors[1].reshape(n_layers, n_kv * r, d), num_std)
         layer_score = Scores(_out(_host(lsym).reshape(batch)), _out(_host(ldirn).reshape(batch)))
@@ -473,7 +512,7 @@ def _layer_matrix_scores(a_t: Any, b_t: Any, num_std: float) -> tuple[Any, Any]:
     xp = array_namespace(a_t, b_t)
     L, R, d = a_t.shape
     if d > 5 * R:
-        norms, _ = _factored_norms(a_t[:, None], b_t, heads=True, layer=False)
+        norms, _, _ = _factored_norms(a_t[:, None], b_t, heads=True, layer=False)
         norms = _Norms(*(xp.reshape(t, (L, *t.shape[2:])) for t in norms))
     else:
         parts = [_dense_norms((xp.matrix_transpose(a_t[i]) @ b_t[i])[None]) for i in range(L)]  # (1, d, d): A Bᵀ
