@@ -64,6 +64,32 @@ def test_the_score_command_never_imports_torch(tmp_path):
     assert len((tmp_path / "out.csv").read_text().splitlines()) == 1 + 3 * 8
 
 
+@pytest.mark.slow
+def test_gguf_onnx_and_ctranslate2_sources_never_import_torch(tmp_path):
+    """The other file formats read into numpy as well: a quantised GGUF (the offline Gemma 3), an ONNX graph (the
+    offline MiniLM-L3) and a CTranslate2 Whisper file with an int8 layer."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ct2_writer import write_ctranslate2
+
+    rng = np.random.default_rng(0)
+    d, heads = 32, 4
+    variables = {"encoder/num_heads": np.array(heads, np.int16), "decoder/num_heads": np.array(heads, np.int16)}
+    for i in range(2):
+        variables[f"encoder/layer_{i}/self_attention/linear_0/weight"] = rng.normal(size=(3 * d, d)).astype(
+            np.float32)
+        fused = rng.normal(size=(3 * d, d)).astype(np.float32)
+        scale = (127 / np.abs(fused).max(axis=1)).astype(np.float32)
+        name = f"decoder/layer_{i}/self_attention/linear_0/weight"
+        variables[name], variables[name + "_scale"] = np.round(fused * scale[:, None]).astype(np.int8), scale
+        variables[f"decoder/layer_{i}/attention/linear_0/weight"] = rng.normal(size=(d, d)).astype(np.float32)
+        variables[f"decoder/layer_{i}/attention/linear_1/weight"] = rng.normal(size=(2 * d, d)).astype(np.float32)
+    write_ctranslate2(tmp_path / "model.bin", "WhisperSpec", variables, revision=3)
+    code = ("import sys, qkgeometry as qg\n"
+            "for source in sys.argv[1:]:\n"
+            "    assert len(qg.score_model(source, per='head')) > 0, source\n" + HEAVY)
+    assert run_child(code, "offline:gemma3-270m", "offline:minilm-l3", str(tmp_path / "model.bin")) == "[]"
+
+
 def test_a_device_or_a_torch_model_brings_torch_and_the_same_scores(tmp_path):
     write_llama(tmp_path / "m")
     code = ("import sys, qkgeometry as qg\nqg.score_model(sys.argv[1], per='head', device='cpu')\n" + HEAVY)
