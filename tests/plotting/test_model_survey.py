@@ -34,6 +34,16 @@ def test_head_heatmap_is_layer_by_head_with_integer_ticks_and_no_random_twins():
         assert np.all(ticks == np.round(ticks))
 
 
+@pytest.mark.parametrize(("panels", "grid"), [(1, (1, 1)), (2, (1, 2)), (3, (2, 2)), (4, (2, 2)), (6, (2, 3)),
+                                             (9, (3, 3)), (20, (5, 4))])
+def test_head_heatmaps_lay_out_in_a_near_square_grid(panels, grid):
+    frame = pd.concat([_per_head_frame().assign(model=f"m{k}") for k in range(panels)], ignore_index=True)
+    fig = plotting.survey_head_heatmaps(frame)
+    spec = fig.axes[0].get_subplotspec().get_gridspec()
+    assert (spec.nrows, spec.ncols) == grid
+    assert len(fig.axes) == panels + 1  # the panels and one colour bar
+
+
 def test_head_heatmap_without_head_rows_says_what_to_do():
     frame = _per_head_frame().assign(head=np.nan)
     with pytest.raises(ValueError, match="per='head'"):

@@ -133,14 +133,16 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
 
 def survey_head_heatmaps(frame, score: str = "symmetry"):
     """Chapter 4: one layer × head heatmap of ``score`` per (model, component) of a per-head survey frame (random
-    twins left out), on a shared colour scale centred at 0, at most four panels a row. Returns the Figure."""
+    twins left out), on a shared colour scale centred at 0, in a near-square grid (at most four panels a row).
+    Returns the Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(..., per='head')")
     heads = frame[frame["head"].notna() & (frame.get("init", "pretrained") != "random")]
     groups = list(heads.groupby(["model", "component"], sort=False))
     if not groups:
         raise ValueError("`frame` has no per-head rows; run the survey with per='head'.")
     total, groups = len(groups), groups[:MAX_PANELS]
-    ncols = min(4, len(groups))  # at most four panels a row, so that wide surveys stay readable on a page
+    # a near-square grid, at most four panels a row: four panels make 2 × 2, which stays readable on a phone
+    ncols = min(4, math.ceil(math.sqrt(len(groups))))
     nrows = -(-len(groups) // ncols)
     fig, grid_axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.6 * nrows), squeeze=False,
                                   constrained_layout=True)
