@@ -26,6 +26,7 @@ to a torch device. The same code gives the same float64 numbers (to round-off) o
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -317,13 +318,12 @@ def _factored_norms(at: Any, bt: Any, heads: bool, layer: bool):
 def _factored_norms_in(at: Any, bt: Any, heads: bool, layer: bool, offset: int = 0):
     """:func:`_factored_norms` on one slice of groups, in the calling thread; ``offset`` is the index of its first
     matrix (for error messages). Overflow is not warned about: a non-finite Gram raises an error of its own."""
-    if is_torch_tensor(at):
-        return _factored_norms_slice(at, bt, heads, layer, offset)
-    with np.errstate(over="ignore", invalid="ignore"):  # per thread: set here, in the worker
-        return _factored_norms_slice(at, bt, heads, layer, offset)
+    # numpy's error state is per thread: set here, in the worker
+    with contextlib.nullcontext() if is_torch_tensor(at) else np.errstate(over="ignore", invalid="ignore"):
+        return _factored_norms_body(at, bt, heads, layer, offset)
 
 
-def _factored_norms_slice(at: Any, bt: Any, heads: bool, layer: bool, offset: int) -> tuple[Any, Any, Any]:
+def _factored_norms_body(at: Any, bt: Any, heads: bool, layer: bool, offset: int) -> tuple[Any, Any, Any]:
     xp = array_namespace(at, bt)
     N, G, r, d = at.shape
     mT = xp.matrix_transpose
@@ -377,9 +377,9 @@ def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
     bad = ~xp.all(xp.isfinite(diag), axis=-1)
     if bool(xp.any(bad)):
         first = offset + int(_host(xp.astype(bad, xp.float64)).argmax())
-        raise _NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through the "
-                         "layers); the scores are undefined. Check the weights (a diverged run or a failed "
-                         "dequantisation) or drop the affected heads.")
+        raise _NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through "
+                                "the layers); the scores are undefined. Check the weights (a diverged run or a "
+                                "failed dequantisation) or drop the affected heads.")
 
 
 # ------------------------------------------------------------------------------------ attention layers
