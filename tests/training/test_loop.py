@@ -22,7 +22,10 @@ def test_same_seed_gives_identical_first_10_step_losses(tiny_data, tmp_path, arc
     c = train(tiny_config(tiny_data, arch=arch, init="symmetric", seed=1), tmp_path / "c", cache=tmp_path,
               data=tiny_data, progress=False)
     assert not np.array_equal(la, c["train_loss"].to_numpy()[1:])
-    assert la[-1] < la[0]  # it learns
+    # It learns: lower loss on the same fixed validation batches (a single training batch's loss is too noisy to
+    # compare two steps of a 10-step run).
+    val = a["val_loss"].to_numpy()
+    assert val[-1] < val[0]
 
 
 def test_resume_continues_exactly(tiny_data, tmp_path, tiny_config):
