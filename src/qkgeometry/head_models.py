@@ -17,8 +17,11 @@ row permutation independently); and their next-token loss on held-out text is th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,24 @@ def _cache_folder(alias: str) -> Path:
     from .catalogue.offline import cache_dir
 
     return cache_dir() / "forward" / alias
+
+
+@contextlib.contextmanager
+def _quiet_gguf_progress():
+    """Drop the progress bar transformers prints (with a plain ``tqdm``, not switched off by its own
+    ``disable_progress_bar``) while it dequantises a GGUF file; anything else written to stderr is passed on."""
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            yield
+    finally:
+        kept = [line for line in buffer.getvalue().replace("\r", "\n").splitlines()
+                if line.strip() and _GGUF_PROGRESS not in line]
+        if kept:
+            print("\n".join(kept), file=sys.stderr)
+
+
+_GGUF_PROGRESS = "de-quantizing GGUF tensors"
 
 
 def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool | None = None):
@@ -65,8 +86,9 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool 
     stamp = folder / "qkgeometry-source.json"
     expected = {"gguf": path.name, "size": path.stat().st_size, "version": _CACHE_VERSION}
     if not (stamp.is_file() and json.loads(stamp.read_text()) == expected):
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        with _quiet_gguf_progress():
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         from safetensors.torch import save_model
 
         folder.mkdir(parents=True, exist_ok=True)

@@ -67,3 +67,20 @@ def test_bad_models_are_refused_with_one_line():
         intervene("minilm-l6", None, None, settings_for("minilm-l6"))
     with pytest.raises(ValueError, match="alias: no forward pass for 'whisper-base'"):
         forward_model("whisper-base")
+
+
+def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messages(capsys):
+    """transformers draws a plain tqdm bar while it dequantises a GGUF file; a chapter's output must not show it."""
+    import sys
+
+    from tqdm import tqdm
+
+    from qkgeometry.head_models import _quiet_gguf_progress
+
+    with _quiet_gguf_progress():
+        for _ in tqdm(range(5), desc="Converting and de-quantizing GGUF tensors..."):
+            pass
+        print("a tokenizer warning", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "a tokenizer warning" in err
+    assert "GGUF" not in err and "%|" not in err
