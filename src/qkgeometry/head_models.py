@@ -43,6 +43,9 @@ def _cache_folder(alias: str) -> Path:
     return cache_dir() / "forward" / alias
 
 
+_GGUF_PROGRESS = "de-quantizing GGUF tensors"  # in the description of transformers' conversion bar
+
+
 @contextlib.contextmanager
 def _quiet_gguf_progress():
     """Drop the progress bar transformers prints (with a plain ``tqdm``, not switched off by its own
@@ -56,9 +59,6 @@ def _quiet_gguf_progress():
                 if line.strip() and _GGUF_PROGRESS not in line]
         if kept:
             print("\n".join(kept), file=sys.stderr)
-
-
-_GGUF_PROGRESS = "de-quantizing GGUF tensors"
 
 
 def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool | None = None):

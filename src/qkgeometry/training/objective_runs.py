@@ -333,8 +333,9 @@ def read_recorded(folder: str | os.PathLike) -> tuple[pandas.DataFrame, pandas.D
 
     For a folder of folders the provenance is merged: the shared configuration, objectives and data, ``seeds``
     (sorted), ``runs_done``, ``runs_total`` and ``wall_seconds`` summed, and ``parts`` listing each folder in seed
-    order (``s2`` before ``s10``) with its commit, hardware and creation time; the frames are read in that order. A configuration, objective list or data fingerprint that differs between
-    the folders is refused: they would not be one experiment.
+    order (``s2`` before ``s10``) with its commit, hardware and creation time; the frames are read in that order.
+    A configuration, objective list or data fingerprint that differs between the folders is refused: they would not
+    be one experiment.
     """
     import pandas as pd
 
@@ -348,8 +349,8 @@ def read_recorded(folder: str | os.PathLike) -> tuple[pandas.DataFrame, pandas.D
         raise FileNotFoundError(f"{folder}: no provenance.json, in it or in a sub-folder; record the runs with "
                                 f"`qkgeometry train-objectives --out {folder}`.")
     provs = [json.loads((p / "provenance.json").read_text()) for p in parts]
-    order = sorted(range(len(parts)), key=lambda i: (min(provs[i].get("seeds") or [float("inf")]), parts[i].name))
-    parts, provs = [parts[i] for i in order], [provs[i] for i in order]
+    by_seed = sorted(zip(parts, provs), key=lambda pp: (min(pp[1].get("seeds") or [float("inf")]), pp[0].name))
+    parts, provs = [p for p, _ in by_seed], [pr for _, pr in by_seed]
     for key in ("config", "objectives", "vocab_size", "gradient_batches"):
         values = {json.dumps(pr.get(key), sort_keys=True) for pr in provs}
         if len(values) > 1:
