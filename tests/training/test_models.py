@@ -96,6 +96,36 @@ def test_rotated_init_keeps_the_key_distribution_and_is_neither_symmetric_nor_sk
     assert torch.equal(torch.rand(1), after_default)
 
 
+def test_indefinite_init_is_symmetric_with_the_symmetric_gram_but_no_self_match_bias():
+    indefinite = build_model(SPEC, "encoder", "indefinite", seed=4)
+    symmetric = build_model(SPEC, "encoder", "symmetric", seed=4)
+    d_head = SPEC.hidden // SPEC.heads
+    np.testing.assert_allclose(qk_scores(indefinite)[0], 1.0, atol=1e-12)  # exactly symmetric per head
+    for a, b in zip(self_attentions(indefinite), self_attentions(symmetric)):
+        assert torch.equal(a.key.weight, b.key.weight)
+        q = a.query.weight.detach().double().view(SPEC.heads, d_head, -1)
+        k = a.key.weight.detach().double().view(SPEC.heads, d_head, -1)
+        signs = (q / k).mean(-1)  # each row of (W_Q^h)ᵀ is ± the same row of (W_K^h)ᵀ
+        assert torch.equal(signs.abs().round(), torch.ones_like(signs))
+        assert (signs.round().sum(-1) == 0).all()  # half +1, half -1 in every head
+        # same Gram matrix over the input dimension as the symmetric init (W_Q^hᵀ W_Q^h = W_K^hᵀ W_K^h)
+        np.testing.assert_allclose((q.transpose(1, 2) @ q).numpy(), (k.transpose(1, 2) @ k).numpy(), atol=1e-6)
+        for h in range(SPEC.heads):
+            M = q[h].T @ k[h]  # W_Q^h W_K^hᵀ, (d, d)
+            eig = torch.linalg.eigvalsh(M)
+            assert eig.min() < -0.5 * eig.max() < 0  # indefinite, unlike the symmetric init (PSD)
+            # the self-match term x^T M x averages tr(M) ≈ 0, against ‖W_K^h‖² for the symmetric init
+            assert abs(float(torch.trace(M))) < 0.3 * float((k[h] ** 2).sum())
+    other = build_model(SPEC, "encoder", "indefinite", seed=5)
+    assert not torch.equal(self_attentions(other)[0].query.weight.sign(), self_attentions(other)[0].key.weight.sign()
+                           * self_attentions(indefinite)[0].query.weight.sign()
+                           * self_attentions(indefinite)[0].key.weight.sign())
+    build_model(SPEC, "encoder", "default", seed=3)
+    after_default = torch.rand(1)
+    build_model(SPEC, "encoder", "indefinite", seed=3)
+    assert torch.equal(torch.rand(1), after_default)  # the signs come from their own stream
+
+
 def test_haar_orthogonal_is_orthogonal_and_sign_balanced():
     from qkgeometry.training.data import keyed_generator
     from qkgeometry.training.models import haar_orthogonal

@@ -85,6 +85,22 @@ def test_the_authors_decoder_objective_is_a_causal_model_fed_by_the_masked_lm_co
     assert float(ob.objective_loss(model, mlm_changed)) != pytest.approx(float(ob.objective_loss(model, mlm)))
 
 
+def test_sparse_causal_objective_reads_clean_input_at_the_masked_lm_positions():
+    cfg = _cfg()
+    model = _model(cfg)
+    batch, mlm, causal = _batch("causal-sparse", cfg), _batch("mlm", cfg), _batch("causal", cfg)
+    assert torch.equal(batch.selected, mlm.selected)  # the masked LM's positions for this seed and step
+    assert torch.equal(batch.inputs, causal.inputs) and not torch.equal(batch.inputs, mlm.inputs)  # clean input
+    chosen = batch.selected[:, 1:]
+    assert 0 < int(chosen.sum()) < chosen.numel()
+    logits = model.lm_logits(model.hidden(batch.inputs, causal=True))[:, :-1]
+    expected = torch.nn.functional.cross_entropy(logits[chosen], batch.targets[:, 1:][chosen])
+    assert float(ob.objective_loss(model, batch)) == pytest.approx(float(expected), rel=1e-12)
+    dense = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), batch.targets[:, 1:].reshape(-1))
+    assert float(ob.objective_loss(model, causal)) == pytest.approx(float(dense), rel=1e-12)
+    assert float(expected) != pytest.approx(float(dense))
+
+
 def test_exactness_check_detects_a_wrong_gradient():
     cfg = _cfg()
     model = _model(cfg)
@@ -310,7 +326,7 @@ def test_the_longer_recording_reads_as_one_and_every_seed_is_complete():
     rec = qg.recorded("ch3-objectives-4k")
     scores, grads, prov = ob.read_recorded(rec)
     cfg = ob.ObjectiveConfig(**prov["config"])
-    assert cfg.steps == 4000 and cfg.n_layers == 4 and prov["objectives"] == list(ob.ALL_OBJECTIVES)
+    assert cfg.steps == 4000 and cfg.n_layers == 4 and prov["objectives"] == ["causal", "mlm", "rtd", ob.AUTHORS_DECODER]
     done = scores.groupby(["seed", "objective"])["step"].max()
     assert (done == cfg.steps).all() and len(done) == prov["runs_done"] == prov["runs_total"]
     assert sorted(scores["seed"].unique()) == prov["seeds"] == [p["seeds"][0] for p in prov["parts"]]

@@ -41,10 +41,11 @@ DIVERGING = "RdBu_r"
 
 #: Colours of the training objectives / mask kinds (chapter 3).
 OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c",
-                    "causal-masked": "#8c564b"}
+                    "causal-masked": "#8c564b", "causal-sparse": "#ff7f0e"}
 #: How chapter 3 names the objectives on figures.
 OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection",
-                    "causal-masked": "causal mask, masked-LM collator"}
+                    "causal-masked": "causal mask, masked-LM collator",
+                    "causal-sparse": "causal LM, loss at 15% of positions"}
 
 #: One colour per attention stack (chapter 4): a component's stack is its family for ``self`` attention, else the
 #: component itself (``encoder``, ``decoder``, ``cross``); see :func:`qkgeometry.plotting.stack_of`.
@@ -59,9 +60,10 @@ MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 #: One colour per initialisation / attention variant (chapter 5; all encoder runs). None of them is a family colour,
 #: so that blue and red keep meaning encoder and decoder.
 INIT_COLORS = {"default": "#000000", "symmetric": "#17becf", "shared": "#8c564b", "skew": "#e377c2",
-               "rotated": "#bcbd22"}
+               "rotated": "#bcbd22", "indefinite": "#6a3d9a"}
 #: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
-INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1))}
+INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1)),
+               "indefinite": (0, (1, 1))}
 
 
 def use_style() -> None:

