@@ -120,6 +120,8 @@ def test_judge_states_the_number_once_and_keeps_the_statistics_apart():
     assert perm.details["test"].startswith("permutation test: p")
     with pytest.raises(TypeError, match="result: expected"):
         stats.judge(0.3, "a", "b")
+    by_family = stats.judge(stats.paired_difference([1, 2, 3, 4.5], [0, 0, 0, 0], unit="family"), "up", "down")
+    assert by_family.details["n"] == "4 families"  # not "4 familys"
 
 
 def test_an_effect_below_the_stated_floor_gets_no_verdict():

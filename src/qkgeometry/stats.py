@@ -411,7 +411,7 @@ class Verdict:
         """The full statistics, one line each (label → value)."""
         i = self.interval
         method = {"t": "Student t"}.get(i.method, i.method.replace("bootstrap-", "bootstrap, "))
-        units = i.unit if i.n == 1 else i.unit + "s"
+        units = i.unit if i.n == 1 else _plural(i.unit)
         rows = {"estimate": f"{self.subject} = {format_number(i.estimate, (i.high - i.low) / 2 or None)}",
                 f"{round(100 * i.level)}% interval": f"[{i.low:.6g}, {i.high:.6g}] ({method})",
                 "n": f"{i.n} {units}"}
