@@ -32,8 +32,8 @@ from .config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["FAMILY", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "SCORES", "UNVERIFIABLE", "WAYS",
-           "Contrast", "Decision", "change_claims", "contrast_family", "learning_table", "mask_or_density", "matched_steps",
+__all__ = ["FAMILY", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "OBJECTIVE_SHORT", "OUTCOME_WORDS", "SCORES", "UNVERIFIABLE", "WAYS",
+           "Contrast", "Decision", "change_claims", "contrast_family", "family_table", "learning_table", "mask_or_density", "matched_steps",
            "matched_summaries", "plateaus", "read_fair_test"]
 
 #: The two scores, in the order every table lists them.
@@ -42,6 +42,12 @@ SCORES = ("symmetry", "directionality")
 OBJECTIVE_PROSE = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token-detection objective",
                    AUTHORS_DECODER: "authors' decoder objective",
                    SPARSE_CAUSAL: "causal LM with the masked LM's loss density"}
+#: How each objective is named in a narrow table column.
+OBJECTIVE_SHORT = {"causal": "causal", "mlm": "MLM", "rtd": "RTD", AUTHORS_DECODER: "authors' decoder",
+                   SPARSE_CAUSAL: "causal, sparse loss"}
+#: The verdict words of a table.
+OUTCOME_WORDS = {"difference": "difference", "suggested": "suggested", "none": "none detected",
+                 "below floor": "below the floor"}
 #: The words for a positive and a negative change of each score.
 WAYS = {"symmetry": ("toward symmetric", "toward skew"),
         "directionality": ("toward the query side", "toward the key side")}
@@ -222,6 +228,29 @@ def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]
             comparisons.append((diff, *claims(a, b, score, float(va.mean()), float(vb.mean())), f"Δ{score[0]}"))
     verdicts = stats.judge_family(comparisons, alpha=alpha)
     return {(a, b, s): Contrast(a, b, s, d, v) for (a, b, s, d), v in zip(items, verdicts)}
+
+
+def _p_text(p: float | None) -> str:
+    return "" if p is None else stats.format_p(p).replace("p = ", "").replace("p ", "")
+
+
+def family_table(family: Mapping[tuple[str, str, str], Contrast],
+                 per_head: Mapping[tuple[str, str, str], Contrast] | None = None) -> pandas.DataFrame:
+    """The page's table of a family: one row per contrast with ``contrast, score, layer`` (the interval), ``signs``
+    (seeds each way), ``holm`` (adjusted p), ``outcome`` (words) and, with ``per_head``, ``head`` and ``holm_head``."""
+    import pandas as pd
+
+    rows = []
+    for key, c in family.items():
+        d = c.difference
+        row = {"contrast": f"{OBJECTIVE_SHORT[c.treated]} − {OBJECTIVE_SHORT[c.baseline]}", "score": f"Δ{c.score[0]}",
+               "layer": d.interval.format(), "signs": f"{d.n_positive} + / {d.n_negative} −",
+               "holm": _p_text(c.verdict.p_adjusted), "outcome": OUTCOME_WORDS[c.verdict.outcome]}
+        if per_head is not None:
+            h = per_head[key]
+            row.update(head=h.difference.interval.format(), holm_head=_p_text(h.verdict.p_adjusted))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)
