@@ -194,3 +194,21 @@ def test_a_verdict_below_the_floor_still_lists_its_statistics():
     v = stats.judge(stats.t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", floor=0.01)
     assert v.outcome == "below floor" and v.sentence.startswith("Below the effect-size floor of 0.01 (no verdict)")
     assert "floor" in v.details["rule"] and v.details["n"] == "3 values"
+
+
+def test_a_family_bootstrap_counts_families_and_is_wider_than_a_value_bootstrap():
+    """Ten near-copies per family are one replication, not ten: resampling families widens the interval."""
+    rng = np.random.default_rng(0)
+    shift = rng.normal(0, 0.3, 12)
+    enc = np.concatenate([0.3 + shift[f] + rng.normal(0, 0.01, 10) for f in range(6)])  # families 0-5: encoders
+    dec = np.concatenate([shift[f] + rng.normal(0, 0.01, 10) for f in range(6, 12)])  # families 6-11: decoders
+    clustered = stats.clustered_difference_of_medians(enc, dec, np.repeat(np.arange(6), 10),
+                                                      np.repeat(np.arange(6, 12), 10), n_resamples=2000)
+    flat, _ = stats.difference_of_medians(enc, dec, n_resamples=2000)
+    assert clustered.n == 12 and clustered.unit == "family" and flat.n == 120
+    assert clustered.estimate == pytest.approx(flat.estimate)
+    assert (clustered.high - clustered.low) > 2 * (flat.high - flat.low)
+    with pytest.raises(ValueError, match="one label per value"):
+        stats.clustered_difference_of_medians(enc, dec, np.zeros(59), np.ones(60))
+    with pytest.raises(ValueError, match="at least 2 clusters"):
+        stats.clustered_difference_of_medians(enc, dec, np.zeros(60), np.zeros(60))

@@ -42,6 +42,7 @@ __all__ = [
     "steps_to_threshold",
     "summarize_speedups",
     "symmetry_dynamics",
+    "targets_table",
     "threshold_table",
 ]
 
@@ -319,6 +320,46 @@ def threshold_table(logs: pd.DataFrame, threshold: float | None = None,
                          "baseline_steps": b, "treatment_steps": t,
                          "diff_mean": float(np.mean(diffs)) if diffs else math.nan,
                          "ci_text": _interval_text(diffs, level, digits=0)})
+    return pd.DataFrame(rows)
+
+
+def targets_table(logs: pd.DataFrame, fractions: Sequence[float] = (0.25, 0.5, 0.75, 1.0), treatment: str = "symmetric",
+                  baseline: str = "default", loss: str = "val_loss", arch: str = "encoder") -> pd.DataFrame:
+    """Steps to several loss targets, ``treatment`` − ``baseline`` paired by seed: one row per ``fraction`` of the
+    horizon, the target being the baseline's mean ``loss`` at the logged step nearest to that fraction of its last
+    step (1.0: its final loss). A speed-up that appears only at the last targets is a late-schedule effect.
+
+    Columns ``fraction, target, n, reached`` (seeds where both runs reach the target), ``baseline_step`` (mean over
+    those seeds), ``diff`` (:class:`qkgeometry.stats.Interval` of treatment − baseline steps, None below two seeds)
+    and ``lr_share`` (the learning rate at the baseline's mean step, as a share of its peak).
+    Chapter 5, "Where in the schedule".
+    """
+    base = _runs(logs, arch, baseline)
+    treated = _runs(logs, arch, treatment)
+    seeds = sorted(set(base) & set(treated))
+    if not seeds:
+        raise ValueError(f"logs: no seed has both a {baseline!r} and a {treatment!r} run of arch {arch!r}.")
+    rows = []
+    for fraction in fractions:
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fractions: shares of the horizon in (0, 1]; got {fraction!r}.")
+        values = []
+        for s in seeds:
+            steps, losses = _curve(base[s], loss)
+            values.append(losses[np.argmin(np.abs(steps - fraction * steps[-1]))])
+        target = float(np.mean(values))
+        pairs = [(steps_to_threshold(base[s], target, loss), steps_to_threshold(treated[s], target, loss)) for s in seeds]
+        pairs = [(b, t) for b, t in pairs if b is not None and t is not None]
+        diffs = [t - b for b, t in pairs]
+        base_step = float(np.mean([b for b, _ in pairs])) if pairs else math.nan
+        lr_share = math.nan
+        if pairs and "lr" in logs.columns:
+            run = base[seeds[0]]
+            at = run.iloc[int(np.argmin(np.abs(run["step"].to_numpy() - base_step)))]
+            lr_share = float(at["lr"] / run["lr"].max())
+        rows.append({"fraction": fraction, "target": target, "n": len(seeds), "reached": len(pairs),
+                     "baseline_step": base_step, "diff": seed_interval(diffs) if len(diffs) >= 2 else None,
+                     "lr_share": lr_share})
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,5 @@
-"""Three training objectives on an equal footing: causal LM, masked LM and replaced-token detection. Chapter 3.
+"""Training objectives on an equal footing: causal LM, masked LM, replaced-token detection, the authors' decoder
+objective and the causal LM at the masked LM's loss density. Chapter 3.
 
 Chapter 3, "A fair test", trains the same small Transformer from the same initialisation on the same sequences of
 the offline Wikipedia leads, once per objective. This module gathers the experiment's names in one place
@@ -10,6 +11,7 @@ the offline Wikipedia leads, once per objective. This module gathers the experim
   :func:`objective_loss`, :func:`unigram_probs`);
 * :mod:`.objective_gradients`: the exact logit gradients of every layer and their pairs
   (:func:`attention_gradients`, :func:`gradient_rows`);
+* :mod:`.fair_test`: the recorded plan's family of contrasts, the mask-or-density decision and matched learning;
 * :mod:`.objective_runs`: training, pairing by seed, summaries and recorded runs (:func:`compare_objectives`,
   :func:`run_medians`, :func:`seed_summaries`, :func:`record_runs`, :func:`read_recorded`).
 
@@ -23,7 +25,7 @@ import sys
 
 # first, before torch loads: the command line sets MKL's reproducibility mode
 from .cli import objectives_main as main
-from .config import ALL_OBJECTIVES, AUTHORS_DECODER, OBJECTIVES, ObjectiveConfig
+from .config import ALL_OBJECTIVES, AUTHORS_DECODER, OBJECTIVES, SPARSE_CAUSAL, ObjectiveConfig
 from .objective_batches import ObjectiveBatch, make_objective_batch, objective_loss, unigram_probs
 from .objective_gradients import LayerGradient, attention_gradients, gradient_rows
 from .objective_model import ObjectiveTransformer
@@ -44,6 +46,7 @@ __all__ = [
     "ALL_OBJECTIVES",
     "AUTHORS_DECODER",
     "OBJECTIVES",
+    "SPARSE_CAUSAL",
     "UNITS",
     "LayerGradient",
     "ObjectiveBatch",
