@@ -3,6 +3,8 @@ by the gradient, equal footing of the three objectives."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -331,3 +333,26 @@ def test_the_longer_recording_reads_as_one_and_every_seed_is_complete():
     assert (done == cfg.steps).all() and len(done) == prov["runs_done"] == prov["runs_total"]
     assert sorted(scores["seed"].unique()) == prov["seeds"] == [p["seeds"][0] for p in prov["parts"]]
     assert set(grads["step"]) == {0, cfg.steps}
+
+
+def test_the_sparse_loss_arm_is_complete_and_shares_the_initialisation_of_the_four_arms():
+    """The fifth arm, recorded one seed per folder: every run to step 4,000 from a clean source tree, the same
+    configuration and data as the four recorded arms, and (checked by read_fair_test) the same step-0 scores, seed by
+    seed; its notes list exactly the seeds it holds."""
+    import re
+
+    from qkgeometry.training import fair_test as ft
+
+    sparse = qg.recorded("ch3-objectives-4k-sparse")
+    scores, _, prov = ob.read_recorded(sparse)
+    assert prov["objectives"] == [ob.SPARSE_CAUSAL]
+    done = scores.groupby("seed")["step"].max()
+    assert (done == 4000).all() and len(done) == prov["runs_done"] == prov["runs_total"]
+    parts = prov.get("parts") or [prov]
+    assert all(part.get("commit") for part in parts)
+    assert not any(json.loads((sparse / p["folder"] / "provenance.json").read_text())["src_dirty"]
+                   for p in prov.get("parts", []))
+    _, _, both = ft.read_fair_test(qg.recorded("ch3-objectives-4k"), sparse)
+    assert both["seeds"] == sorted(done.index) and ob.SPARSE_CAUSAL in both["objectives"]
+    listed = re.search(r"Seeds recorded so far[^:]*:\s*([0-9, ]+)\.", (sparse / "README.md").read_text())
+    assert listed and [int(v) for v in listed.group(1).split(",")] == sorted(done.index)
