@@ -225,7 +225,8 @@ def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]
             va, vb = _paired(summaries, a, b, column.format(score=score))
             diff = stats.paired_difference(va, vb)
             items.append((a, b, score, diff))
-            comparisons.append((diff, *claims(a, b, score, float(va.mean()), float(vb.mean())), f"Δ{score[0]}"))
+            subject = f"Δ{score[0]} ({OBJECTIVE_SHORT[a]} − {OBJECTIVE_SHORT[b]})"
+            comparisons.append((diff, *claims(a, b, score, float(va.mean()), float(vb.mean())), subject))
     verdicts = stats.judge_family(comparisons, alpha=alpha)
     return {(a, b, s): Contrast(a, b, s, d, v) for (a, b, s, d), v in zip(items, verdicts)}
 
