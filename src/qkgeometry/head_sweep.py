@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from .head_behaviour import (
+    attention_patterns,
     behaviour_scores,
     head_geometry,
     label_heads,
@@ -42,7 +43,7 @@ from .head_models import DECODERS, FORWARD_MODELS, forward_model, held_out_texts
 from .head_surgery import edited_heads, model_rope_spec
 
 __all__ = ["INTERVENTION_PARTS", "SweepSettings", "behaviour_table", "intervene", "layer_inputs", "logit_spread", "main",
-           "settings_for", "sweep", "tail_logits"]
+           "settings_for", "split_half_tables", "sweep", "tail_logits"]
 
 INTERVENTION_PARTS = ("symmetric", "skew", "symmetric_matched", "skew_matched", "mean")
 #: Behaviour scores reported for an edited head.
@@ -89,6 +90,33 @@ def behaviour_table(alias: str, model, tokenizer, s: SweepSettings) -> pd.DataFr
     for k, v in nulls.items():
         table[f"{k}_chance"] = v
     return table
+
+
+def split_half_tables(alias: str, model, tokenizer, s: SweepSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The behaviour scores and labels of every head made twice, from the first and from the second half of the
+    held-out texts and of the repeated (and control) sequences of ``s``: ``(first, second)``, two
+    :func:`~qkgeometry.head_behaviour.label_heads` frames of the same heads in the same order. Chapter 7."""
+    causal, text_ids, rep, ctl, offset = _inputs(alias, tokenizer, s)
+    if min(len(text_ids), len(rep)) < 2:
+        raise ValueError("settings: a split-half check needs at least 2 texts and 2 repeated sequences.")
+    text = attention_patterns(model, text_ids)
+    rep_p = attention_patterns(model, rep)
+    ctl_p = attention_patterns(model, ctl)
+    nulls = uniform_scores(s["length"], causal)
+    halves = []
+    for pick in (slice(0, len(text_ids) // 2), slice(len(text_ids) // 2, None)):
+        rpick = slice(0, len(rep) // 2) if pick.start == 0 else slice(len(rep) // 2, None)
+        frames = []
+        for layer in sorted(text):
+            f = pattern_scores(text[layer][pick], causal)
+            r = repeat_scores(rep_p[layer][rpick], s["half"], offset)
+            c = repeat_scores(ctl_p[layer][rpick], s["half"], offset)
+            f["duplicate"], f["induction"] = r["duplicate"].to_numpy(), r["induction"].to_numpy()
+            f["duplicate_null"], f["induction_null"] = c["duplicate"].to_numpy(), c["induction"].to_numpy()
+            f.insert(0, "layer", layer)
+            frames.append(f)
+        halves.append(label_heads(pd.concat(frames, ignore_index=True), nulls, causal))
+    return halves[0], halves[1]
 
 
 def layer_inputs(model, ids: torch.Tensor) -> list[torch.Tensor]:

@@ -3,14 +3,13 @@ the rebuilt GGUF decoders against the package's own GGUF reader and a scrambled 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from bounded import no_hang
 from qkgeometry import head_surgery as hs
-import numpy as np
-
 from qkgeometry.head_sweep import layer_inputs, logit_spread, tail_logits
 
 
