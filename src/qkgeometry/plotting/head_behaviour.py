@@ -75,7 +75,7 @@ def geometry_by_label(heads: Mapping[str, pd.DataFrame], scores: Mapping[str, st
                                label=(titles or {}).get(name, name) if (j == 0 and score == next(iter(scores)))
                                else None)
         if score in symlog:
-            ax.set_yscale("symlog", linthresh=3.0)
+            ax.set_yscale("symlog", linthresh=1.0)
         ax.axhline(0, color="0.7", lw=0.6, zorder=0)
         ax.set_ylabel(axis_label, fontsize=9)
     axes[-1].set_xticks(range(len(columns)), ["first (sink)" if c == "first" else "no label" if c == "none" else c
