@@ -24,7 +24,17 @@ A head can carry several labels, or none.
 rotation-null z of the symmetry, chapter 6), the positive-energy share and trace z of ``M_s``, for rotary models
 the same trace at offset Δ = −1 (``M(−1) = W_Q R(−1) W_Kᵀ``), and where there is a query bias the size of the
 key-only logit term ``b_qᵀ W_Kᵀ x_j``. :func:`separation` turns "labelled heads vs the rest" into an AUC with a
-bootstrap interval over heads and a permutation test. Conventions: the book's Notation page.
+bootstrap interval over heads and a permutation test.
+
+**Identities and empirical hypotheses.** At offset 0, ``xᵀ M x = xᵀ M_s x`` (``xᵀ M_n x ≡ 0``): a head's
+current-token logit is set by ``M_s`` alone, and a duplicate token's (the same token met again) nearly so. The
+hypotheses about those heads (kind ``"identity"``) check that the algebra shows in the numbers; the others (kind
+``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind.
+
+**Beyond the weights.** :func:`input_geometry` scores each head's form on the inputs it really meets, the
+symmetry ``η`` of ``X W_qk Xᵀ`` (rows of X: the layer's attention inputs, tokens), and the effective rank of its
+skew part; :func:`split_half_agreement` compares labels made from two halves of the inputs, and
+:func:`threshold_sensitivity` re-labels with every threshold scaled. Conventions: the book's Notation page.
 """
 
 from __future__ import annotations
@@ -54,13 +64,20 @@ __all__ = [
     "behaviour_scores",
     "head_factors",
     "head_geometry",
+    "hypothesis_family",
+    "input_geometry",
     "label_heads",
     "pattern_scores",
+    "rank_correlation",
+    "relabel",
     "repeat_scores",
     "repeated_random_tokens",
     "run_hypotheses",
     "separation",
     "separation_verdict",
+    "skew_effective_rank",
+    "split_half_agreement",
+    "threshold_sensitivity",
     "uniform_scores",
 ]
 
@@ -381,8 +398,9 @@ def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """One hypothesis, written before looking: heads with ``label`` have a ``direction`` ("higher" / "lower" /
-    "same") ``score`` than the other heads, in ``models`` ("rotary", "bias", "all")."""
+    """One hypothesis, written before looking: heads with ``label`` have a ``direction`` ("higher" / "lower")
+    ``score`` than the other heads, in ``models`` ("rotary", "bias", "all"). ``kind``: ``"identity"`` when the
+    behaviour is set by ``M_s`` alone at offset 0 (the test checks the algebra), else ``"empirical"``."""
 
     key: str
     label: str
@@ -390,24 +408,29 @@ class Hypothesis:
     direction: str
     models: str
     statement: str
+    kind: str = "empirical"
 
 
 #: The chapter's hypotheses, in the order they are written on the page.
 HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis("H1", "duplicate", "positive_share", "higher", "all",
-               "Duplicate-token heads need x_iᵀ M x_j large when x_j = x_i: M_s should carry mostly positive "
-               "eigen-energy."),
+               "Duplicate-token heads need $x_i^\\top M x_j$ large when $x_j \\approx x_i$, which only $M_s$ "
+               "sets: $M_s$ should carry mostly positive eigen-energy.", "identity"),
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
-               "Duplicate-token heads have a large positive trace of M (x_iᵀ M x_i large on average)."),
+               "Duplicate-token heads have a large positive trace of $M$ ($x^\\top M x = x^\\top M_s x$ large "
+               "on average).", "identity"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
-               "Current-token heads have a large positive trace of M."),
+               "Current-token heads have a large positive trace of $M$ (a token's logit on itself is "
+               "$x^\\top M_s x$).", "identity"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
-               "Current- and duplicate-token heads compare a token with itself: their W_qk is more symmetric."),
+               "Current-token heads compare a token with itself, which only $M_s$ can do: their $W_{qk}$ is more "
+               "symmetric.", "identity"),
     Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
-               "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) exceeds tr M(0)."),
+               "Previous-token heads in rotary models show it at $\\Delta = -1$: $\\operatorname{tr} M(-1)$ "
+               "exceeds $\\operatorname{tr} M(0)$."),
     Hypothesis("H6", "previous", "symmetry", "lower", "all",
-               "Previous-token heads are order-sensitive: their W_qk is less symmetric (the intuition that skew "
-               "means 'attend by order')."),
+               "Previous-token heads are order-sensitive: their $W_{qk}$ is less symmetric (the intuition that "
+               "skew means 'attend by order')."),
     Hypothesis("H7", "first", "directionality", "lower", "all",
                "Sink heads are column-dominated: directionality below that of other heads."),
     Hypothesis("H8", "first", "key_bias", "higher", "bias",
@@ -419,10 +442,12 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
 
 
 def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOTHESES,
-                    n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+                    n_resamples: int = 2000, seed: int = 0, pooled_only: bool = False) -> pd.DataFrame:
     """Every hypothesis on every model and pooled over models: AUC, interval, permutation p, group sizes and the
     verdict sentence. ``table``: one row per head with a ``model`` column, ``is_<label>`` columns (``is_routing``
-    is derived: previous, next or induction), geometric scores, and ``rotary`` / ``has_bias`` flags. Chapter 7."""
+    is derived: previous, next or induction), geometric scores, and ``rotary`` / ``has_bias`` flags.
+    ``pooled_only``: skip the per-model rows (a hypothesis met in one model only keeps that model's row).
+    Chapter 7."""
     t = table.copy()
     routing = [c for c in ("is_previous", "is_next", "is_induction") if c in t]
     t["is_routing"] = t[routing].fillna(False).astype(bool).any(axis=1)
@@ -435,6 +460,8 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
             sel = t[t["has_bias"]]
         col = f"is_{hyp.label}"
         groups = [(m, g) for m, g in sel.groupby("model", sort=False)] + [("pooled", sel)]
+        if pooled_only and sel["model"].nunique() >= 2:
+            groups = [("pooled", sel)]
         for name, g in groups:
             if col not in g or g[col].isna().all():
                 continue
@@ -447,9 +474,168 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
                 verdict_text = separation_verdict(sep, "confirmed (higher)", "reversed (lower)")
             else:
                 verdict_text = separation_verdict(sep, "reversed (higher)", "confirmed (lower)")
-            rows.append({"hypothesis": hyp.key, "label": hyp.label, "score": hyp.score, "expected": hyp.direction,
+            rows.append({"hypothesis": hyp.key, "kind": hyp.kind, "label": hyp.label, "score": hyp.score,
+                         "expected": hyp.direction,
                          "model": name, "n_label": int(lab.sum()), "n_rest": int((~lab).sum()),
                          "auc": np.nan if sep is None else sep.auc, "low": np.nan if sep is None else sep.low,
                          "high": np.nan if sep is None else sep.high,
                          "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text})
     return pd.DataFrame(rows)
+
+
+def hypothesis_family(results: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per hypothesis (pooled over models where it was tested in two or more, else its one model) with
+    the permutation p-value adjusted by Holm's method within its kind (``"identity"`` and ``"empirical"`` are two
+    families), and ``holds``: the AUC lies on the stated side of ½ and the Holm-adjusted p is below ``alpha``.
+    ``results``: from :func:`run_hypotheses`. Chapter 7."""
+    from .stats import holm_adjusted
+
+    rows = []
+    for _, g in results.groupby("hypothesis", sort=False):
+        pooled = g[g["model"] == "pooled"]
+        rows.append((pooled if len(pooled) else g).iloc[0])
+    fam = pd.DataFrame(rows).reset_index(drop=True)
+    fam["p_holm"] = np.nan
+    for kind in fam["kind"].unique():
+        sel = (fam["kind"] == kind) & fam["p_value"].notna()
+        if sel.any():
+            fam.loc[sel, "p_holm"] = holm_adjusted(fam.loc[sel, "p_value"].to_numpy())
+    side = np.where(fam["expected"] == "higher", fam["auc"] > 0.5, fam["auc"] < 0.5)
+    fam["holds"] = side & (fam["p_holm"] < alpha)
+    return fam
+
+
+def relabel(table: pd.DataFrame, factor: float = 1.0, null_factor: float = 3.0) -> pd.DataFrame:
+    """The labels of a recorded ``heads.csv`` table (one or more models) made again with every threshold of
+    :data:`THRESHOLDS` multiplied by ``factor`` (the chance levels are the table's ``<label>_chance`` columns).
+    Chapter 7."""
+    thresholds = {k: v * factor for k, v in THRESHOLDS.items()}
+    out = []
+    for _, t in table.groupby("model", sort=False):
+        causal = "next" not in t or t["next"].isna().all()
+        names = DECODER_LABELS if causal else ENCODER_LABELS
+        nulls = {n: float(t[f"{n}_chance"].iloc[0]) for n in names if f"{n}_chance" in t}
+        cols = [c for c in t.columns if not (c.startswith("is_") or c == "labels")]
+        out.append(label_heads(t[cols], nulls, causal, null_factor, thresholds))
+    return pd.concat(out, ignore_index=True)
+
+
+def threshold_sensitivity(table: pd.DataFrame, factors: Sequence[float] = (0.5, 0.75, 1.0, 1.25, 1.5),
+                          hypotheses: Sequence[Hypothesis] = HYPOTHESES, n_resamples: int = 500,
+                          seed: int = 0) -> pd.DataFrame:
+    """Every hypothesis, pooled, with the labels made at each threshold ``factor``: one row per (factor,
+    hypothesis) with the columns of :func:`hypothesis_family` and the factor. ``table``: recorded heads of
+    several models with the ``rotary`` / ``has_bias`` flags. Chapter 7."""
+    rows = []
+    for f in factors:
+        res = run_hypotheses(relabel(table, f), hypotheses, n_resamples, seed, pooled_only=True)
+        fam = hypothesis_family(res)
+        fam.insert(0, "factor", f)
+        rows.append(fam)
+    return pd.concat(rows, ignore_index=True)
+
+
+def split_half_agreement(first: pd.DataFrame, second: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
+    """How well two labellings of the same heads, each from one half of the inputs, agree: per label, the heads
+    labelled in each half, in both, Cohen's κ of the two label columns and the Spearman correlation of the two
+    halves' scores over heads. ``first``, ``second``: :func:`label_heads` frames of the same heads in the same
+    order. Chapter 7."""
+    from scipy.stats import spearmanr
+
+    if len(first) != len(second):
+        raise ValueError(f"first and second: must label the same heads; got {len(first)} and {len(second)} rows.")
+    rows = []
+    for name in labels:
+        a, b = first[f"is_{name}"].to_numpy(bool), second[f"is_{name}"].to_numpy(bool)
+        po = float(np.mean(a == b))
+        pe = float(a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean()))
+        kappa = float("nan") if pe >= 1 else (po - pe) / (1 - pe)
+        rho = spearmanr(first[name], second[name]).statistic
+        rows.append({"label": name, "n_first": int(a.sum()), "n_second": int(b.sum()), "n_both": int((a & b).sum()),
+                     "agreement": po, "kappa": kappa, "score_rho": float(rho)})
+    return pd.DataFrame(rows)
+
+
+def skew_effective_rank(wq: np.ndarray, wk: np.ndarray) -> float:
+    """Effective rank of the skew part ``M_n = (M − Mᵀ)/2`` of ``M = W_Q W_Kᵀ``: ``exp(H(p))`` with ``p`` its
+    singular values divided by their sum (Roy & Vetterli). Computed from the factors
+    ``M_n = ½ [W_Q, W_K] [W_K, −W_Q]ᵀ`` (two thin QRs and a (2 d_h)² SVD). ``wq``, ``wk``: (d, d_h). Chapter 7."""
+    a = np.concatenate([wq, wk], axis=1) / 2
+    b = np.concatenate([wk, -wq], axis=1)
+    _, ra = np.linalg.qr(a)
+    _, rb = np.linalg.qr(b)
+    sv = np.linalg.svd(ra @ rb.T, compute_uv=False)
+    m_norm = math.sqrt(max(float(np.trace((wq.T @ wq) @ (wk.T @ wk))), 0.0))  # ‖M‖: rounding sets the floor
+    sv = sv[sv > 1e-10 * m_norm]
+    if sv.size == 0:
+        return 0.0
+    p = sv / sv.sum()
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def _attention_inputs(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
+    """The hidden states each attention module receives (what its Q and K projections read), in layer order."""
+    mods = [m for m in model.modules() if (hasattr(m, "q_proj") and hasattr(m, "k_proj"))
+            or (hasattr(m, "query") and isinstance(m.query, torch.nn.Linear))
+            or (hasattr(m, "q") and isinstance(m.q, torch.nn.Linear) and hasattr(m, "k"))]
+    seen: dict[int, torch.Tensor] = {}
+
+    def hook(i):
+        def grab(_m, args, kwargs):
+            x = kwargs.get("hidden_states", args[0] if args else None)
+            seen[i] = x.detach().to(torch.float64)
+        return grab
+
+    hooks = [m.register_forward_pre_hook(hook(i), with_kwargs=True) for i, m in enumerate(mods)]
+    try:
+        with torch.no_grad():
+            kwargs = {"use_cache": False} if "CausalLM" in type(model).__name__ else {}
+            model(input_ids, **kwargs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return [seen[i] for i in range(len(mods))]
+
+
+def input_geometry(model, input_ids: torch.Tensor) -> pd.DataFrame:
+    """Per head, the form on the inputs it meets and the shape of its skew part. ``input_symmetry``:
+    ``η = Σ_s (‖S_s‖² − ‖S_n‖²) / Σ_s ‖S‖²`` for ``S = X W_qk Xᵀ`` (T × T; X the layer's attention inputs of one
+    sequence, rows = tokens; offset 0, no rotary, no bias), summed over the sequences of ``input_ids``
+    (sequences, T); ``skew_effective_rank`` (:func:`skew_effective_rank`) and ``skew_rank_share`` (that over the
+    largest possible rank, ``min(d, 2 d_h)``). One row per (layer, head). Chapter 7."""
+    inputs = _attention_inputs(model, input_ids)
+    rows = []
+    for layer, head, wq, wk, _, _ in head_factors(model):
+        x = inputs[layer].numpy()
+        q, k = x @ wq, x @ wk  # (sequences, T, d_h)
+        sm = q @ np.swapaxes(k, 1, 2)  # (sequences, T, T)
+        total = float(np.sum(sm * sm))
+        cross = float(np.sum(sm * np.swapaxes(sm, 1, 2)))
+        er = skew_effective_rank(wq, wk)
+        rows.append({"layer": layer, "head": head, "input_symmetry": cross / total if total > 0 else float("nan"),
+                     "skew_effective_rank": er,
+                     "skew_rank_share": er / min(wq.shape[0], 2 * wq.shape[1])})
+    return pd.DataFrame(rows)
+
+
+def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
+                     unit: str = "head") -> Interval:
+    """Spearman's ρ of ``x`` and ``y`` (pairs with a non-finite value dropped) with a percentile bootstrap
+    interval over pairs. Chapter 7."""
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if len(a) < 4:
+        raise ValueError(f"x and y: need at least 4 finite pairs; got {len(a)}.")
+    rho = float(spearmanr(a, b).statistic)
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_resamples)
+    for r in range(n_resamples):
+        i = rng.integers(0, len(a), len(a))
+        boot[r] = spearmanr(a[i], b[i]).statistic
+    boot = boot[np.isfinite(boot)]
+    alpha = (1 - level) / 2
+    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
+    return Interval(rho, low, high, len(a), level, "bootstrap-percentile", unit)

@@ -7,7 +7,11 @@ bias terms). Doubling the head,
     Q' = [W_Q, W_K] / √2,      K' = [W_K, ±W_Q] / √2      (d × 2 d_h),
 
 gives ``Q' K'ᵀ = (W_Q W_Kᵀ ± W_K W_Qᵀ) / 2``: ``M_s`` with the plus sign, ``M_n`` with the minus sign, with the head's
-own scale ``1/√d_h`` kept. Under rotary embeddings both halves of the doubled head rotate with the head's own
+own scale ``1/√d_h`` kept. A part carries only ``(1 ± s)/2`` of the form's energy (``‖M_s‖² = (1 + s)/2 ‖M‖²`` with
+``s`` the symmetry score), so a plain part edit also cools the head. The *norm-matched* edits
+(``"symmetric_matched"``, ``"skew_matched"``) multiply the kept part by ``√(2/(1 ± s))`` so that its Frobenius
+norm is the head's own ``‖M‖``: for isotropic inputs the logits then keep the head's scale, and what changes is
+only which part the head has (:func:`part_scale`). Under rotary embeddings both halves of the doubled head rotate with the head's own
 ``R``, so the offset form becomes ``½(M(Δ) ± M(−Δ)ᵀ)``: the part that is symmetric (or skew) under swapping both
 the tokens and their positions (:func:`part_form`). Query and key biases add terms that are linear in x; they are
 left as they were.
@@ -37,6 +41,7 @@ from .rotary import RopeSpec, offset_form, rotation_matrix
 
 __all__ = [
     "PARTS",
+    "PART_EDITS",
     "EditState",
     "attention_modules",
     "doubled_factors",
@@ -44,40 +49,67 @@ __all__ = [
     "edited_heads",
     "model_rope_spec",
     "part_form",
+    "part_scale",
 ]
 
-Part = Literal["full", "symmetric", "skew", "mean"]
-#: What a head can keep: everything, its symmetric part, its skew part, or nothing but its mean output.
-PARTS: tuple[str, ...] = ("full", "symmetric", "skew", "mean")
+Part = Literal["full", "symmetric", "skew", "symmetric_matched", "skew_matched", "mean"]
+#: What a head can keep: everything, its symmetric or skew part (plain, or rescaled to the head's own Frobenius
+#: norm: ``*_matched``), or nothing but its mean output.
+PARTS: tuple[str, ...] = ("full", "symmetric", "skew", "symmetric_matched", "skew_matched", "mean")
+#: The edits that keep one part of the form.
+PART_EDITS: tuple[str, ...] = ("symmetric", "skew", "symmetric_matched", "skew_matched")
 _NAME = "qkgeometry_edit"
 
 
 def doubled_factors(wq: ArrayLike, wk: ArrayLike, part: str) -> tuple[np.ndarray, np.ndarray]:
     """``(Q', K')`` of the doubled head, each (d, 2 d_h): ``Q' K'ᵀ = M_s`` (``part="symmetric"``) or ``M_n``
-    (``"skew"``) for ``M = W_Q W_Kᵀ``. ``wq``, ``wk``: one head's (d, d_h) factors. Chapter 7."""
+    (``"skew"``) for ``M = W_Q W_Kᵀ``, times :func:`part_scale` (on ``Q'``) for the norm-matched parts. ``wq``,
+    ``wk``: one head's (d, d_h) factors. Chapter 7."""
     q, k = to_float64(wq, "wq"), to_float64(wk, "wk")
     if q.ndim != 2 or q.shape != k.shape:
         raise ValueError(f"`wq` and `wk` must be one head's (d, d_h) factors of the same shape; got {q.shape} and "
                          f"{k.shape}.")
     sign = _sign(part)
-    return np.concatenate([q, k], axis=1) / math.sqrt(2), np.concatenate([k, sign * q], axis=1) / math.sqrt(2)
+    scale = part_scale(q, k, part)
+    return (scale * np.concatenate([q, k], axis=1) / math.sqrt(2),
+            np.concatenate([k, sign * q], axis=1) / math.sqrt(2))
 
 
 def _sign(part: str) -> float:
-    if part not in ("symmetric", "skew"):
-        raise ValueError(f"`part` must be 'symmetric' or 'skew'; got {part!r}.")
-    return 1.0 if part == "symmetric" else -1.0
+    if part not in PART_EDITS:
+        raise ValueError(f"`part` must be one of {', '.join(PART_EDITS)}; got {part!r}.")
+    return 1.0 if part.startswith("symmetric") else -1.0
+
+
+def part_scale(wq: ArrayLike, wk: ArrayLike, part: str) -> float:
+    """The factor an edit puts on the kept part: 1 for ``"symmetric"`` / ``"skew"``, and ``‖M‖ / ‖M_s‖ =
+    √(2/(1 + s))`` or ``‖M‖ / ‖M_n‖ = √(2/(1 − s))`` for the norm-matched ``"symmetric_matched"`` /
+    ``"skew_matched"``, with ``s`` the symmetry score of ``M = W_Q W_Kᵀ`` at offset 0 (under rotary the form at
+    other offsets has the same norm ``‖M(Δ)‖ = ‖M‖``; the factor is the offset-0 one). ``wq``, ``wk``: one head's
+    (d, d_h) factors. Chapter 7."""
+    sign = _sign(part)
+    if not part.endswith("_matched"):
+        return 1.0
+    q, k = to_float64(wq, "wq"), to_float64(wk, "wk")
+    total = float(np.trace((q.T @ q) @ (k.T @ k)))  # ‖M‖²
+    cross = float(np.trace((k.T @ q) @ (k.T @ q)))  # tr(M M)
+    kept = (total + sign * cross) / 2  # ‖M_s‖² or ‖M_n‖²
+    if kept <= 1e-300 * max(total, 1e-300):
+        raise ValueError(f"`part` {part!r}: the head has no {part.split('_')[0]} part to rescale (its norm is 0).")
+    return math.sqrt(total / kept)
 
 
 def part_form(wq: ArrayLike, wk: ArrayLike, part: str, spec: RopeSpec | None = None, delta: float = 0) -> np.ndarray:
     """The dense form the doubled head computes at offset ``Δ = j − i``: ``½(M(Δ) ± M(−Δ)ᵀ)`` with
-    ``M(Δ) = W_Q R(Δ) W_Kᵀ`` (``spec=None``: no rotary, ``M_s`` or ``M_n``). Chapter 7."""
+    ``M(Δ) = W_Q R(Δ) W_Kᵀ`` (``spec=None``: no rotary, ``M_s`` or ``M_n``), times :func:`part_scale` for the
+    norm-matched parts. Chapter 7."""
     sign = _sign(part)
+    scale = part_scale(wq, wk, part)
     q, k = to_float64(wq, "wq"), to_float64(wk, "wk")
     if spec is None:
         m = q @ k.T
-        return (m + sign * m.T) / 2
-    return (offset_form(q, k, spec, delta) + sign * offset_form(q, k, spec, -delta).T) / 2
+        return scale * (m + sign * m.T) / 2
+    return scale * (offset_form(q, k, spec, delta) + sign * offset_form(q, k, spec, -delta).T) / 2
 
 
 def doubled_rotation(spec: RopeSpec, delta: float) -> np.ndarray:
@@ -94,7 +126,8 @@ class EditState:
 
     ``edits``: head -> part; ``record``: heads whose attention pattern (batch, query, key) is kept in
     ``patterns`` after each forward pass (float64 numpy arrays). ``means``: head -> a fixed (d_h,) output used by
-    ``"mean"`` (default: the head's mean output over the batch's tokens).
+    ``"mean"`` (default: the head's mean output over the batch's tokens). ``scales``: head -> the factor on its kept
+    part (:func:`part_scale`; 1 for the plain edits).
     """
 
     layer: int
@@ -103,6 +136,7 @@ class EditState:
     record_logits: bool = False
     means: dict[int, torch.Tensor] = field(default_factory=dict)
     record_means: bool = False
+    scales: dict[int, float] = field(default_factory=dict)
     output_means: dict[int, torch.Tensor] = field(default_factory=dict)
     patterns: dict[int, np.ndarray] = field(default_factory=dict)
     logits: dict[int, np.ndarray] = field(default_factory=dict)
@@ -161,7 +195,7 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
         value = value.repeat_interleave(group, dim=1)
     logits = torch.matmul(query, key.transpose(2, 3)) * scaling
     if state is not None:
-        edited = [h for h, p in state.edits.items() if p in ("symmetric", "skew")]
+        edited = [h for h, p in state.edits.items() if p in PART_EDITS]
         if edited and key.shape[2] != query.shape[2]:
             raise ValueError("head edits need a full forward pass without a cache (use_cache=False): the query and "
                              "key lengths differ.")
@@ -169,10 +203,9 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
             q, k = _unbiased(module, state, h, h // group, _head_dim(module, query))
             direct = torch.matmul(q, k.transpose(2, 3))[:, 0]  # q̃_i · k̃_j
             mirror = torch.matmul(k, q.transpose(2, 3))[:, 0]  # k̃_i · q̃_j
-            if state.edits[h] == "symmetric":
-                change = (mirror - direct) / 2
-            else:
-                change = -(direct + mirror) / 2
+            sign = _sign(state.edits[h])
+            kept = state.scales.get(h, 1.0) * (direct + sign * mirror) / 2  # q̃ᵀ(part)k̃ in the doubled head
+            change = kept - direct
             logits = logits.clone() if not logits.requires_grad else logits
             logits[:, h] = logits[:, h] + change * scaling
     if attention_mask is not None:
@@ -235,7 +268,8 @@ def edited_heads(model: torch.nn.Module, edits: Mapping[tuple[int, int], str] | 
     """Run ``model`` with some heads cut down to one part, and record attention patterns. Chapter 7.
 
     ``edits``: ``{(layer, head): part}`` with part in :data:`PARTS` (``"full"`` changes nothing, ``"symmetric"`` /
-    ``"skew"`` keep ``½(M(Δ) ± M(−Δ)ᵀ)`` of the bilinear form with the bias terms unchanged, ``"mean"`` replaces
+    ``"skew"`` keep ``½(M(Δ) ± M(−Δ)ᵀ)`` of the bilinear form with the bias terms unchanged, ``"symmetric_matched"`` /
+    ``"skew_matched"`` the same part times :func:`part_scale` (its Frobenius norm made the head's own), ``"mean"`` replaces
     the head's output by ``means[(layer, head)]`` or by its mean over the batch's tokens). ``record``:
     ``{layer: heads}`` whose patterns (and, with ``record_logits``, pre-softmax logits including the mask) are
     kept; ``record_means`` keeps every head's mean output over the batch's tokens (``output_means``, the values to
@@ -265,6 +299,9 @@ def edited_heads(model: torch.nn.Module, edits: Mapping[tuple[int, int], str] | 
             state = EditState(i, {h: p for (layer, h), p in edits.items() if layer == i and p != "full"},
                               tuple(record.get(i, ())), record_logits,
                               {h: v for (layer, h), v in means.items() if layer == i}, record_means)
+            for h, part in state.edits.items():
+                if part.endswith("_matched"):
+                    state.scales[h] = _module_part_scale(model, m, h, part)
             m._qkgeometry_edit = state
             hooks.append(m.register_forward_pre_hook(_pre_hook, with_kwargs=True))
             states.append(state)
@@ -277,6 +314,19 @@ def edited_heads(model: torch.nn.Module, edits: Mapping[tuple[int, int], str] | 
                 del m._qkgeometry_edit
         for cfg, impl in zip(configs, saved, strict=True):
             cfg._attn_implementation = impl
+
+
+def _module_part_scale(model, module, head: int, part: str) -> float:
+    """:func:`part_scale` of head ``head`` of one attention module, from its projection weights."""
+    cfg = model.config
+    n_heads = cfg.num_attention_heads
+    n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
+    g = head // (n_heads // n_kv)
+    wq, wk = _projections(module)
+    q = wq.weight[head * hd:(head + 1) * hd].detach().to(torch.float64).numpy().T
+    k = wk.weight[g * hd:(g + 1) * hd].detach().to(torch.float64).numpy().T
+    return part_scale(q, k, part)
 
 
 def model_rope_spec(model: torch.nn.Module, layer: int = 0) -> RopeSpec | None:

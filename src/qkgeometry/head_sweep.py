@@ -4,8 +4,10 @@
 
 * ``heads.csv``: one row per head: behaviour scores with their nulls, labels, geometric scores;
 * ``interventions.csv`` (decoders): one row per (layer, head, part) with part in ``symmetric``, ``skew``,
-  ``mean``: the mean change of the held-out next-token loss over the sequences, its standard error, and the head's
-  own behaviour scores with that part alone;
+  ``symmetric_matched``, ``skew_matched`` (the part rescaled to the head's own Frobenius norm) and ``mean``: the
+  mean change of the held-out next-token loss over the sequences, its standard error, the head's own behaviour
+  scores with that part alone, and its logit spread (``logit_spread``, with the unedited head's in
+  ``logit_spread_full``: the mean over query rows of the standard deviation of the logits over the visible keys);
 * ``sequence_deltas.csv`` (decoders): the loss change of each sequence, for intervals;
 * ``provenance.json``: the command, package versions, seeds, token counts and the CPU time.
 
@@ -28,6 +30,7 @@ import pandas as pd
 import torch
 
 from .head_behaviour import (
+    attention_patterns,
     behaviour_scores,
     head_geometry,
     label_heads,
@@ -39,10 +42,10 @@ from .head_behaviour import (
 from .head_models import DECODERS, FORWARD_MODELS, forward_model, held_out_texts, token_batch
 from .head_surgery import edited_heads, model_rope_spec
 
-__all__ = ["SweepSettings", "behaviour_table", "intervene", "layer_inputs", "main", "settings_for", "sweep",
-           "tail_logits"]
+__all__ = ["INTERVENTION_PARTS", "SweepSettings", "behaviour_table", "intervene", "layer_inputs", "logit_spread", "main",
+           "settings_for", "split_half_tables", "sweep", "tail_logits"]
 
-INTERVENTION_PARTS = ("symmetric", "skew", "mean")
+INTERVENTION_PARTS = ("symmetric", "skew", "symmetric_matched", "skew_matched", "mean")
 #: Behaviour scores reported for an edited head.
 EDIT_SCORES = ("previous", "current", "first", "duplicate", "induction")
 
@@ -89,6 +92,33 @@ def behaviour_table(alias: str, model, tokenizer, s: SweepSettings) -> pd.DataFr
     return table
 
 
+def split_half_tables(alias: str, model, tokenizer, s: SweepSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The behaviour scores and labels of every head made twice, from the first and from the second half of the
+    held-out texts and of the repeated (and control) sequences of ``s``: ``(first, second)``, two
+    :func:`~qkgeometry.head_behaviour.label_heads` frames of the same heads in the same order. Chapter 7."""
+    causal, text_ids, rep, ctl, offset = _inputs(alias, tokenizer, s)
+    if min(len(text_ids), len(rep)) < 2:
+        raise ValueError("settings: a split-half check needs at least 2 texts and 2 repeated sequences.")
+    text = attention_patterns(model, text_ids)
+    rep_p = attention_patterns(model, rep)
+    ctl_p = attention_patterns(model, ctl)
+    nulls = uniform_scores(s["length"], causal)
+    halves = []
+    for pick in (slice(0, len(text_ids) // 2), slice(len(text_ids) // 2, None)):
+        rpick = slice(0, len(rep) // 2) if pick.start == 0 else slice(len(rep) // 2, None)
+        frames = []
+        for layer in sorted(text):
+            f = pattern_scores(text[layer][pick], causal)
+            r = repeat_scores(rep_p[layer][rpick], s["half"], offset)
+            c = repeat_scores(ctl_p[layer][rpick], s["half"], offset)
+            f["duplicate"], f["induction"] = r["duplicate"].to_numpy(), r["induction"].to_numpy()
+            f["duplicate_null"], f["induction_null"] = c["duplicate"].to_numpy(), c["induction"].to_numpy()
+            f.insert(0, "layer", layer)
+            frames.append(f)
+        halves.append(label_heads(pd.concat(frames, ignore_index=True), nulls, causal))
+    return halves[0], halves[1]
+
+
 def layer_inputs(model, ids: torch.Tensor) -> list[torch.Tensor]:
     """The input of every decoder layer of a Llama- or Qwen2-style causal LM on ``ids`` (run inside
     :func:`~qkgeometry.head_surgery.edited_heads` to record what a forward pass records). Chapter 7."""
@@ -126,6 +156,24 @@ def tail_logits(model, hidden: torch.Tensor, start: int, stop: int | None = None
     return model.lm_head(inner.norm(h))
 
 
+def logit_spread(logits: np.ndarray, skip: int = 4) -> float:
+    """How hot a head is: the mean, over query rows ``i ≥ skip`` and sequences, of the standard deviation of its
+    pre-softmax logits over the keys the row can see (masked entries, ``-inf`` or below ``-1e30``, are left out;
+    a row shift does not change it, as it does not change the softmax). ``logits``: (sequences, T, T). Chapter 7."""
+    a = np.asarray(logits, dtype=np.float64)
+    if a.ndim != 3 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"logits: expected (sequences, T, T); got shape {a.shape}.")
+    visible = np.isfinite(a) & (a > -1e30)
+    rows = []
+    for i in range(skip, a.shape[-1]):
+        v = visible[:, i]
+        if v[0].sum() < 2:
+            continue
+        x = np.where(v, a[:, i], np.nan)
+        rows.append(np.nanstd(x, axis=-1))
+    return float(np.mean(rows))
+
+
 def _sequence_losses(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
     loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2).to(torch.float64), ids[:, 1:],
                                              reduction="none")
@@ -150,18 +198,23 @@ def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tu
     if heads is None:
         heads = [(layer, h) for layer in range(cfg.num_hidden_layers) for h in range(cfg.num_attention_heads)]
     heads = list(heads)
+    every = {layer: tuple(range(cfg.num_attention_heads)) for layer in range(cfg.num_hidden_layers)}
     with torch.no_grad():
-        with edited_heads(model, record_means=True) as states:
+        with edited_heads(model, record=every, record_logits=True, record_means=True) as states:
             text_in = layer_inputs(model, text_ids)
             means = {(st.layer, h): v for st in states for h, v in st.output_means.items()}
-            rep_in = layer_inputs(model, rep)
+            spread_full = {(st.layer, h): logit_spread(v) for st in states for h, v in st.logits.items()}
             base = _sequence_losses(tail_logits(model, text_in[0], 0), text_ids)
+        with edited_heads(model):
+            rep_in = layer_inputs(model, rep)
         rows, seq_rows = [], []
         for layer, h in heads:
             for part in parts:
-                with edited_heads(model, {(layer, h): part}, record={layer: (h,)}, means=means) as states:
+                with edited_heads(model, {(layer, h): part}, record={layer: (h,)}, means=means,
+                                  record_logits=True) as states:
                     text_logits = tail_logits(model, text_in[layer], layer)
                     text_pattern = states[layer].patterns[h]
+                    spread = logit_spread(states[layer].logits[h])
                     tail_logits(model, rep_in[layer], layer, layer + 1)
                     rep_pattern = states[layer].patterns[h]
                 losses = _sequence_losses(text_logits, text_ids)
@@ -171,7 +224,8 @@ def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tu
                 row = {"model": alias, "layer": layer, "head": h, "part": part,
                        "loss_delta": float(deltas.mean()),
                        "loss_delta_se": float(deltas.std(ddof=1) / np.sqrt(n_text)),
-                       "base_loss": float(base.mean())}
+                       "base_loss": float(base.mean()), "logit_spread": spread,
+                       "logit_spread_full": spread_full[(layer, h)]}
                 for k in EDIT_SCORES:
                     row[k] = float(r[k]) if k in ("duplicate", "induction") else float(pos[k])
                 rows.append(row)
@@ -210,7 +264,9 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
                 else f"qkgeometry.head_sweep.sweep({alias!r})",
                 "model": alias, "settings": dict(s), "threads": threads,
                 "text_tokens": s["n_texts"] * s["length"], "repeat_tokens": s["n_repeat"] * (2 * s["half"] + 1),
-                "heads_edited": 0 if "interventions" not in result else int(len(result["interventions"]) // 3),
+                "heads_edited": 0 if "interventions" not in result else int(len(result["interventions"])
+                                                                                // len(INTERVENTION_PARTS)),
+                "intervention_parts": list(INTERVENTION_PARTS),
                 "versions": {"qkgeometry": __version__, "torch": torch.__version__,
                              "transformers": transformers.__version__, "numpy": np.__version__,
                              "python": platform.python_version()},

@@ -193,3 +193,105 @@ def test_hypotheses_are_all_reported():
     h7 = out[(out.hypothesis == "H7") & (out.model == "pooled")].iloc[0]
     assert h7.auc < 0.5 and h7.verdict.startswith("confirmed (lower)")
     assert set(out[out.hypothesis == "H5"]["model"]) == {"a"}  # rotary only
+
+
+def test_hypotheses_are_split_into_identities_and_empirical_ones():
+    kinds = {h.key: h.kind for h in hb.HYPOTHESES}
+    assert {k for k, v in kinds.items() if v == "identity"} == {"H1", "H2", "H3", "H4"}
+    h4 = next(h for h in hb.HYPOTHESES if h.key == "H4")
+    assert h4.label == "current" and "Current-token heads" in h4.statement and "duplicate" not in h4.statement.lower()
+
+
+def _hyp_results(p_values, kinds, aucs, expected):
+    return pd.DataFrame({"hypothesis": [f"H{i}" for i in range(len(p_values))], "kind": kinds, "model": "pooled",
+                         "p_value": p_values, "auc": aucs, "expected": expected})
+
+
+def test_holm_is_applied_within_each_kind_and_decides_what_holds():
+    res = _hyp_results([0.001, 0.04, 0.001, 0.02, 0.05], ["identity", "identity", "empirical", "empirical",
+                                                           "empirical"], [0.8, 0.7, 0.8, 0.3, 0.6],
+                       ["higher", "higher", "higher", "lower", "higher"])
+    fam = hb.hypothesis_family(res)
+    np.testing.assert_allclose(fam["p_holm"], [0.002, 0.04, 0.003, 0.04, 0.05])
+    assert fam["holds"].tolist() == [True, True, True, True, False]
+    wrong_side = hb.hypothesis_family(_hyp_results([0.001], ["empirical"], [0.3], ["higher"]))
+    assert not wrong_side["holds"].iloc[0]  # significant, but the other way round
+
+
+def test_relabel_at_factor_one_reproduces_the_labels_and_larger_thresholds_label_fewer():
+    rng = np.random.default_rng(0)
+    scores = pd.DataFrame({"layer": 0, "head": range(40), **{n: rng.random(40) for n in hb.DECODER_LABELS},
+                           "duplicate_null": 0.01, "induction_null": 0.01})
+    nulls = dict.fromkeys(hb.DECODER_LABELS, 0.05)
+    labelled = hb.label_heads(scores, nulls, causal=True)
+    table = labelled.assign(model="m", **{f"{n}_chance": 0.05 for n in hb.DECODER_LABELS})
+    again = hb.relabel(table, 1.0)
+    assert (again["labels"].to_numpy() == labelled["labels"].to_numpy()).all()
+    for n in hb.DECODER_LABELS:
+        assert hb.relabel(table, 1.5)[f"is_{n}"].sum() <= labelled[f"is_{n}"].sum() <= \
+            hb.relabel(table, 0.5)[f"is_{n}"].sum()
+
+
+def test_split_half_agreement_is_perfect_for_identical_halves_and_near_chance_for_unrelated_ones():
+    rng = np.random.default_rng(1)
+    a = pd.DataFrame({"previous": rng.random(400)})
+    a["is_previous"] = a["previous"] > 0.7
+    same = hb.split_half_agreement(a, a, ["previous"]).iloc[0]
+    assert same.kappa == pytest.approx(1) and same.score_rho == pytest.approx(1) and same.n_both == a.is_previous.sum()
+    b = pd.DataFrame({"previous": rng.random(400)})
+    b["is_previous"] = b["previous"] > 0.7
+    other = hb.split_half_agreement(a, b, ["previous"]).iloc[0]
+    assert abs(other.kappa) < 0.2 and abs(other.score_rho) < 0.2
+
+
+def test_skew_effective_rank_from_factors_equals_the_dense_computation():
+    rng = np.random.default_rng(3)
+    wq, wk = rng.standard_normal((20, 4)), rng.standard_normal((20, 4))
+    m = wq @ wk.T
+    sv = np.linalg.svd((m - m.T) / 2, compute_uv=False)
+    sv = sv[sv > 1e-10 * sv.max()]
+    p = sv / sv.sum()
+    assert hb.skew_effective_rank(wq, wk) == pytest.approx(np.exp(-(p * np.log(p)).sum()), rel=1e-9)
+    # a rank-2 skew part (one rotation plane with equal singular values) has effective rank 2
+    e = np.eye(20)
+    assert hb.skew_effective_rank(e[:, :1], e[:, 1:2]) == pytest.approx(2.0)
+    assert hb.skew_effective_rank(wq, wq) == 0.0  # a tied head has no skew part
+
+
+def test_input_geometry_scores_the_form_on_the_layers_real_inputs():
+    model = _tiny("llama", num_key_value_heads=2)
+    ids = torch.randint(0, 60, (3, 9), generator=torch.Generator().manual_seed(0))
+    geo = hb.input_geometry(model, ids)
+    assert len(geo) == 8 and geo["input_symmetry"].between(-1, 1).all()
+    captured = []
+    hook = model.layers[1].self_attn.register_forward_pre_hook(
+        lambda _m, a, k: captured.append(k.get("hidden_states", a[0] if a else None).detach().double()),
+        with_kwargs=True)
+    with torch.no_grad():
+        model(ids)
+    hook.remove()
+    att = model.layers[1].self_attn
+    wq = att.q_proj.weight[8:16].detach().double().numpy().T
+    wk = att.k_proj.weight[0:8].detach().double().numpy().T
+    x = captured[0].numpy()
+    s = x @ wq @ wk.T @ np.swapaxes(x, 1, 2)
+    eta = float((s * np.swapaxes(s, 1, 2)).sum() / (s * s).sum())
+    row = geo[(geo["layer"] == 1) & (geo["head"] == 1)].iloc[0]
+    assert row.input_symmetry == pytest.approx(eta, rel=1e-9)
+    assert row.skew_effective_rank == pytest.approx(hb.skew_effective_rank(wq, wk))
+    # a tied head has a symmetric form on any inputs
+    with torch.no_grad():
+        att.q_proj.weight[8:16] = att.k_proj.weight[0:8]
+    tied = hb.input_geometry(model, ids)
+    assert tied[(tied["layer"] == 1) & (tied["head"] == 1)].iloc[0].input_symmetry == pytest.approx(1)
+
+
+def test_rank_correlation_interval_covers_the_estimate_and_detects_a_monotone_relation():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(200)
+    ci = hb.rank_correlation(x, np.exp(x) + 0.1 * rng.standard_normal(200), n_resamples=300)
+    assert ci.low <= ci.estimate <= ci.high and ci.low > 0.8
+    null = hb.rank_correlation(x, rng.standard_normal(200), n_resamples=300)
+    assert null.low < 0 < null.high
+    with pytest.raises(ValueError, match="at least 4"):
+        hb.rank_correlation([1, 2, 3], [1, 2, 3])

@@ -85,7 +85,7 @@ def test_doubled_head_under_rotary_is_the_role_and_offset_swapped_part():
 
 
 @pytest.mark.parametrize("model_type", list(MODELS))
-@pytest.mark.parametrize("part", ["full", "symmetric", "skew"])
+@pytest.mark.parametrize("part", ["full", "symmetric", "skew", "symmetric_matched", "skew_matched"])
 def test_edited_logits_equal_the_direct_computation(model_type, part):
     model = _model(model_type)
     ids = torch.randint(0, TINY["vocab_size"], (2, 9), generator=torch.Generator().manual_seed(3))
@@ -184,3 +184,38 @@ def test_bad_edits_name_the_argument():
         hs.doubled_factors(np.eye(3), np.eye(3), "both")
     with pytest.raises(ValueError, match="no attention module"):
         hs.attention_modules(torch.nn.Linear(2, 2))
+
+
+def _isotropic_rms(form: np.ndarray, n: int = 4000, seed: int = 0) -> float:
+    """Root-mean-square of x_iᵀ F y_j over independent standard Gaussian x, y (equals ‖F‖ in expectation)."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((n, form.shape[0])), rng.standard_normal((n, form.shape[0]))
+    return float(np.sqrt(np.mean(np.einsum("nd,de,ne->n", x, form, y) ** 2)))
+
+
+@pytest.mark.parametrize("part", ["symmetric", "skew"])
+def test_norm_matched_parts_keep_the_heads_logit_scale_and_plain_parts_do_not(part):
+    rng = np.random.default_rng(5)
+    d, dh = 24, 6
+    wq = rng.standard_normal((d, dh))
+    wk = 0.6 * wq + 0.8 * rng.standard_normal((d, dh))  # a head with s well away from ±1
+    m = wq @ wk.T
+    s = float(np.sum(m * m.T) / np.sum(m * m))
+    assert 0.1 < s < 0.9
+    own = _isotropic_rms(m)
+    matched = hs.part_form(wq, wk, f"{part}_matched")
+    plain = hs.part_form(wq, wk, part)
+    np.testing.assert_allclose(np.linalg.norm(matched), np.linalg.norm(m), rtol=1e-12)
+    assert _isotropic_rms(matched) == pytest.approx(own, rel=0.05)
+    expected = math.sqrt((1 + s) / 2) if part == "symmetric" else math.sqrt((1 - s) / 2)
+    assert _isotropic_rms(plain) / own == pytest.approx(expected, rel=0.05)
+    assert abs(_isotropic_rms(plain) / own - 1) > 0.1  # the plain part is cooler than the head
+    assert hs.part_scale(wq, wk, f"{part}_matched") == pytest.approx(1 / expected, rel=1e-12)
+    assert hs.part_scale(wq, wk, part) == 1.0
+
+
+def test_norm_matched_edit_of_a_purely_symmetric_head_has_no_skew_part_to_rescale():
+    w = np.random.default_rng(1).standard_normal((10, 3))
+    assert hs.part_scale(w, w, "symmetric_matched") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no skew part"):
+        hs.part_scale(w, w, "skew_matched")

@@ -3,13 +3,14 @@ the rebuilt GGUF decoders against the package's own GGUF reader and a scrambled 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from bounded import no_hang
 from qkgeometry import head_surgery as hs
-from qkgeometry.head_sweep import layer_inputs, tail_logits
+from qkgeometry.head_sweep import layer_inputs, logit_spread, tail_logits
 
 
 def _tiny(model_type):
@@ -20,7 +21,7 @@ def _tiny(model_type):
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2"])
-@pytest.mark.parametrize("part", ["symmetric", "skew", "mean"])
+@pytest.mark.parametrize("part", ["symmetric", "skew", "skew_matched", "mean"])
 def test_tail_from_the_edited_layer_equals_the_full_forward(model_type, part):
     model = _tiny(model_type)
     ids = torch.randint(0, 60, (2, 10), generator=torch.Generator().manual_seed(1))
@@ -84,3 +85,14 @@ def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messag
     err = capsys.readouterr().err
     assert "a tokenizer warning" in err
     assert "GGUF" not in err and "%|" not in err
+
+
+def test_logit_spread_ignores_the_mask_and_row_shifts():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 8, 8))
+    masked = np.where(np.tril(np.ones((8, 8), bool)), a, -np.inf)
+    shifted = masked + rng.standard_normal((2, 8, 1))
+    expected = np.mean([a[:, i, :i + 1].std(-1) for i in range(4, 8)])
+    assert logit_spread(masked) == pytest.approx(expected, rel=1e-12)
+    assert logit_spread(shifted) == pytest.approx(expected, rel=1e-12)
+    assert logit_spread(3 * masked) == pytest.approx(3 * expected, rel=1e-12)

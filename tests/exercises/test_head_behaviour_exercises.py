@@ -6,7 +6,12 @@ import numpy as np
 from scipy.stats import rankdata
 
 from qkgeometry import head_surgery as hs
-from qkgeometry.exercises.head_behaviour import check_auc, check_doubled_head, check_previous_token_score
+from qkgeometry.exercises.head_behaviour import (
+    check_auc,
+    check_doubled_head,
+    check_part_scale,
+    check_previous_token_score,
+)
 
 
 def test_previous_token_checker(capsys):
@@ -41,3 +46,22 @@ def test_auc_checker():
 
     assert check_auc(good)
     assert not check_auc(strict)
+
+
+def test_part_scale_checker(capsys):
+    def good(wq, wk, part):
+        m = wq @ wk.T
+        kept = (m + m.T) / 2 if part == "symmetric" else (m - m.T) / 2
+        return np.linalg.norm(m) / np.linalg.norm(kept)
+
+    def squared(wq, wk, part):
+        return good(wq, wk, part) ** 2
+
+    def swapped(wq, wk, part):
+        return good(wq, wk, "skew" if part == "symmetric" else "symmetric")
+
+    assert check_part_scale(good)
+    assert not check_part_scale(squared)
+    assert "square root" in capsys.readouterr().out
+    assert not check_part_scale(swapped)
+    assert not check_part_scale(lambda q, k, p: 1.0)  # the plain edit

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..head_behaviour import pattern_scores, separation
-from ..head_surgery import part_form
+from ..head_surgery import part_form, part_scale
 from . import report
 
-__all__ = ["check_auc", "check_doubled_head", "check_previous_token_score"]
+__all__ = ["check_auc", "check_doubled_head", "check_part_scale", "check_previous_token_score"]
 
 
 def _random_patterns(rng: np.random.Generator, heads: int, t: int) -> np.ndarray:
@@ -84,3 +84,26 @@ def check_auc(fn: Callable[[np.ndarray, np.ndarray], float], seed: int = 0) -> b
             hint = " (ties count one half)" if i == 1 else ""
             return report(False, "AUC", f"got {got:.4f}, expected {want:.4f} on test case {i}{hint}")
     return report(True, "AUC")
+
+
+def check_part_scale(fn: Callable[[np.ndarray, np.ndarray, str], float], seed: int = 0) -> bool:
+    """Exercise 7.4: ``fn(wq, wk, part)`` returns the factor that gives the kept part (``"symmetric"`` or
+    ``"skew"``) of ``W_Q W_Kᵀ`` the Frobenius norm of the whole form, ``‖M‖ / ‖M_s‖`` or ``‖M‖ / ‖M_n‖``."""
+    rng = np.random.default_rng(seed)
+    for d, dh in ((6, 2), (16, 4)):
+        wq = rng.normal(size=(d, dh))
+        wk = 0.5 * wq + rng.normal(size=(d, dh))
+        for part in ("symmetric", "skew"):
+            want = part_scale(wq, wk, f"{part}_matched")
+            try:
+                got = float(fn(wq, wk, part))
+            except Exception as e:  # learners' code may raise anything
+                return report(False, "norm-matched scale", f"raised {type(e).__name__}: {e} for part={part!r}")
+            if not np.isclose(got, want, rtol=1e-9):
+                hint = (" (that is the squared factor: take the square root)" if np.isclose(got, want**2, rtol=1e-9)
+                        else " (that is the other part's factor)" if np.isclose(
+                            got, part_scale(wq, wk, ("skew" if part == "symmetric" else "symmetric") + "_matched"),
+                            rtol=1e-9) else "")
+                return report(False, "norm-matched scale", f"got {got:.4f}, expected {want:.4f} for "
+                                                           f"part={part!r}{hint}")
+    return report(True, "norm-matched scale")
