@@ -58,7 +58,7 @@ class QKLayer:
     head, the layout the scoring kernel multiplies as is.
 
     ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
-    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
+    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.analyses.anatomy.key_bias_ratio`). With
     ``input_norm="folded"`` it also carries the LayerNorm shift, ``b_q + W_Qᵀ β`` (so it can be set where the
     checkpoint has no bias).
     """

@@ -250,7 +250,7 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
 
     matplotlib.use("Agg")
     from . import plotting
-    from .baselines import random_factor_scores
+    from .analyses.baselines import random_factor_scores
     from .catalogue import model_source
     from .surveying import score_model, summarize
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from .decomposition import Energies, energies
+from ..decomposition import Energies, energies
 
 if TYPE_CHECKING:
     import pandas

@@ -10,7 +10,7 @@ the layer's grouped factors of rank n_kv_heads·head_dim) are on the book's Nota
 :meth:`qkgeometry.QKLayer.factors`.
 
 >>> import qkgeometry as qg
->>> from qkgeometry.iterate import iter_factors
+>>> from qkgeometry.analyses.iterate import iter_factors
 >>> with qg.load_qk("offline:minilm-l6") as model:            # doctest: +SKIP
 ...     for f in iter_factors(model, per="head"):
 ...         print(f.component, f.layer, f.head, f.a.shape)     # self 0 0 (384, 32) ...
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import is_torch_tensor
+from .._validation import is_torch_tensor
 
 __all__ = ["PER", "Factors", "heads_for", "host_float64", "iter_factors", "iter_layers", "opened"]
 
@@ -61,8 +61,8 @@ def host_float64(t: Any) -> np.ndarray:
 def opened(model: Any) -> Iterator[Any]:
     """``with opened(model) as qk``: a :class:`qkgeometry.QKModel` is used as it is (its owner closes it); anything
     else is a source for :func:`qkgeometry.load_qk`, opened here and closed when the block ends."""
-    from .model import QKModel
-    from .readers import load_qk
+    from ..model import QKModel
+    from ..readers import load_qk
 
     if isinstance(model, QKModel):
         yield model
@@ -99,7 +99,7 @@ def iter_factors(model: Any, per: str = "layer", layers: Iterable[int] | None = 
 
 
 def _walk(model: Any, per: str, layers: Iterable[int] | None) -> Iterator[Factors]:
-    from .model import QKLayer, QKModel
+    from ..model import QKLayer, QKModel
 
     # A QKModel's layers as read (numpy for files: no torch import), widened to float64 numpy before any arithmetic
     # (the layer's grouped factors sum query heads: in float64, as the float64 layers would); a model-like object

@@ -38,11 +38,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ._threads import small_problems
-from ._validation import ArrayLike, to_float64
+from .._threads import small_problems
+from .._validation import ArrayLike, to_float64
+from ..scores import directionality_from_norms
 from .iterate import Factors, iter_factors, opened
 from .nulls import rotation_null_variance
-from .scores import directionality_from_norms
 
 __all__ = [
     "RopeSpec",
@@ -195,7 +195,7 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_fields(path: str, mtime: float, size: int) -> dict:
-    from .readers.gguf import GGUFIndex
+    from ..readers.gguf import GGUFIndex
 
     return {k: v for k, v in GGUFIndex(path).fields.items() if ".rope." in k or k.startswith(("general.arch", "gemma3.a"))}
 
@@ -349,7 +349,7 @@ def offset_traces(q: ArrayLike, k: ArrayLike, spec: RopeSpec, deltas, chunk: int
 
 
 def _with_specs(qk, per: str, layers) -> Iterator[tuple[Factors, RopeSpec]]:
-    """:func:`qkgeometry.iterate.iter_factors` with the rotary spec of each factor's layer (looked up once per layer)."""
+    """:func:`qkgeometry.analyses.iterate.iter_factors` with the rotary spec of each factor's layer (looked up once per layer)."""
     specs: dict[int, RopeSpec] = {}
     for f in iter_factors(qk, per, layers):
         if f.layer not in specs:
