@@ -28,7 +28,7 @@ import qkgeometry as qg
 from bounded import no_hang
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
-from qkgeometry.surveying import read_cache
+from qkgeometry.surveying.scoring import read_cache
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 2
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -123,7 +123,7 @@ def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -
 # ------------------------------------------------------------------------------------------------ data loss
 _SLOW_SURVEY = textwrap.dedent("""
     import sys, time
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
     real = s.score_layers
     def slow(model, *args, **kwargs):
         time.sleep(float(sys.argv[1]))
@@ -407,7 +407,7 @@ def test_permissions_really_enforced(model_dir, tmp_path, capsys):
 
 
 def test_bad_out_paths_are_refused_before_computing(model_dir, tmp_path, capsys, monkeypatch):
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
 
     monkeypatch.setattr(s, "score_layers", lambda *a, **k: pytest.fail("computed before checking --out"))
     a_file = tmp_path / "file.txt"

@@ -166,9 +166,9 @@ def test_the_allowed_private_imports_still_exist():
 
 def test_import_is_lazy_and_every_public_name_resolves():
     """``import qkgeometry`` loads neither torch nor pandas; each name of ``__all__`` then resolves to its home, and
-    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying``) is imported."""
+    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying.scoring``) is imported."""
     code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
-            "import qkgeometry.surveying; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying'; "
+            "import qkgeometry.surveying.scoring; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying.scoring'; "
             "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; "
             "assert all(getattr(qg, n) is not None for n in qg.__all__); "
             "assert (qg.QKModel.__module__, qg.load_qk.__module__) == ('qkgeometry.model', 'qkgeometry.readers'); "

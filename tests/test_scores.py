@@ -362,7 +362,7 @@ def test_layer_scores_bad_inputs():
 
 def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
     """Scoring a layer per head never reads QKLayer.wk (K expanded to every query head) nor repeat_interleave."""
-    from qkgeometry.surveying import score_layer
+    from qkgeometry.surveying.scoring import score_layer
 
     monkeypatch.setattr(qg.QKLayer, "wk", property(lambda self: pytest.fail("QKLayer.wk used on the scoring path")))
     monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: pytest.fail("repeat_interleave used"))

@@ -25,7 +25,8 @@ _EXPORTS = {
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
-    "recorded": "recorded_runs", "score_model": "surveying", "summarize": "surveying", "survey": "surveying",
+    "recorded": "recorded_runs", "score_model": "surveying.scoring", "summarize": "surveying.scoring",
+    "survey": "surveying.scoring",
 }
 
 __all__ = [
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager i
         symmetry_score,
         symmetry_score_factored,
     )
-    from .surveying import score_model, summarize, survey
+    from .surveying.scoring import score_model, summarize, survey
 
 
 def __getattr__(name: str) -> Any:

@@ -77,7 +77,7 @@ def print_plan(sources: Sequence) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying import score_model, spreadsheet_safe, summarize
+    from .surveying.scoring import score_model, spreadsheet_safe, summarize
 
     if args.plan:
         return print_plan([args.source])
@@ -179,14 +179,14 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
 def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .catalogue import preset
-    from .surveying import summarize, survey
+    from .surveying.scoring import summarize, survey
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
     if args.plan:
         return print_plan(entries)
-    from .survey_store import STORE_SUFFIXES, open_store
+    from .surveying.store import STORE_SUFFIXES, open_store
 
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
@@ -239,7 +239,7 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
         finally:
             client.close()
     elif args.workers > 1:
-        from .surveying import worker_pool
+        from .surveying.scoring import worker_pool
 
         with worker_pool(args.workers) as pool:
             yield pool
@@ -261,7 +261,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
-    from .survey_store import STORE_SUFFIXES, export_csv, migrate_csv
+    from .surveying.store import STORE_SUFFIXES, export_csv, migrate_csv
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
@@ -291,7 +291,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from ._files import check_writable_dir
-    from .surveying import read_cache
+    from .surveying.scoring import read_cache
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
@@ -366,10 +366,10 @@ def _check_plotted_scores(path: Path) -> None:
     import pandas as pd
 
     from .plotting.model_survey import check_scores
-    from .survey_store import is_store_file
+    from .surveying.store import is_store_file
 
     if is_store_file(path):  # the store holds numbers only, each checked finite when it was written
-        from .surveying import read_cache
+        from .surveying.scoring import read_cache
 
         check_scores(read_cache(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
         return

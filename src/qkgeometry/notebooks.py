@@ -252,7 +252,7 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     from . import plotting
     from .analyses.baselines import random_factor_scores
     from .catalogue import model_source
-    from .surveying import score_model, summarize
+    from .surveying.scoring import score_model, summarize
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -139,7 +139,7 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
 
     from ..catalogue import PresetEntry
     from ..source_names import RANDOM_PREFIX
-    from ..surveying import open_source
+    from ..surveying.scoring import open_source
 
     if input_norm not in ("raw", "folded"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
@@ -174,7 +174,7 @@ def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: b
     directionality_raw, directionality_folded``. A model whose normalisation gain is not known fails in the folded
     survey and is left out (``frame.attrs["failures"]`` lists it). Chapter 4 ("Which bilinear form").
     """
-    from ..surveying import survey
+    from ..surveying.scoring import survey
 
     keys = ["model", "family", "component", "layer"]
     entries = list(sources)

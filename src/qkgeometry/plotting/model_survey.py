@@ -402,7 +402,7 @@ def survey_figures(frame) -> dict:
     """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
     check_scores(frame)
-    from ..surveying import summarize
+    from ..surveying.scoring import summarize
 
     figs = {"layer_curves": survey_layer_curves(frame)}
     summary = summarize(frame).merge(frame[["model", "init"]].drop_duplicates(), on="model", how="left") \
