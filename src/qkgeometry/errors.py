@@ -7,11 +7,16 @@ here without importing any other part of the package.
 """
 from __future__ import annotations
 
-__all__ = ["CTranslate2FormatError", "GGUFFormatError", "ONNXGraphError", "SourceError", "first_line"]
+__all__ = ["CTranslate2FormatError", "ConfigError", "GGUFFormatError", "ONNXGraphError", "SourceError", "first_line"]
 
 
 class SourceError(ValueError):
     """A model source could not be read (missing, truncated, unsupported or unreachable)."""
+
+
+class ConfigError(SourceError):
+    """A model's config gives sizes that cannot be used (missing, not positive, heads that do not group). Its
+    message starts with the config it names, so that a reader can prefix the file it came from."""
 
 
 class GGUFFormatError(SourceError):
