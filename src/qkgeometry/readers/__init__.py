@@ -12,7 +12,7 @@ module                     reads
 ``safetensors``            a Hugging Face model folder: ``config.json`` + ``*.safetensors`` (sharded or not)
 ``gguf``                   a ``.gguf`` file (llama.cpp; any quantisation ``gguf`` dequantises)
 ``ctranslate2``            a CTranslate2 Whisper ``model.bin`` (recognised by its header, never unpickled)
-``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_graph``)
+``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_walk``)
 ``module``                 an in-memory ``transformers.PreTrainedModel``
 ``hub``, ``remote``         a Hugging Face Hub repo id or ``hf://`` path: only the Q/K bytes, by range request
 ``hf_config``, ``files``   shared: config.json → plans; file-system checks and fingerprints
