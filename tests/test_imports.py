@@ -2,7 +2,7 @@
 direction of dependencies (no cycle) and no private name used across modules.
 
 Every ``import`` in ``src/qkgeometry`` counts, at module level or inside a function: a lazy import is still a
-dependency, and a cycle through one (``zoo`` building models from ``loading``, which reads ``zoo``) is still a
+dependency, and a cycle through one (a catalogue building models from a loader that reads the catalogue) is still a
 tangle for the reader and for the next refactoring.
 """
 
@@ -138,14 +138,13 @@ def test_the_model_knows_no_format_and_the_readers_sit_below_it():
 
 def test_the_catalogue_is_a_leaf():
     """The catalogue imports only itself, the error family and the architecture registry (never the core that
-    reads models), and the old ``zoo`` module only re-exports it."""
+    reads models)."""
     graph = _graph()
     allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays"} | ARCHITECTURES
     catalogue = {m for m in graph if m == "qkgeometry.catalogue" or m.startswith("qkgeometry.catalogue.")}
     assert {"qkgeometry.catalogue.offline", "qkgeometry.catalogue.presets", "qkgeometry.catalogue.paper"} <= catalogue
     for module in catalogue:
         assert graph[module] <= catalogue | allowed, f"{module} imports {sorted(graph[module] - catalogue - allowed)}"
-    assert graph["qkgeometry.zoo"] == {"qkgeometry.catalogue"}
     for leaf in allowed:
         assert not {m for m in graph[leaf] if m.startswith("qkgeometry.")} - allowed, leaf
 
@@ -180,7 +179,10 @@ def test_import_is_lazy_and_every_public_name_resolves():
 def test_submodules_are_attributes_and_unknown_names_are_refused():
     import qkgeometry as qg
 
-    assert qg.zoo.__name__ == "qkgeometry.zoo"
+    assert qg.catalogue.__name__ == "qkgeometry.catalogue"
+    for retired in ("loading", "zoo", "notebooks", "slides"):  # homes that moved (see the API page)
+        with pytest.raises(AttributeError):
+            getattr(qg, retired)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         qg.nope  # noqa: B018
 

@@ -237,7 +237,7 @@ def stage_sources(root: Path, executed: Path, stage: Path) -> list[Path]:
     return sources
 
 
-#: The intro's two models: zoo alias -> the name a reader knows them by.
+#: The intro's two models: offline alias -> the name a reader knows them by.
 HEADLINE_MODELS = {"minilm-l6": "all-MiniLM-L6-v2", "smollm2-135m": "SmolLM2-135M-Instruct"}
 
 
