@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-
-class OutputError(ValueError):
-    """An output path cannot be written (a folder, under a file, read-only, full disk, size limit...)."""
+from .errors import OutputError
 
 
 def _describe(e: OSError) -> str:

@@ -337,7 +337,8 @@ def _add_offline(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_offline(args: argparse.Namespace) -> int:
     from .catalogue import installing
-    from .catalogue.offline import OFFLINE_MODELS, PartError, part_paths
+    from .catalogue.offline import OFFLINE_MODELS, part_paths
+    from .errors import PartError
 
     if args.action == "install":
         installing.install_offline(args.names, dry_run=args.dry_run, verify=not args.no_verify)
@@ -409,7 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
 
     args = build_parser().parse_args(argv)
-    from .errors import SourceError
 
     prefix = f"qkgeometry {args.command}:"
     import warnings
@@ -430,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
         return 130
-    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError, KeyError, RuntimeError) as e:
+    except (ValueError, FileNotFoundError) as e:  # SourceError, OutputError, LimitExceeded: the user can fix them
         print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # EIO, EACCES, ENOSPC... on a path the checks above could not foresee

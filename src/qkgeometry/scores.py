@@ -47,6 +47,7 @@ from ._validation import (
     is_torch_tensor,
     rescale_extremes,
 )
+from .errors import NonFiniteWeights
 
 __all__ = [
     "CHUNK_BYTES",
@@ -361,10 +362,6 @@ def _factored_norms_body(at: Any, bt: Any, heads: bool, layer: bool, offset: int
     return norms, factors, peaks
 
 
-class _NonFiniteWeights(ValueError):
-    """NaN or Inf in a Gram diagonal: a non-finite weight, or (before rescaling) a finite one too large to square."""
-
-
 def _in_safe_range(peak_sq: float, d: int) -> bool:
     """Whether a factor whose largest squared row norm (over its d entries) is ``peak_sq`` certainly has its
     largest magnitude p inside :func:`~qkgeometry._validation.rescale_extremes`'s range [2⁻⁶⁴, 2⁶⁴), so that
@@ -377,7 +374,7 @@ def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
     bad = ~xp.all(xp.isfinite(diag), axis=-1)
     if bool(xp.any(bad)):
         first = offset + int(_host(xp.astype(bad, xp.float64)).argmax())
-        raise _NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through "
+        raise NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through "
                                 "the layers); the scores are undefined. Check the weights (a diverged run or a "
                                 "failed dequantisation) or drop the affected heads.")
 
@@ -477,7 +474,7 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     if heads:
         try:
             result = _factored_norms(*factors(tq, tk), heads, layer)
-        except _NonFiniteWeights:
+        except NonFiniteWeights:
             pass
         else:
             if not all(_in_safe_range(p, d) for p in result[2]):

