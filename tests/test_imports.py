@@ -132,8 +132,8 @@ def test_the_model_knows_no_format_and_the_readers_sit_below_it():
         # the Hub cache keeps its fetched tensors under the one cache folder, catalogue.offline.cache_dir()
         allowed = CORE | readers | ({"qkgeometry.catalogue.offline"} if reader == "qkgeometry.readers.hub_cache" else set())
         assert graph[reader] <= allowed, f"{reader} imports {sorted(graph[reader] - allowed)}"
-    # the dispatch: every reader, the device check of the kernel, and the catalogue only for 'offline:' aliases
-    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.scores", "qkgeometry.catalogue.offline"}
+    # the dispatch: every reader, the device check, and the catalogue only for 'offline:' aliases
+    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.devices", "qkgeometry.catalogue.offline"}
 
 
 def test_the_catalogue_is_a_leaf():

@@ -13,8 +13,9 @@ import torch
 import transformers
 
 import qkgeometry as qg
+from qkgeometry._arrays import host_float64
 from qkgeometry.analyses.anatomy import head_share
-from qkgeometry.analyses.iterate import Factors, heads_for, host_float64, iter_factors, iter_layers, opened
+from qkgeometry.analyses.iterate import Factors, heads_for, iter_factors, iter_layers, opened
 from qkgeometry.analyses.nulls import rotation_z_scores
 from qkgeometry.analyses.spectrum import spectrum_table
 

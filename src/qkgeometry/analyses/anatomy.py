@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .._arrays import host_float64
 from ..model import QKLayer, QKModel
-from .iterate import host_float64, iter_layers
+from .iterate import iter_layers
 
 __all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
            "key_bias_ratio_per_head", "layer_anatomy"]

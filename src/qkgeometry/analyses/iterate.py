@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._validation import is_torch_tensor
+from .._arrays import host_float64
 
-__all__ = ["PER", "Factors", "heads_for", "host_float64", "iter_factors", "iter_layers", "opened"]
+__all__ = ["PER", "Factors", "heads_for", "iter_factors", "iter_layers", "opened"]
 
 #: The values of ``per`` that the analyses accept: the layer matrix, every head, or both (layer first).
 PER = ("layer", "head", "both")
@@ -45,16 +45,6 @@ class Factors(NamedTuple):
     head: int | None
     a: np.ndarray
     b: np.ndarray
-
-
-def host_float64(t: Any) -> np.ndarray:
-    """``t`` (a torch tensor on any device, with or without ``requires_grad``, or an array) as a float64 numpy
-    array on the CPU."""
-    if is_torch_tensor(t):
-        import torch
-
-        return t.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(t, dtype=np.float64)
 
 
 @contextlib.contextmanager

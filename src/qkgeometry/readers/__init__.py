@@ -91,7 +91,7 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
         raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
     if input_norm not in ("folded", "raw"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
-    from ..scores import resolve_device
+    from ..devices import resolve_device
 
     # before opening anything: a clear error if CUDA is asked for and absent (no device: numpy, no torch import)
     dev = resolve_device(device) if device is not None else None

@@ -122,7 +122,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
     """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has
     no normalisation gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
-    from ..scores import resolve_device
+    from ..devices import resolve_device
 
     if isinstance(source, QKModel):
         if input_norm == "folded" and source.input_norm != "folded":
@@ -256,7 +256,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         raise TypeError("`executor` must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor(4), or "
                         f"dask.distributed.Client(...).get_executor()); got {type(executor).__name__}.")
     if device is not None:
-        from ..scores import resolve_device
+        from ..devices import resolve_device
 
         resolve_device(device)  # a clear error now, not one skipped model after another
     settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
