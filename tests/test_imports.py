@@ -117,7 +117,7 @@ def test_no_import_cycle_in_the_package():
 ARCHITECTURES = {"qkgeometry.architectures", "qkgeometry.architectures.registry", "qkgeometry.architectures.layouts",
                  "qkgeometry.architectures.norms"}
 CORE = {"qkgeometry.errors", "qkgeometry.limits", "qkgeometry.source_names", "qkgeometry.model",
-        "qkgeometry._arrays"} | ARCHITECTURES
+        "qkgeometry._arrays", "qkgeometry._files"} | ARCHITECTURES
 
 
 def test_the_model_knows_no_format_and_the_readers_sit_below_it():
@@ -125,6 +125,7 @@ def test_the_model_knows_no_format_and_the_readers_sit_below_it():
     assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays"} | ARCHITECTURES
     assert graph["qkgeometry.errors"] == set()
     assert graph["qkgeometry._arrays"] == set()  # numpy-or-torch helpers of the registry and the model: a leaf
+    assert graph["qkgeometry._files"] <= {"qkgeometry.errors"}  # atomic writes and the lock: above the errors only
     assert graph["qkgeometry.limits"] <= {"qkgeometry.errors"}  # the bounds every reader checks: above the errors only
     readers = {m for m in graph if m.startswith("qkgeometry.readers.")}
     assert {"qkgeometry.readers.safetensors", "qkgeometry.readers.gguf", "qkgeometry.readers.onnx"} <= readers
@@ -140,7 +141,7 @@ def test_the_catalogue_is_a_leaf():
     """The catalogue imports only itself, the error family and the architecture registry (never the core that
     reads models)."""
     graph = _graph()
-    allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays"} | ARCHITECTURES
+    allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays", "qkgeometry._files"} | ARCHITECTURES
     catalogue = {m for m in graph if m == "qkgeometry.catalogue" or m.startswith("qkgeometry.catalogue.")}
     assert {"qkgeometry.catalogue.offline", "qkgeometry.catalogue.presets", "qkgeometry.catalogue.paper"} <= catalogue
     for module in catalogue:

@@ -5,16 +5,16 @@ written so far while a fetch is incomplete."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from .._files import replacing, write_bytes_atomic
 from . import remote
 from .hub_plan import HubPlan
 
-__all__ = ["HubCache", "cache_layout", "read_header", "write_atomic"]
+__all__ = ["HubCache", "cache_layout", "read_header"]
 
 
 class HubCache:
@@ -39,7 +39,7 @@ class HubCache:
         return self.folder(commit) / "qk.fetching.json"
 
     def remember(self, revision: str, commit: str) -> None:
-        write_atomic(self.root / "refs" / quote(revision, safe=""), commit.encode())
+        write_bytes_atomic(self.root / "refs" / quote(revision, safe=""), commit.encode())
 
     def commit_for(self, revision: str | None) -> str | None:
         rev = revision or "main"
@@ -59,7 +59,7 @@ class HubCache:
                     got = hf_hub_download(repo.repo_id, "config.json", revision=repo.commit)
             except Exception as e:
                 raise remote.hub_error(e, repo.repo_id, repo.revision) from e
-            write_atomic(path, Path(got).read_bytes())
+            write_bytes_atomic(path, Path(got).read_bytes())
         return path
 
     def complete(self, commit: str) -> bool:
@@ -90,16 +90,14 @@ class HubCache:
         if plan.cached or (f.is_file() and not self.progress(plan.commit).exists() and self.done(plan.commit, plan)):
             return
         f.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.progress(plan.commit), b"[]")
+        write_bytes_atomic(self.progress(plan.commit), b"[]")
         header = json.dumps({"__metadata__": {"repo": plan.repo_id, "commit": plan.commit},
                              **{n: {"dtype": s["dtype"], "shape": s["shape"], "data_offsets": s["data_offsets"]}
                                 for n, s in cache_layout(plan).items()}}, separators=(",", ":")).encode()
         header += b" " * (-len(header) % 8)
-        tmp = f.with_name(f.name + ".tmp")
-        with open(tmp, "wb") as fh:
+        with replacing(f) as tmp, open(tmp, "wb") as fh:
             fh.write(len(header).to_bytes(8, "little") + header)
             fh.truncate(8 + len(header) + plan.total_bytes)
-        os.replace(tmp, f)
 
 
 def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
@@ -129,13 +127,3 @@ def read_header(path: Path) -> tuple[int, dict[str, Any]] | None:
     except (TypeError, KeyError, ValueError, IndexError):
         return None
     return 8 + n + end, data
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-

@@ -8,8 +8,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from .._files import write_bytes_atomic
 from . import remote
-from .hub_cache import HubCache, cache_layout, write_atomic
+from .hub_cache import HubCache, cache_layout
 from .hub_plan import HubPlan, Span, format_bytes
 
 __all__ = ["COALESCE_GAP", "Fetcher", "coalesce"]
@@ -75,7 +76,7 @@ class Fetcher:
             self.store.progress(self.plan.commit).unlink(missing_ok=True)
             self.close()
         else:
-            write_atomic(self.store.progress(self.plan.commit), json.dumps(sorted(self.done)).encode())
+            write_bytes_atomic(self.store.progress(self.plan.commit), json.dumps(sorted(self.done)).encode())
 
     def close(self) -> None:
         if self.bar is not None:
