@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
-from bounded import no_hang
+from bounded import no_hang, one_line_error
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
 from qkgeometry.surveying.scoring import read_cache
@@ -98,18 +98,6 @@ def make_gguf(path: Path, *, block_count=LAYERS, head_count=HEADS, head_count_kv
 @pytest.fixture
 def model_dir(tmp_path) -> Path:
     return make_model(tmp_path / "tiny")
-
-
-def one_line_error(capsys, rc: int, *needles: str, status: int = 2) -> str:
-    """Assert the CLI's error contract and return the stderr line."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert rc == status, err
-    assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 

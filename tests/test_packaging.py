@@ -172,9 +172,14 @@ def test_the_installed_package_holds_no_book_tooling(tmp_path):
     import subprocess
     import sys
 
-    target = tmp_path / "site"
+    import shutil
+
+    tree, target = tmp_path / "tree", tmp_path / "site"  # built from a copy: nothing is written into the checkout
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(ROOT)], check=True, capture_output=True)
+                    "--target", str(target), str(tree)], check=True, capture_output=True)
     files = {p.relative_to(target).as_posix() for p in (target / "qkgeometry").rglob("*.py")}
     assert "qkgeometry/__init__.py" in files and "qkgeometry/analyses/nulls.py" in files
     assert not {"qkgeometry/notebooks.py", "qkgeometry/slides.py"} & files

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import qkgeometry as qg
+from architectures.test_registry import CASES
 from logit_harness import build_tiny_model, capture_softmax_inputs
 from qkgeometry.analyses.anatomy import (
     ANATOMY_COLUMNS,
@@ -22,7 +23,6 @@ from qkgeometry.analyses.anatomy import (
     layer_anatomy,
 )
 from qkgeometry.model import QKLayer
-from test_architectures import CASES
 
 
 def _random_layer(n_heads=6, n_kv=2, d=20, r=4, bias=True, seed=0) -> QKLayer:
