@@ -169,10 +169,9 @@ def test_makefile_gates():
 def test_the_installed_package_holds_no_book_tooling(tmp_path):
     """A non-editable install ships the package and its data, not the book's build tooling (``tools/``): the book
     builder and the slide maker are not importable from the wheel."""
+    import shutil
     import subprocess
     import sys
-
-    import shutil
 
     tree, target = tmp_path / "tree", tmp_path / "site"  # built from a copy: nothing is written into the checkout
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
