@@ -20,7 +20,7 @@ from ._version import __version__
 
 #: public name -> submodule that defines it
 _EXPORTS = {
-    "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition",
+    "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition", "FactoredQK": "model",
     "QKLayer": "model", "QKModel": "model", "SourceError": "errors", "load_qk": "readers",
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
@@ -31,6 +31,7 @@ _EXPORTS = {
 
 __all__ = [
     "Energies",
+    "FactoredQK",
     "LayerScores",
     "QKLayer",
     "QKModel",
@@ -55,7 +56,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager imports)
     from .decomposition import Energies, decompose, energies
     from .errors import SourceError
-    from .model import QKLayer, QKModel
+    from .model import FactoredQK, QKLayer, QKModel
     from .readers import load_qk
     from .recorded_runs import recorded
     from .scores import (

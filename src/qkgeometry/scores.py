@@ -91,24 +91,37 @@ def directionality_score(M: ArrayLike, num_std: float = 2.0) -> np.ndarray | flo
 
 
 # -------------------------------------------------------------------------------------------- factored
-def symmetry_score_factored(A: ArrayLike, B: ArrayLike) -> np.ndarray | float:
-    """Symmetry score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), without forming M.
+def symmetry_score_factored(A: ArrayLike, B: ArrayLike | None = None) -> np.ndarray | float:
+    """Symmetry score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), or from one :class:`~qkgeometry.FactoredQK`, without
+    forming M.
 
     ``tr(M M) = tr((BᵀA)(BᵀA))`` and ``‖M‖² = tr((AᵀA)(BᵀB))``. Chapter 2, "The factored formulas".
     """
     return scores_factored(A, B).symmetry
 
 
-def directionality_score_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> np.ndarray | float:
-    """Directionality score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), without forming M.
+def directionality_score_factored(A: ArrayLike, B: ArrayLike | None = None, num_std: float = 2.0
+                                  ) -> np.ndarray | float:
+    """Directionality score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), or from one :class:`~qkgeometry.FactoredQK`,
+    without forming M.
 
     Row norms² are ``diag(A (BᵀB) Aᵀ)`` and column norms² ``diag(B (AᵀA) Bᵀ)``. Chapter 2.
     """
     return scores_factored(A, B, num_std).directionality
 
 
-def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
-    """Both scores of ``M = A Bᵀ`` (``A, B``: (..., d, r)) sharing the Gram matrices. Chapter 2."""
+def scores_factored(A: ArrayLike, B: ArrayLike | None = None, num_std: float = 2.0) -> Scores:
+    """Both scores of ``M = A Bᵀ`` (``A, B``: (..., d, r), or one :class:`~qkgeometry.FactoredQK` ``(A, B)`` with
+    ``B`` left out) sharing the Gram matrices. Chapter 2.
+
+    >>> import numpy as np
+    >>> a = np.random.default_rng(0).normal(size=(6, 2))
+    >>> from qkgeometry.model import FactoredQK
+    >>> scores_factored(FactoredQK(a, a)).symmetry == scores_factored(a, a).symmetry == 1.0
+    True
+    """
+    if B is None:
+        A, B = _factor_pair(A)
     check_num_std(num_std)
     a, b = _input(A, "A"), _input(B, "B")
     if is_torch_tensor(a) != is_torch_tensor(b):  # one torch tensor and one array: compute in torch
@@ -127,6 +140,13 @@ def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
 
 
 # --------------------------------------------------------------------------------- norms -> directionality
+def _factor_pair(form: Any) -> tuple[Any, Any]:
+    """``(A, B)`` of a :class:`~qkgeometry.FactoredQK` (or any pair) given alone in place of ``A``."""
+    if isinstance(form, tuple) and len(form) == 2:
+        return form[0], form[1]
+    raise TypeError("`B` is missing: pass the two factors A, B, or one FactoredQK (e.g. layer.factors()) as A.")
+
+
 def directionality_from_norms(rows: ArrayLike, cols: ArrayLike, num_std: float = 2.0) -> Any:
     """Directionality from row norms and column norms, both (..., d). Returns shape (...), float64.
 

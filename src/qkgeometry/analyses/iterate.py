@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._arrays import host_float64
+from ..model import FactoredQK
 
 __all__ = ["PER", "Factors", "heads_for", "iter_factors", "iter_layers", "opened"]
 
@@ -45,6 +46,11 @@ class Factors(NamedTuple):
     head: int | None
     a: np.ndarray
     b: np.ndarray
+
+    @property
+    def form(self) -> FactoredQK:
+        """``(a, b)`` as a :class:`qkgeometry.FactoredQK`, e.g. for ``qg.scores_factored(f.form)``."""
+        return FactoredQK(self.a, self.b)
 
 
 @contextlib.contextmanager
