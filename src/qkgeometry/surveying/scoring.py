@@ -239,9 +239,58 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     from tqdm.auto import tqdm
 
-    from .._files import check_writable_file
     from ..errors import OutputError
-    from .store import STORE_SUFFIXES, open_store
+
+    cache_path = _check_survey_args(sources, per, num_std, input_norm, cache, executor, device)
+    settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
+                "device": None if device is None else str(device)}
+    entries, repeated = _distinct(list(sources))
+    store = _open_checked_store(cache_path)
+    outcomes: dict[int, dict[str, Any]] = {}
+    computed_order: list[str] = []  # in the order they were saved (what an interruption reports)
+    bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
+
+    def stored_rows(entry: Any) -> pd.DataFrame:
+        return empty_frame() if store is None else store.rows_for(_source_key(entry))
+
+    def finish(i: int, outcome: dict[str, Any]) -> None:
+        """The one writer: store a computed model at once, report a failure, advance the bar."""
+        outcomes[i] = outcome
+        if outcome["status"] == "failed":
+            f = outcome["failure"]
+            warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=4)
+            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
+        elif outcome["status"] == "computed":
+            if store is not None:
+                store.put(outcome["frame"], outcome["key"])
+            computed_order.append(str(outcome["frame"]["model"].iloc[0]))
+        bar.set_postfix_str(outcome["label"])
+        bar.update(1)
+
+    futures: dict[Any, int] = {}
+    try:
+        try:
+            _dispatch(entries, settings, executor, progress, stored_rows, finish, futures, bar)
+        except KeyboardInterrupt as e:
+            for future in futures:
+                future.cancel()
+            raise SurveyInterrupted(computed_order, cache_path) from e
+        except OutputError:
+            for future in futures:
+                future.cancel()
+            raise
+    finally:
+        bar.close()
+        if store is not None:
+            store.close()
+    return _assemble([outcomes[i] for i in range(len(entries))], repeated)
+
+
+def _check_survey_args(sources: Any, per: Any, num_std: Any, input_norm: Any, cache: Any, executor: Any,
+                       device: Any) -> Path | None:
+    """Every argument of :func:`survey` checked before any model is opened; returns the cache path (or None)."""
+    from .._files import check_writable_file
+    from .store import STORE_SUFFIXES
 
     _check_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
@@ -259,78 +308,58 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         from ..devices import resolve_device
 
         resolve_device(device)  # a clear error now, not one skipped model after another
-    settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
-                "device": None if device is None else str(device)}
-    entries, repeated = _distinct(list(sources))
-    store = None if cache_path is None else open_store(cache_path)
-    if store is not None:
-        try:
-            store.counts()  # a file that is not a survey store (or CSV) is refused before any model is opened
-        except BaseException:
-            store.close()
-            raise
-    outcomes: dict[int, dict[str, Any]] = {}
-    computed_order: list[str] = []  # in the order they were saved (what an interruption reports)
-    bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
+    return cache_path
 
-    def stored_rows(entry: Any) -> pd.DataFrame:
-        return empty_frame() if store is None else store.rows_for(_source_key(entry))
 
-    def finish(i: int, outcome: dict[str, Any]) -> None:
-        """The one writer: store a computed model at once, report a failure, advance the bar."""
-        outcomes[i] = outcome
-        if outcome["status"] == "failed":
-            f = outcome["failure"]
-            warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=3)
-            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
-        elif outcome["status"] == "computed":
-            if store is not None:
-                store.put(outcome["frame"], outcome["key"])
-            computed_order.append(str(outcome["frame"]["model"].iloc[0]))
-        bar.set_postfix_str(outcome["label"])
-        bar.update(1)
+def _open_checked_store(cache_path: Path | None) -> Any:
+    """The store at ``cache_path`` (None without one); a file that is not a survey store (or CSV) is refused
+    before any model is opened."""
+    from .store import open_store
 
-    futures: dict[Any, int] = {}
+    if cache_path is None:
+        return None
+    store = open_store(cache_path)
     try:
+        store.counts()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _dispatch(entries: list[Any], settings: dict[str, Any], executor: Executor | None, progress: bool,
+              stored_rows: Any, finish: Any, futures: dict[Any, int], bar: Any) -> None:
+    """Score every entry, serially or as one task per model on ``executor`` (the caller's open QKModels stay in
+    this process), handing each outcome to ``finish`` (the one writer) as it arrives."""
+    if executor is None:
+        for i, entry in enumerate(entries):
+            bar.set_postfix_str(_label(entry))
+            finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
+        return
+    local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
+    for i, entry in enumerate(entries):
+        if i not in local:
+            futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
+    for i in local:  # the caller's open models stay in this process
+        finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
+    for future in as_completed(futures):
+        i = futures[future]
         try:
-            if executor is None:
-                for i, entry in enumerate(entries):
-                    bar.set_postfix_str(_label(entry))
-                    finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
-            else:
-                local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
-                for i, entry in enumerate(entries):
-                    if i not in local:
-                        futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
-                for i in local:  # the caller's open models stay in this process
-                    finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
-                for future in as_completed(futures):
-                    i = futures[future]
-                    try:
-                        outcome = future.result()
-                    except Exception as e:  # the worker died, or the task could not be sent or returned
-                        outcome = _failed(entries[i], e)
-                    finish(i, outcome)
-        except KeyboardInterrupt as e:
-            for future in futures:
-                future.cancel()
-            raise SurveyInterrupted(computed_order, cache_path) from e
-        except OutputError:
-            for future in futures:
-                future.cancel()
-            raise
-    finally:
-        bar.close()
-        if store is not None:
-            store.close()
-    parts = [outcomes[i]["frame"] for i in range(len(entries)) if outcomes[i]["status"] != "failed"]
+            outcome = future.result()
+        except Exception as e:  # the worker died, or the task could not be sent or returned
+            outcome = _failed(entries[i], e)
+        finish(i, outcome)
+
+
+def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFrame:
+    """The frame :func:`survey` returns, in the order of its sources, with its failures, computed models and
+    repeats in ``attrs``."""
+    parts = [o["frame"] for o in outcomes if o["status"] != "failed"]
     out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
-    out.attrs["failures"] = pd.DataFrame([outcomes[i]["failure"] for i in range(len(entries))
-                                          if outcomes[i]["status"] == "failed"],
+    out.attrs["failures"] = pd.DataFrame([o["failure"] for o in outcomes if o["status"] == "failed"],
                                          columns=["source", "name", "error", "message"])
-    out.attrs["computed"] = [str(outcomes[i]["frame"]["model"].iloc[0]) for i in range(len(entries))
-                             if outcomes[i]["status"] == "computed"]
+    out.attrs["computed"] = [str(o["frame"]["model"].iloc[0]) for o in outcomes if o["status"] == "computed"]
     out.attrs["repeated"] = repeated
     return out
 
