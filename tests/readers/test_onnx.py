@@ -23,6 +23,7 @@ import torch
 
 import qkgeometry as qg
 from qkgeometry.errors import SourceError
+from tiny_models import tiny_model
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -70,16 +71,8 @@ def check_ort_logits(path, feeds: dict[str, np.ndarray], rel: float = 2e-4) -> i
 
 
 def _tiny(model_type: str, **config):
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **config)
-    model = transformers.AutoModel.from_config(cfg, attn_implementation="eager").eval()
-    with torch.no_grad():  # non-zero biases, so that a bias mistaken for a weight would show
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.1)
-    return model
+    # non-zero biases, so that a bias mistaken for a weight would show
+    return tiny_model(model_type, attn_implementation="eager", bias_std=0.1, **config)
 
 
 class _LastHidden(torch.nn.Module):

@@ -17,15 +17,11 @@ import torch
 
 import qkgeometry as qg
 from qkgeometry.surveying.scoring import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, first_line, read_cache
+from tiny_models import tiny_folder
 
 
 def _tiny(folder: Path, model_type: str, seed: int, **config) -> Path:
-    import transformers
-
-    torch.manual_seed(seed)
-    cfg = transformers.AutoConfig.for_model(model_type, **config)
-    transformers.AutoModel.from_config(cfg).save_pretrained(folder)
-    return folder
+    return tiny_folder(model_type, folder, seed=seed, **config)
 
 
 @pytest.fixture(scope="module")
