@@ -148,7 +148,7 @@ def _distilbert_dims(config: Any) -> Dims:
 def _albert_dims(config: Any) -> Dims:
     if int(getattr(config, "inner_group_num", 1)) != 1:
         raise ValueError(f"ALBERT with inner_group_num={config.inner_group_num} is not supported (every released "
-                         "checkpoint has 1); register its layer naming in qkgeometry/architectures.py first.")
+                         "checkpoint has 1); register its layer naming in qkgeometry/architectures/registry.py first.")
     base = standard_dims(config)
     return Dims(int(config.num_hidden_groups), base.d_model, base.n_heads, base.n_heads, base.head_dim)
 
