@@ -1,6 +1,7 @@
 """The package's one home for array plumbing on both numpy arrays and torch tensors: which library an array
-belongs to (:func:`is_torch_tensor`), its array API namespace (:func:`array_namespace`), float64 in its own
-library and on its own device (:func:`as_float64`) or on the host (:func:`host_float64`), and a few operations.
+belongs to (:func:`is_torch_tensor`), its array API namespace (:func:`array_namespace`), the device it lives on
+(:func:`device_of`), float64 in its own library and on its own device (:func:`as_float64`) or on the host
+(:func:`host_float64`), and a few operations.
 
 Weights read from files are numpy arrays (no torch import); weights of an in-memory torch model, or placed on a
 torch device, are tensors. These helpers keep one code path for both, and never import torch for a numpy array.
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_namespace", "as_float64", "cast_like", "einsum", "host_float64", "is_torch_tensor", "numel",
-           "repeat_heads", "to_torch"]
+__all__ = ["array_namespace", "as_float64", "cast_like", "device_of", "einsum", "host_float64", "is_torch_tensor",
+           "numel", "repeat_heads", "to_torch"]
 
 #: numpy >= 2.1 is itself an array API namespace (``astype``, ``concat``, ``permute_dims``, ``std(correction=)``,
 #: ``clip(min=)``): numpy arrays are computed with it directly, without the compatibility layer's import cost.
@@ -25,6 +26,11 @@ _NUMPY_IS_ARRAY_API = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
 def is_torch_tensor(x: Any) -> bool:
     """True for a ``torch.Tensor`` (checked without importing torch)."""
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def device_of(x: Any) -> Any:
+    """The device ``x`` lives on: a tensor's own, ``"cpu"`` for anything else."""
+    return x.device if is_torch_tensor(x) else "cpu"
 
 
 def array_namespace(*arrays: Any) -> Any:

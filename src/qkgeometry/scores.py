@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._arrays import array_namespace, as_float64, einsum, host_float64, is_torch_tensor
+from ._arrays import array_namespace, as_float64, device_of, einsum, host_float64, is_torch_tensor
 from ._threads import kernel_pool
 from ._validation import (
     SAFE_EXPONENT,
@@ -271,8 +271,8 @@ def _dense_norms(m: Any, *, cross: bool = True, columns: bool = True) -> _Norms:
     xp = array_namespace(m)
     n, d = m.shape[0], m.shape[-1]
     rows = []
-    col_sq = xp.zeros((n, d), dtype=m.dtype, device=_device(m))
-    trace = xp.zeros(n, dtype=m.dtype, device=_device(m))
+    col_sq = xp.zeros((n, d), dtype=m.dtype, device=device_of(m))
+    trace = xp.zeros(n, dtype=m.dtype, device=device_of(m))
     block = max(1, CHUNK_BYTES // (8 * d * max(n, 1)))
     for j in range(0, d, block):
         part = m[:, j:j + block, :]
@@ -284,10 +284,6 @@ def _dense_norms(m: Any, *, cross: bool = True, columns: bool = True) -> _Norms:
             trace = trace + xp.sum(part * xp.matrix_transpose(m[:, :, j:j + block]), axis=(-2, -1))
     row_sq = xp.concat(rows, axis=-1)
     return _Norms(trace if cross else None, xp.sum(row_sq, axis=-1), row_sq, col_sq if columns else None)
-
-
-def _device(x: Any) -> Any:
-    return x.device if is_torch_tensor(x) else "cpu"
 
 
 def _diagonal(x: Any) -> Any:
