@@ -40,6 +40,7 @@ import pandas as pd
 
 from .._threads import small_problems
 from .._validation import ArrayLike, to_float64
+from ..model import FactoredQK
 from ..scores import directionality_from_norms
 from .iterate import Factors, iter_factors, opened
 from .nulls import rotation_null_variance
@@ -261,18 +262,18 @@ def rotation_matrix(spec: RopeSpec, delta: float) -> np.ndarray:
     return _rotate_columns(np.eye(spec.head_dim), spec, cos, sin)[0]
 
 
-def offset_factors(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(W_Q R(Δ), W_K)``: factors of ``M(Δ)``. ``wq``, ``wk``: (..., d, m·head_dim) (one head: m = 1; a layer's
-    grouped factors from :meth:`qkgeometry.QKLayer.factors`: m = n_kv_heads, R acting on each block). Chapter 6."""
+def offset_factors(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> FactoredQK:
+    """``(W_Q R(Δ), W_K)``: factors of ``M(Δ)``, as a :class:`qkgeometry.FactoredQK`. ``wq``, ``wk``: (..., d,
+    m·head_dim) (one head: m = 1; a layer's grouped factors from :meth:`qkgeometry.QKLayer.factors`: m = n_kv_heads,
+    R acting on each block). Chapter 6."""
     q, k = _pair(wq, wk, spec)
     cos, sin = _angles(spec, _deltas(delta, "delta"))
-    return _rotate_columns(q, spec, cos, sin)[0], k
+    return FactoredQK(_rotate_columns(q, spec, cos, sin)[0], k)
 
 
 def offset_form(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> np.ndarray:
     """The dense ``M(Δ) = W_Q R(Δ) W_Kᵀ`` (..., d, d), for checks against a model's logits. Chapter 6."""
-    a, b = offset_factors(wq, wk, spec, delta)
-    return a @ np.swapaxes(b, -1, -2)
+    return offset_factors(wq, wk, spec, delta).matrix()
 
 
 def _pair(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec) -> tuple[np.ndarray, np.ndarray]:
