@@ -23,8 +23,9 @@ export MKL_CBWR ?= AUTO
 # `make book QUICK=1` builds the small, fast version of every chapter.
 QUICK ?=
 QUICK_FLAG := $(if $(filter 1 true True yes,$(QUICK)),--quick,)
-# Notebook runner and book builder (src/qkgeometry/notebooks.py): papermill, then Jupyter Book with -W -n.
-NOTEBOOKS := $(BIN)/python -m qkgeometry.notebooks
+# Notebook runner and book builder (tools/notebooks.py, not part of the package): papermill, then Jupyter Book
+# with -W -n.
+NOTEBOOKS := $(BIN)/python -m tools.notebooks
 
 # Exact versions of the book stack (see the file's header); torch is pinned below on its own.
 CONSTRAINTS := book-constraints.txt
@@ -52,7 +53,7 @@ $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	touch $@
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests tools benchmarks
 
 # Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included. The browser check reads the
 # book built below, so it runs after that build (test-browser), not here.

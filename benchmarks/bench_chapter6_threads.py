@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     import qkgeometry as qg
-    from qkgeometry import nulls, rotary, spectrum
+    from qkgeometry.analyses import nulls, rotary, spectrum
 
     minilm, smol = qg.load_qk("offline:minilm-l6"), qg.load_qk("offline:smollm2-135m")
     head_a, head_b = (t.numpy() for t in minilm.layer(2).factors(5))

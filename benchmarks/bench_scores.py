@@ -279,7 +279,7 @@ def main() -> None:
             ap.error(f"--threads must be >= 1; got {args.threads}")
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch is imported, inherited by every child
             os.environ[var] = str(args.threads)
-    from qkgeometry.scores import resolve_device
+    from qkgeometry.devices import resolve_device
 
     try:
         resolve_device(args.device)  # a clear message now rather than a traceback later

@@ -12,7 +12,7 @@ store: flat means within 2×.
 
 Part 2, **a 16-model survey** (``--models``) of synthetic Llama-shaped checkpoints (32 layers, 32 heads, d_model
 ``--d-model``, per head, into a fresh SQLite store) serially, with a process pool of 1, 2 and 4 workers
-(:func:`qkgeometry.surveying.worker_pool`) and on a 2-worker ``dask.distributed.LocalCluster``. Pools are started
+(:func:`qkgeometry.surveying.scoring.worker_pool`) and on a 2-worker ``dask.distributed.LocalCluster``. Pools are started
 and warmed (each worker imports the package) before the clock starts; the start-up is printed apart. Every run's
 frame is checked equal to the serial one. Speed-up = serial time / time; per worker = speed-up / workers.
 
@@ -41,7 +41,7 @@ LAYERS, HEADS = 32, 32
 # ------------------------------------------------------------------------------------------------ part 1
 def synthetic_rows(k: int) -> pd.DataFrame:
     """The per-head rows of synthetic model ``k``, with the columns of a survey frame."""
-    from qkgeometry.surveying import SURVEY_COLUMNS
+    from qkgeometry.surveying.scoring import SURVEY_COLUMNS
 
     rng = np.random.default_rng(k)
     n = LAYERS * HEADS
@@ -58,7 +58,7 @@ def synthetic_rows(k: int) -> pd.DataFrame:
 
 def append_times(kind: str, n: int, repeats: int, folder: Path) -> list[float]:
     """Seconds for each of ``repeats`` additions to a ``kind`` store that holds ``n - 1`` models."""
-    from qkgeometry.survey_store import CsvStore, SurveyStore
+    from qkgeometry.surveying.store import CsvStore, SurveyStore
 
     path = folder / f"store-{n}.{'csv' if kind == 'csv' else 'sqlite'}"
     before = pd.concat([synthetic_rows(k) for k in range(n - 1)], ignore_index=True) if n > 1 else None
@@ -109,7 +109,7 @@ def write_models(root: Path, count: int, d_model: int) -> list[str]:
 
 
 def _warm(_: object = None) -> int:
-    import qkgeometry.surveying  # noqa: F401  (the import a survey task pays once per worker)
+    import qkgeometry.surveying.scoring  # noqa: F401  (the import a survey task pays once per worker)
 
     time.sleep(1.0)  # long enough that each worker takes one of the warm-up tasks
     return os.getpid()
@@ -164,7 +164,7 @@ def main() -> None:
 
 
 def survey_part(args: argparse.Namespace, folder: Path) -> None:
-    from qkgeometry.surveying import worker_pool
+    from qkgeometry.surveying.scoring import worker_pool
 
     models = write_models(folder / "models", args.models, args.d_model)
     print(f"\nSurvey of {args.models} models ({LAYERS} layers x {HEADS} heads, d_model {args.d_model}, per head), "

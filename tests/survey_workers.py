@@ -11,7 +11,7 @@ from pathlib import Path
 def hang_on(name: str, marker_dir: str) -> None:
     """Make ``score_layers`` hang on the model called ``name`` in this worker, after writing ``<pid>`` into
     ``marker_dir``."""
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
 
     real = s.score_layers
 

@@ -25,10 +25,10 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
-from bounded import no_hang
+from bounded import no_hang, one_line_error
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
-from qkgeometry.surveying import read_cache
+from qkgeometry.surveying.scoring import read_cache
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 2
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -100,18 +100,6 @@ def model_dir(tmp_path) -> Path:
     return make_model(tmp_path / "tiny")
 
 
-def one_line_error(capsys, rc: int, *needles: str, status: int = 2) -> str:
-    """Assert the CLI's error contract and return the stderr line."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert rc == status, err
-    assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-    return lines[0]
-
-
 
 
 def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -123,7 +111,7 @@ def cli(*args: str, env: dict | None = None, preexec=None, timeout: int = 120) -
 # ------------------------------------------------------------------------------------------------ data loss
 _SLOW_SURVEY = textwrap.dedent("""
     import sys, time
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
     real = s.score_layers
     def slow(model, *args, **kwargs):
         time.sleep(float(sys.argv[1]))
@@ -407,7 +395,7 @@ def test_permissions_really_enforced(model_dir, tmp_path, capsys):
 
 
 def test_bad_out_paths_are_refused_before_computing(model_dir, tmp_path, capsys, monkeypatch):
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
 
     monkeypatch.setattr(s, "score_layers", lambda *a, **k: pytest.fail("computed before checking --out"))
     a_file = tmp_path / "file.txt"

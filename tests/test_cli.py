@@ -50,3 +50,20 @@ def test_score_and_survey_input_norm(capsys, tmp_path):
     survey = pd.read_csv(out)
     assert (survey["input_norm"] == "folded").all()
     assert survey["symmetry"].tolist() == pytest.approx(folded["symmetry"].tolist(), abs=1e-12)
+
+
+def test_a_bug_is_not_reported_as_a_user_error(monkeypatch, capsys):
+    """A KeyError (or IndexError, TypeError, RuntimeError) from inside the package is a bug: it is reported as
+    unexpected (status 1), and QKGEOMETRY_DEBUG=1 shows its traceback."""
+    import qkgeometry.surveying.scoring as scoring
+
+    def broken(*args, **kwargs):
+        raise KeyError("internal")
+
+    monkeypatch.setattr(scoring, "score_model", broken)
+    monkeypatch.delenv("QKGEOMETRY_DEBUG", raising=False)
+    assert main(["score", "offline:minilm-l6"]) == 1
+    assert "unexpected KeyError" in capsys.readouterr().err
+    monkeypatch.setenv("QKGEOMETRY_DEBUG", "1")
+    with pytest.raises(KeyError, match="internal"):
+        main(["score", "offline:minilm-l6"])

@@ -147,7 +147,7 @@ def test_configs_answered_without_transformers_match_transformers():
 def test_chapter_6_small_problems_run_with_one_blas_thread(monkeypatch):
     from threadpoolctl import threadpool_info
 
-    from qkgeometry import spectrum
+    from qkgeometry.analyses import spectrum
 
     def numpy_blas_threads() -> int:  # the BLAS that numpy.linalg calls
         return max(i["num_threads"] for i in threadpool_info()

@@ -2,7 +2,7 @@
 direction of dependencies (no cycle) and no private name used across modules.
 
 Every ``import`` in ``src/qkgeometry`` counts, at module level or inside a function: a lazy import is still a
-dependency, and a cycle through one (``zoo`` building models from ``loading``, which reads ``zoo``) is still a
+dependency, and a cycle through one (a catalogue building models from a loader that reads the catalogue) is still a
 tangle for the reader and for the next refactoring.
 """
 
@@ -114,37 +114,38 @@ def test_no_import_cycle_in_the_package():
 
 
 #: what the model and the format readers may import: the core below them, nothing above (analyses, catalogue)
-CORE = {"qkgeometry.errors", "qkgeometry.limits", "qkgeometry.source_names", "qkgeometry.architectures",
-        "qkgeometry.model", "qkgeometry._arrays"}
+ARCHITECTURES = {"qkgeometry.architectures", "qkgeometry.architectures.registry", "qkgeometry.architectures.layouts",
+                 "qkgeometry.architectures.norms"}
+CORE = {"qkgeometry.errors", "qkgeometry.limits", "qkgeometry.source_names", "qkgeometry.model",
+        "qkgeometry._arrays", "qkgeometry._files"} | ARCHITECTURES
 
 
 def test_the_model_knows_no_format_and_the_readers_sit_below_it():
     graph = _graph()
-    assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures",
-                                         "qkgeometry._arrays"}
+    assert graph["qkgeometry.model"] <= {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays"} | ARCHITECTURES
     assert graph["qkgeometry.errors"] == set()
     assert graph["qkgeometry._arrays"] == set()  # numpy-or-torch helpers of the registry and the model: a leaf
-    assert graph["qkgeometry.limits"] == set()  # the bounds every reader checks: a leaf like the errors
+    assert graph["qkgeometry._files"] <= {"qkgeometry.errors"}  # atomic writes and the lock: above the errors only
+    assert graph["qkgeometry.limits"] <= {"qkgeometry.errors"}  # the bounds every reader checks: above the errors only
     readers = {m for m in graph if m.startswith("qkgeometry.readers.")}
     assert {"qkgeometry.readers.safetensors", "qkgeometry.readers.gguf", "qkgeometry.readers.onnx"} <= readers
     for reader in readers:
-        # the Hub reader keeps its fetched tensors under the one cache folder, catalogue.offline.cache_dir()
-        allowed = CORE | readers | ({"qkgeometry.catalogue.offline"} if reader == "qkgeometry.readers.hub" else set())
+        # the Hub cache keeps its fetched tensors under the one cache folder, catalogue.offline.cache_dir()
+        allowed = CORE | readers | ({"qkgeometry.catalogue.offline"} if reader == "qkgeometry.readers.hub_cache" else set())
         assert graph[reader] <= allowed, f"{reader} imports {sorted(graph[reader] - allowed)}"
-    # the dispatch: every reader, the device check of the kernel, and the catalogue only for 'offline:' aliases
-    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.scores", "qkgeometry.catalogue.offline"}
+    # the dispatch: every reader, the device check, and the catalogue only for 'offline:' aliases
+    assert graph["qkgeometry.readers"] - readers <= CORE | {"qkgeometry.devices", "qkgeometry.catalogue.offline"}
 
 
 def test_the_catalogue_is_a_leaf():
     """The catalogue imports only itself, the error family and the architecture registry (never the core that
-    reads models), and the old ``zoo`` module only re-exports it."""
+    reads models)."""
     graph = _graph()
-    allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry.architectures", "qkgeometry._arrays"}
+    allowed = {"qkgeometry.errors", "qkgeometry.source_names", "qkgeometry._arrays", "qkgeometry._files"} | ARCHITECTURES
     catalogue = {m for m in graph if m == "qkgeometry.catalogue" or m.startswith("qkgeometry.catalogue.")}
     assert {"qkgeometry.catalogue.offline", "qkgeometry.catalogue.presets", "qkgeometry.catalogue.paper"} <= catalogue
     for module in catalogue:
         assert graph[module] <= catalogue | allowed, f"{module} imports {sorted(graph[module] - catalogue - allowed)}"
-    assert graph["qkgeometry.zoo"] == {"qkgeometry.catalogue"}
     for leaf in allowed:
         assert not {m for m in graph[leaf] if m.startswith("qkgeometry.")} - allowed, leaf
 
@@ -165,9 +166,9 @@ def test_the_allowed_private_imports_still_exist():
 
 def test_import_is_lazy_and_every_public_name_resolves():
     """``import qkgeometry`` loads neither torch nor pandas; each name of ``__all__`` then resolves to its home, and
-    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying``) is imported."""
+    ``qkgeometry.survey`` stays the function after its module (``qkgeometry.surveying.scoring``) is imported."""
     code = ("import sys, qkgeometry as qg; assert 'torch' not in sys.modules and 'pandas' not in sys.modules; "
-            "import qkgeometry.surveying; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying'; "
+            "import qkgeometry.surveying.scoring; assert callable(qg.survey) and qg.survey.__module__ == 'qkgeometry.surveying.scoring'; "
             "assert qg.layer_scores.__module__ == 'qkgeometry.scores'; "
             "assert all(getattr(qg, n) is not None for n in qg.__all__); "
             "assert (qg.QKModel.__module__, qg.load_qk.__module__) == ('qkgeometry.model', 'qkgeometry.readers'); "
@@ -179,7 +180,10 @@ def test_import_is_lazy_and_every_public_name_resolves():
 def test_submodules_are_attributes_and_unknown_names_are_refused():
     import qkgeometry as qg
 
-    assert qg.zoo.__name__ == "qkgeometry.zoo"
+    assert qg.catalogue.__name__ == "qkgeometry.catalogue"
+    for retired in ("loading", "zoo", "notebooks", "slides"):  # homes that moved (see the API page)
+        with pytest.raises(AttributeError):
+            getattr(qg, retired)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         qg.nope  # noqa: B018
 

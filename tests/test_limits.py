@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qkgeometry import limits
-from qkgeometry.readers import ctranslate2, onnx_graph
+from qkgeometry.readers import ctranslate2, onnx_graph, onnx_walk
 
 
 def test_elements_are_exact_python_integers():
@@ -28,6 +28,6 @@ def test_the_bounds_are_ordered_and_the_readers_use_these_numbers():
     assert limits.MAX_COMPUTED_ELEMENTS < limits.MAX_TENSOR_ELEMENTS
     assert limits.MAX_COMPUTED_ELEMENTS > 8192 * 10240  # a fused int8 QKV weight of a 70B-class model still fits
     assert limits.MAX_COMPUTED_ELEMENTS < 20000 * 20000  # an 805-byte ConstantOfShape bomb does not
-    assert onnx_graph.MAX_WALK is limits.MAX_WALK
+    assert onnx_walk.MAX_WALK is limits.MAX_WALK
     for module in (onnx_graph, ctranslate2):
         assert module.check_elements is limits.check_elements

@@ -85,3 +85,17 @@ def test_with_device_leaves_the_model_unchanged(bert_folder):
         torch.testing.assert_close(other.layer(1).wq, model.layer(1).wq, rtol=0, atol=0)
     with pytest.raises(SourceError, match="is closed"):
         other.layer(0)
+
+
+def test_factors_are_one_factored_form():
+    """``QKLayer.factors`` returns a :class:`qkgeometry.FactoredQK` that still unpacks as ``A, B``."""
+    import numpy as np
+
+    from qkgeometry.model import FactoredQK, QKLayer
+
+    rng = np.random.default_rng(0)
+    layer = QKLayer(index=0, component="self", wq=rng.normal(size=(4, 6, 2)), wk_kv=rng.normal(size=(2, 6, 2)))
+    form = layer.factors()
+    assert isinstance(form, FactoredQK) and (form.d, form.rank_bound) == (6, 4)
+    a, b = layer.factors(head=3)
+    np.testing.assert_array_equal(a @ b.T, layer.matrix(3))

@@ -158,8 +158,32 @@ def test_makefile_gates():
     assert re.search(r"^test: lint test-unit test-notebooks test-book test-browser$", text, re.MULTILINE)
     assert re.search(r'^test-fast: lint\n\t\$\(BIN\)/python -m pytest -q -m "not slow and not browser"$', text,
                      re.MULTILINE)
-    assert re.search(r"^lint: install\n\t\$\(BIN\)/ruff check src tests benchmarks$", text, re.MULTILINE)
+    assert re.search(r"^lint: install\n\t\$\(BIN\)/ruff check src tests tools benchmarks$", text, re.MULTILINE)
     pytest_options = _pyproject()["tool"]["pytest"]["ini_options"]
-    assert "--doctest-modules" in pytest_options["addopts"] and "src" in pytest_options["testpaths"]
+    assert "--doctest-modules" in pytest_options["addopts"] and {"src", "tools"} <= set(pytest_options["testpaths"])
     assert any(m.startswith("slow:") for m in pytest_options["markers"])
     assert _pyproject()["tool"]["ruff"]["lint"]["select"], "ruff needs an explicit rule selection"
+
+
+@pytest.mark.slow
+def test_the_installed_package_holds_no_book_tooling(tmp_path):
+    """A non-editable install ships the package and its data, not the book's build tooling (``tools/``): the book
+    builder and the slide maker are not importable from the wheel."""
+    import shutil
+    import subprocess
+    import sys
+
+    tree, target = tmp_path / "tree", tmp_path / "site"  # built from a copy: nothing is written into the checkout
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(tree)], check=True, capture_output=True)
+    files = {p.relative_to(target).as_posix() for p in (target / "qkgeometry").rglob("*.py")}
+    assert "qkgeometry/__init__.py" in files and "qkgeometry/analyses/nulls.py" in files
+    assert not {"qkgeometry/notebooks.py", "qkgeometry/slides.py"} & files
+    assert not (target / "tools").exists()
+    probe = "import importlib.util as u; print(u.find_spec('qkgeometry.notebooks'), u.find_spec('qkgeometry.slides'))"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "None"]

@@ -362,7 +362,7 @@ def test_layer_scores_bad_inputs():
 
 def test_layer_scores_do_not_expand_kv_heads(monkeypatch):
     """Scoring a layer per head never reads QKLayer.wk (K expanded to every query head) nor repeat_interleave."""
-    from qkgeometry.surveying import score_layer
+    from qkgeometry.surveying.scoring import score_layer
 
     monkeypatch.setattr(qg.QKLayer, "wk", property(lambda self: pytest.fail("QKLayer.wk used on the scoring path")))
     monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: pytest.fail("repeat_interleave used"))
@@ -543,3 +543,17 @@ def test_directionality_from_norms_keeps_the_array_kind():
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
     np.testing.assert_allclose(out.numpy(), ref, atol=1e-15, rtol=0)
     np.testing.assert_allclose(directionality_from_norms(rows.tolist(), cols.tolist()), ref, atol=0, rtol=0)
+
+
+def test_a_factored_form_is_scored_whole():
+    """A :class:`qkgeometry.FactoredQK` (what ``QKLayer.factors`` returns) goes to the factored scores as it is,
+    and gives the numbers of its two factors; without ``B`` anything but a pair is refused in one line."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(2, 8, 3)), rng.normal(size=(2, 8, 3))
+    form = qg.FactoredQK(a, b)
+    assert (form.d, form.rank_bound) == (8, 3)
+    np.testing.assert_array_equal(qg.scores_factored(form).symmetry, qg.scores_factored(a, b).symmetry)
+    np.testing.assert_array_equal(qg.directionality_score_factored(form), qg.directionality_score_factored(a, b))
+    np.testing.assert_allclose(qg.symmetry_score_factored(form), qg.symmetry_score(form.matrix()), atol=1e-12)
+    with pytest.raises(TypeError, match="`B` is missing"):
+        qg.symmetry_score_factored(a)

@@ -20,16 +20,18 @@ from ._version import __version__
 
 #: public name -> submodule that defines it
 _EXPORTS = {
-    "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition",
+    "Energies": "decomposition", "decompose": "decomposition", "energies": "decomposition", "FactoredQK": "model",
     "QKLayer": "model", "QKModel": "model", "SourceError": "errors", "load_qk": "readers",
     "LayerScores": "scores", "Scores": "scores", "directionality_score": "scores",
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
-    "recorded": "recorded_runs", "score_model": "surveying", "summarize": "surveying", "survey": "surveying",
+    "recorded": "recorded_runs", "score_model": "surveying.scoring", "summarize": "surveying.scoring",
+    "survey": "surveying.scoring",
 }
 
 __all__ = [
     "Energies",
+    "FactoredQK",
     "LayerScores",
     "QKLayer",
     "QKModel",
@@ -54,7 +56,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager imports)
     from .decomposition import Energies, decompose, energies
     from .errors import SourceError
-    from .model import QKLayer, QKModel
+    from .model import FactoredQK, QKLayer, QKModel
     from .readers import load_qk
     from .recorded_runs import recorded
     from .scores import (
@@ -67,7 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager i
         symmetry_score,
         symmetry_score_factored,
     )
-    from .surveying import score_model, summarize, survey
+    from .surveying.scoring import score_model, summarize, survey
 
 
 def __getattr__(name: str) -> Any:

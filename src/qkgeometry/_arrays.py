@@ -1,8 +1,12 @@
-"""The few array operations that the readers and the model need on both numpy arrays and torch tensors.
+"""The package's one home for array plumbing on both numpy arrays and torch tensors: which library an array
+belongs to (:func:`is_torch_tensor`), its array API namespace (:func:`array_namespace`), the device it lives on
+(:func:`device_of`), float64 in its own library and on its own device (:func:`as_float64`) or on the host
+(:func:`host_float64`), and a few operations.
 
 Weights read from files are numpy arrays (no torch import); weights of an in-memory torch model, or placed on a
 torch device, are tensors. These helpers keep one code path for both, and never import torch for a numpy array.
-A leaf: it imports nothing of the package, so the registry and the model can use it.
+Where to compute (the device) is :mod:`qkgeometry.devices`. A leaf: it imports nothing of the package, so the
+registry and the model can use it.
 """
 
 from __future__ import annotations
@@ -11,12 +15,42 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_float64", "cast_like", "einsum", "is_torch_tensor", "numel", "repeat_heads", "to_torch"]
+__all__ = ["array_namespace", "as_float64", "cast_like", "device_of", "einsum", "host_float64", "is_torch_tensor",
+           "numel", "repeat_heads", "to_torch"]
+
+#: numpy >= 2.1 is itself an array API namespace (``astype``, ``concat``, ``permute_dims``, ``std(correction=)``,
+#: ``clip(min=)``): numpy arrays are computed with it directly, without the compatibility layer's import cost.
+_NUMPY_IS_ARRAY_API = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
 
 
 def is_torch_tensor(x: Any) -> bool:
     """True for a ``torch.Tensor`` (checked without importing torch)."""
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def device_of(x: Any) -> Any:
+    """The device ``x`` lives on: a tensor's own, ``"cpu"`` for anything else."""
+    return x.device if is_torch_tensor(x) else "cpu"
+
+
+def array_namespace(*arrays: Any) -> Any:
+    """The array API namespace of ``arrays``: ``numpy`` itself for numpy arrays (numpy >= 2.1), else
+    ``array_api_compat``'s (torch tensors, older numpy). Never imports torch for numpy input."""
+    if _NUMPY_IS_ARRAY_API and not any(is_torch_tensor(a) for a in arrays):
+        return np
+    from array_api_compat import array_namespace as compat
+
+    return compat(*arrays)
+
+
+def host_float64(x: Any) -> np.ndarray:
+    """``x`` (a torch tensor on any device, with or without ``requires_grad``, or an array-like) as a float64 numpy
+    array on the CPU (the same array when it already is one)."""
+    if is_torch_tensor(x):
+        import torch
+
+        return x.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
 
 
 def as_float64(x: Any) -> Any:

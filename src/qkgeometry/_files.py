@@ -1,21 +1,30 @@
-"""Safe output files: atomic CSV writes, a write-ahead writability check, and an exclusive lock.
+"""Safe output files, in one place: atomic writes (one temporary-name scheme), a write-ahead writability check,
+and an exclusive lock.
 
-Used by the survey cache and the command line so that a killed, interrupted or concurrent run never leaves a
-half-written or lost result, and a bad output path is reported before any model is computed.
+Used by the survey cache, the command line, the Hub cache and the offline catalogue so that a killed,
+interrupted or concurrent run never leaves a half-written or lost result, and a bad output path is reported
+before any model is computed. Every atomic write goes through :func:`replacing`: the new content is written to
+:func:`temp_path` beside the target (``.<name>.<pid>.<thread>.tmp``, so later runs can tell whether its writer is
+still alive and :func:`remove_stale_temps` clears what dead ones left), then ``os.replace`` puts it in place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from .errors import OutputError
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
-class OutputError(ValueError):
-    """An output path cannot be written (a folder, under a file, read-only, full disk, size limit...)."""
+__all__ = ["check_writable_dir", "check_writable_file", "discard", "locked", "remove_stale_temps", "replacing",
+           "resolve_output", "temp_path", "write_bytes_atomic", "write_csv_atomic"]
 
 
 def _describe(e: OSError) -> str:
@@ -96,40 +105,90 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path, what: str = "output") -> N
     """
     target = resolve_output(Path(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, target)
+        with replacing(target) as tmp:
+            frame.to_csv(tmp, index=False)
     except OSError as e:
         raise OutputError(f"could not write {what} {str(path)!r}: {_describe(e)}. The previous file, if any, is "
                           "unchanged; free space or pick another path.") from e
+
+
+def temp_path(target: Path) -> Path:
+    """The temporary file (or folder) in which this thread writes ``target``: ``.<name>.<pid>.<thread>.tmp`` beside
+    it (the process id tells later runs whether its writer is still alive)."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def discard(path: Path) -> None:
+    """Remove a file, link, FIFO or folder, whatever it is (nothing when it is already gone)."""
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+
+
+@contextlib.contextmanager
+def replacing(target: Path) -> Iterator[Path]:
+    """``with replacing(target) as tmp:`` write ``tmp`` (a file or a folder); when the block ends without an
+    error, ``tmp`` replaces ``target`` in one step (``os.replace``). The temporary never outlives the block."""
+    tmp = temp_path(target)
+    try:
+        yield tmp
+        os.replace(tmp, target)
     finally:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            discard(tmp)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (parent folders created): readers see the old content or the new."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # another user's process, or a platform without signals: keep its files
+        return True
+    return True
+
+
+def remove_stale_temps(target: Path) -> None:
+    """Remove the temporary files (and folders) that runs which are no longer alive left beside ``target``."""
+    prefix = f".{target.name}."
+    with contextlib.suppress(OSError):
+        for path in target.parent.iterdir():
+            pid = path.name[len(prefix):-len(".tmp")].split(".")[0]
+            if path.name.startswith(prefix) and path.name.endswith(".tmp") and pid.isdigit() and not _alive(int(pid)):
+                discard(path)
 
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path`` (``fcntl.flock`` on the sidecar file ``<path>.lock``).
+    """Hold an exclusive lock for ``path`` (a ``filelock`` lock on the sidecar file ``<path>.lock``; an OS lock,
+    released when the process dies, on every platform).
 
     Concurrent surveys that share one cache serialise their read-merge-write steps through it, so both land.
-    The sidecar file stays (an empty file; deleting it between runs is harmless). Where ``fcntl`` does not exist
-    (Windows), no lock is taken.
+    The sidecar file may stay (deleting it between runs is harmless).
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover (Windows)
-        yield
-        return
+    from filelock import FileLock
+
     target = resolve_output(Path(path))
-    lock = target.with_name(target.name + ".lock")
+    lock = FileLock(str(target.with_name(target.name + ".lock")))
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        lock.acquire()
     except OSError as e:
-        raise OutputError(f"could not create the lock file {str(lock)!r}: {_describe(e)}; pick a writable path."
-                          ) from e
+        raise OutputError(f"could not create the lock file {lock.lock_file!r}: {_describe(e)}; pick a writable "
+                          "path.") from e
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        lock.release()

@@ -10,28 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import array_namespace, host_float64, is_torch_tensor
+
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | nested sequences of real numbers
-
-#: numpy >= 2.1 is itself an array API namespace (``astype``, ``concat``, ``permute_dims``, ``std(correction=)``,
-#: ``clip(min=)``): numpy arrays are computed with it directly, without the compatibility layer's import cost.
-_NUMPY_IS_ARRAY_API = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
-
-
-def array_namespace(*arrays: Any) -> Any:
-    """The array API namespace of ``arrays``: ``numpy`` itself for numpy arrays (numpy >= 2.1), else
-    ``array_api_compat``'s (torch tensors, older numpy). Never imports torch for numpy input."""
-    if _NUMPY_IS_ARRAY_API and not any(is_torch_tensor(a) for a in arrays):
-        return np
-    from array_api_compat import array_namespace as compat
-
-    return compat(*arrays)
-
-
-def is_torch_tensor(x: Any) -> bool:
-    """True for a ``torch.Tensor`` (checked without importing torch)."""
-    mod = type(x).__module__
-    return mod.startswith("torch") and hasattr(x, "detach")
-
 
 def check_real_floating(x: Any, name: str) -> None:
     """Refuse integer, bool, complex and object inputs (numpy arrays or torch tensors) with a message naming ``name``.
@@ -94,10 +75,8 @@ def to_float64(x: ArrayLike, name: str) -> np.ndarray:
     non-finite entries.
     """
     if is_torch_tensor(x):
-        import torch
-
         check_real_floating(x, name)
-        arr = x.detach().to(device="cpu", dtype=torch.float64).numpy()
+        arr = host_float64(x)
     else:
         arr = as_array(x, name)
         check_real_floating(arr, name)

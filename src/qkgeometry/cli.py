@@ -77,7 +77,7 @@ def print_plan(sources: Sequence) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying import score_model, spreadsheet_safe, summarize
+    from .surveying.scoring import score_model, spreadsheet_safe, summarize
 
     if args.plan:
         return print_plan([args.source])
@@ -179,14 +179,14 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
 def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .catalogue import preset
-    from .surveying import summarize, survey
+    from .surveying.scoring import summarize, survey
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
     if args.plan:
         return print_plan(entries)
-    from .survey_store import STORE_SUFFIXES, open_store
+    from .surveying.store import STORE_SUFFIXES, open_store
 
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
@@ -239,7 +239,7 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
         finally:
             client.close()
     elif args.workers > 1:
-        from .surveying import worker_pool
+        from .surveying.scoring import worker_pool
 
         with worker_pool(args.workers) as pool:
             yield pool
@@ -261,7 +261,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
-    from .survey_store import STORE_SUFFIXES, export_csv, migrate_csv
+    from .surveying.store import STORE_SUFFIXES, export_csv, migrate_csv
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
@@ -291,7 +291,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from ._files import check_writable_dir
-    from .surveying import read_cache
+    from .surveying.scoring import read_cache
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
@@ -337,7 +337,8 @@ def _add_offline(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_offline(args: argparse.Namespace) -> int:
     from .catalogue import installing
-    from .catalogue.offline import OFFLINE_MODELS, PartError, part_paths
+    from .catalogue.offline import OFFLINE_MODELS, part_paths
+    from .errors import PartError
 
     if args.action == "install":
         installing.install_offline(args.names, dry_run=args.dry_run, verify=not args.no_verify)
@@ -366,10 +367,10 @@ def _check_plotted_scores(path: Path) -> None:
     import pandas as pd
 
     from .plotting.model_survey import check_scores
-    from .survey_store import is_store_file
+    from .surveying.store import is_store_file
 
     if is_store_file(path):  # the store holds numbers only, each checked finite when it was written
-        from .surveying import read_cache
+        from .surveying.scoring import read_cache
 
         check_scores(read_cache(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
         return
@@ -409,7 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
 
     args = build_parser().parse_args(argv)
-    from .errors import SourceError
 
     prefix = f"qkgeometry {args.command}:"
     import warnings
@@ -430,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"{prefix} interrupted; no output was written.", file=sys.stderr)
         return 130
-    except (SourceError, ValueError, TypeError, FileNotFoundError, IndexError, KeyError, RuntimeError) as e:
+    except (ValueError, FileNotFoundError) as e:  # SourceError, OutputError, LimitExceeded: the user can fix them
         print(f"{prefix} error: {_one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # EIO, EACCES, ENOSPC... on a path the checks above could not foresee

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import ArrayLike, check_square, is_torch_tensor, to_float64
+from ._arrays import is_torch_tensor
+from ._validation import ArrayLike, check_square, to_float64
 
 
 def decompose(M: ArrayLike) -> tuple:

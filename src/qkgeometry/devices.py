@@ -1,15 +1,20 @@
-"""Where to compute: the GPU when the runtime has one (a Colab GPU runtime), else the CPU.
+"""Where to compute, in one place.
 
-``QKGEOMETRY_DEVICE`` overrides the choice (``cpu``, ``cuda``, ``cuda:N``), e.g. to keep a run on the CPU for
-bitwise-reproducible results. torch is whatever the environment has (Colab's own build on Colab). Chapter 5's
-training uses it; scoring stays on the CPU unless a device is passed.
+* :func:`default_device` — the GPU when the runtime has one (a Colab GPU runtime), else the CPU.
+  ``QKGEOMETRY_DEVICE`` overrides the choice (``cpu``, ``cuda``, ``cuda:N``), e.g. to keep a run on the CPU for
+  bitwise-reproducible results. Chapter 5's training uses it.
+* :func:`resolve_device` — a device that was asked for (``device=`` of the scores and the loader), checked:
+  scoring stays on the CPU unless a device is passed.
+
+torch is whatever the environment has (Colab's own build on Colab), imported only when a device is asked for.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-__all__ = ["default_device"]
+__all__ = ["default_device", "resolve_device"]
 
 
 def default_device(local_rank: int = 0) -> str:
@@ -30,3 +35,30 @@ def default_device(local_rank: int = 0) -> str:
                              f"{torch.__version__}); unset it or set it to cpu.")
         return wanted
     return f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_device(device: Any = None) -> Any:
+    """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available.
+
+    Every number is float64 on every device; on CPU the result is the same as with the default. (This imports
+    torch: the default, numpy path never calls it.)
+    """
+    import torch
+
+    if device is None:
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"`device` must be 'cpu', 'cuda', 'cuda:N' or a torch.device; got {device!r} ({e}).") from e
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"`device` {device!r} was requested but CUDA is not available here (torch "
+                             f"{torch.__version__}, built {'with' if torch.version.cuda else 'without'} CUDA). "
+                             "Use device='cpu' (the default), or run where `torch.cuda.is_available()` is True.")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"`device` {device!r} does not exist: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s).")
+    elif dev.type != "cpu":
+        raise ValueError(f"`device` must be 'cpu' or a CUDA device ('cuda', 'cuda:N'); got {device!r}.")
+    return dev

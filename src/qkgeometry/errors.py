@@ -1,17 +1,32 @@
-"""The package's one error family for model sources that cannot be read. A leaf module: every reader raises from
-here without importing any other part of the package.
+"""Every error the package raises on purpose, in one family. A leaf module: every reader raises from here without
+importing any other part of the package.
 
 * :class:`SourceError` — a source is missing, truncated, unsupported or unreachable (a ``ValueError``);
-* its format subclasses :class:`GGUFFormatError`, :class:`CTranslate2FormatError` and :class:`ONNXGraphError`, so
-  that a caller can tell which reader refused a file, and every caller that catches ``SourceError`` catches them.
+* its subclasses :class:`ConfigError` (a config with unusable sizes), :class:`PartError` (an offline model's
+  package missing or corrupt) and the format errors :class:`GGUFFormatError`, :class:`CTranslate2FormatError` and
+  :class:`ONNXGraphError`, so that a caller can tell which reader refused a file, and every caller that catches
+  ``SourceError`` catches them;
+* :class:`LimitExceeded` — a declared size over the bounds of :mod:`qkgeometry.limits` (readers turn it into their
+  format error);
+* :class:`NonFiniteWeights` — NaN or Inf in a weight that is being scored;
+* :class:`OutputError` — an output path that cannot be written;
+* :class:`SurveyInterrupted` — Ctrl-C during a survey, carrying what was saved.
 """
 from __future__ import annotations
 
-__all__ = ["CTranslate2FormatError", "GGUFFormatError", "ONNXGraphError", "SourceError", "first_line"]
+from pathlib import Path
+
+__all__ = ["CTranslate2FormatError", "ConfigError", "GGUFFormatError", "LimitExceeded", "NonFiniteWeights",
+           "ONNXGraphError", "OutputError", "PartError", "SourceError", "SurveyInterrupted", "first_line"]
 
 
 class SourceError(ValueError):
     """A model source could not be read (missing, truncated, unsupported or unreachable)."""
+
+
+class ConfigError(SourceError):
+    """A model's config gives sizes that cannot be used (missing, not positive, heads that do not group). Its
+    message starts with the config it names, so that a reader can prefix the file it came from."""
 
 
 class GGUFFormatError(SourceError):
@@ -24,6 +39,34 @@ class CTranslate2FormatError(SourceError):
 
 class ONNXGraphError(SourceError):
     """An ONNX graph whose attention cannot be read from its structure."""
+
+
+class PartError(SourceError):
+    """An offline model's package is missing, or one of its files is missing, not a regular file, truncated or
+    corrupt. The message names the package to (re)install. Not a ``FileNotFoundError``: a declared offline part
+    that is absent or damaged is an error to fix, never a reason to skip quietly."""
+
+
+class LimitExceeded(ValueError):
+    """A declared size is over one of the bounds of :mod:`qkgeometry.limits` (readers turn it into their own
+    format error)."""
+
+
+class NonFiniteWeights(ValueError):
+    """NaN or Inf in a Gram diagonal: a non-finite weight, or (before rescaling) a finite one too large to square."""
+
+
+class OutputError(ValueError):
+    """An output path cannot be written (a folder, under a file, read-only, full disk, size limit...)."""
+
+
+class SurveyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`qkgeometry.survey`: ``saved`` lists the models written to the cache by this call (the models in
+    progress are not saved); ``cache`` is the file."""
+
+    def __init__(self, saved: list[str], cache: Path | None):
+        super().__init__(f"interrupted after saving {len(saved)} model(s)")
+        self.saved, self.cache = saved, cache
 
 
 def first_line(error: BaseException) -> str:

@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .nulls import rotation_null_moments_factored
-from .rotary import RopeSpec, offset_factors
+from .analyses.nulls import rotation_null_moments_factored
+from .analyses.rotary import RopeSpec, offset_factors
+from .analyses.spectrum import spectral_summary
 from .scores import directionality_score_factored, symmetry_score_factored
-from .spectrum import spectral_summary
 from .stats import Interval, format_p, verdict
 
 __all__ = [

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from .errors import LimitExceeded
+
 __all__ = ["MAX_COMPUTED_ELEMENTS", "MAX_GRAPH_NODES", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_RANK", "MAX_WALK",
            "LimitExceeded", "check_elements", "elements"]
 
@@ -44,10 +46,6 @@ MAX_GRAPH_NODES = 10 ** 6
 #: projection-to-product path. A walk that needs more is refused (never cut short, which could accept a partial
 #: match).
 MAX_WALK = 400
-
-
-class LimitExceeded(ValueError):
-    """A declared size is over one of this module's bounds (readers turn it into their own format error)."""
 
 
 def elements(shape: Iterable[int]) -> int:

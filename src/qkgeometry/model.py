@@ -23,7 +23,7 @@ import dataclasses
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,10 +40,44 @@ from .architectures import (
 from .errors import SourceError
 from .source_names import RANDOM_PREFIX
 
-__all__ = ["RANDOM_PREFIX", "BlockPlan", "QKLayer", "QKModel", "SourcePlans", "TensorGetter", "to_float64_heads"]
+__all__ = ["RANDOM_PREFIX", "BlockPlan", "FactoredQK", "QKLayer", "QKModel", "SourcePlans", "TensorGetter",
+           "to_float64_heads"]
 
 #: A tensor by its checkpoint name (a numpy array, or a torch tensor for an in-memory torch model).
 TensorGetter = Callable[[str], Any]
+
+
+# ------------------------------------------------------------------------------------------------ forms
+class FactoredQK(NamedTuple):
+    """A bilinear form ``W_qk = a @ bᵀ`` kept as its factors, the way every factored score reads it.
+
+    ``a`` and ``b`` have shape (..., d, r): ``d`` the model width (rows of W_qk index the query side, columns the key
+    side; the book's Notation page), ``r`` a bound on the rank (head_dim for a head, n_kv_heads·head_dim for a
+    layer), and any leading batch axes. numpy arrays or torch tensors. It unpacks as ``a, b``, and the factored
+    scores take it whole: ``qg.scores_factored(form)``. Chapter 2, "The factored formulas".
+
+    >>> import numpy as np
+    >>> form = FactoredQK(np.ones((4, 2)), np.ones((4, 2)))
+    >>> form.d, form.rank_bound, form.matrix().shape
+    (4, 2, (4, 4))
+    """
+
+    a: Any
+    b: Any
+
+    @property
+    def d(self) -> int:
+        """The width d of the d × d form."""
+        return int(self.a.shape[-2])
+
+    @property
+    def rank_bound(self) -> int:
+        """r, the number of columns of each factor (the form's rank is at most r)."""
+        return int(self.a.shape[-1])
+
+    def matrix(self) -> Any:
+        """The (..., d, d) matrix ``a @ bᵀ`` (forms it: the factored scores never need it)."""
+        return self.a @ self.b.swapaxes(-1, -2)
 
 
 # ------------------------------------------------------------------------------------------------ layers
@@ -58,7 +92,7 @@ class QKLayer:
     head, the layout the scoring kernel multiplies as is.
 
     ``bq``: the query bias b_q, (n_heads, head_dim), or None when the model has none. It is outside W_qk: the
-    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.anatomy.key_bias_ratio`). With
+    logit gains a key-only term ``b_qᵀ W_Kᵀ x_j`` (see :func:`qkgeometry.analyses.anatomy.key_bias_ratio`). With
     ``input_norm="folded"`` it also carries the LayerNorm shift, ``b_q + W_Qᵀ β`` (so it can be set where the
     checkpoint has no bias).
     """
@@ -93,8 +127,8 @@ class QKLayer:
         """Index g(h) of the KV head that query head ``head`` reads (repeat, not tile)."""
         return int(head) // self.group_size
 
-    def factors(self, head: int | None = None) -> tuple[Any, Any]:
-        """``(A, B)`` with ``W_qk = A @ B.T``.
+    def factors(self, head: int | None = None) -> FactoredQK:
+        """``(A, B)`` with ``W_qk = A @ B.T``, as a :class:`FactoredQK` (it unpacks as ``A, B``).
 
         ``head=h``: ``(W_Q^h, W_K^{g(h)})``, each (d_model, head_dim).
         ``head=None`` (the layer): ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ} = Σ_g (Σ_{h∈g} W_Q^h) W_K^{gᵀ}``, returned as
@@ -102,10 +136,10 @@ class QKLayer:
         """
         if head is not None:
             head = check_index(head, self.n_heads, "head", "(or None for the whole layer)", IndexError)
-            return self.wq[head], self.wk_kv[self.kv_head(head)]
+            return FactoredQK(self.wq[head], self.wk_kv[self.kv_head(head)])
         n_kv, d, hd = self.wk_kv.shape
         q_grouped = self.wq.reshape(n_kv, self.group_size, d, hd).sum(1)
-        return pack_heads(q_grouped), pack_heads(self.wk_kv)
+        return FactoredQK(pack_heads(q_grouped), pack_heads(self.wk_kv))
 
     def matrix(self, head: int | None = None) -> Any:
         """The d_model × d_model bilinear form W_qk of one head, or of the layer (sum over heads)."""

@@ -31,12 +31,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._arrays import einsum
+from ._arrays import array_namespace, as_float64, device_of, einsum, host_float64, is_torch_tensor
 from ._threads import kernel_pool
 from ._validation import (
     SAFE_EXPONENT,
     ArrayLike,
-    array_namespace,
     as_array,
     check_factors,
     check_finite,
@@ -44,9 +43,10 @@ from ._validation import (
     check_num_std,
     check_real_floating,
     check_square,
-    is_torch_tensor,
     rescale_extremes,
 )
+from .devices import resolve_device
+from .errors import NonFiniteWeights
 
 __all__ = [
     "CHUNK_BYTES",
@@ -57,7 +57,6 @@ __all__ = [
     "directionality_score",
     "directionality_score_factored",
     "layer_scores",
-    "resolve_device",
     "scores_factored",
     "symmetry_score",
     "symmetry_score_factored",
@@ -79,8 +78,8 @@ def symmetry_score(M: ArrayLike) -> np.ndarray | float:
     """Symmetry score ``tr(M M)/‖M‖²`` of ``M`` (..., d, d) in [−1, 1]. Chapter 2."""
     m, batch = _dense_input(M)
     norms = _dense_norms(m, columns=False)
-    check_nonzero(_host(norms.total).reshape(batch), "M")
-    return _out(_host(norms.cross / norms.total).reshape(batch))
+    check_nonzero(host_float64(norms.total).reshape(batch), "M")
+    return _out(host_float64(norms.cross / norms.total).reshape(batch))
 
 
 def directionality_score(M: ArrayLike, num_std: float = 2.0) -> np.ndarray | float:
@@ -88,28 +87,41 @@ def directionality_score(M: ArrayLike, num_std: float = 2.0) -> np.ndarray | flo
     check_num_std(num_std)
     m, batch = _dense_input(M)
     norms = _dense_norms(m, cross=False)
-    return _out(_host(directionality_from_squared_norms(norms.row_sq, norms.col_sq, num_std)).reshape(batch))
+    return _out(host_float64(directionality_from_squared_norms(norms.row_sq, norms.col_sq, num_std)).reshape(batch))
 
 
 # -------------------------------------------------------------------------------------------- factored
-def symmetry_score_factored(A: ArrayLike, B: ArrayLike) -> np.ndarray | float:
-    """Symmetry score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), without forming M.
+def symmetry_score_factored(A: ArrayLike, B: ArrayLike | None = None) -> np.ndarray | float:
+    """Symmetry score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), or from one :class:`~qkgeometry.FactoredQK`, without
+    forming M.
 
     ``tr(M M) = tr((BᵀA)(BᵀA))`` and ``‖M‖² = tr((AᵀA)(BᵀB))``. Chapter 2, "The factored formulas".
     """
     return scores_factored(A, B).symmetry
 
 
-def directionality_score_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> np.ndarray | float:
-    """Directionality score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), without forming M.
+def directionality_score_factored(A: ArrayLike, B: ArrayLike | None = None, num_std: float = 2.0
+                                  ) -> np.ndarray | float:
+    """Directionality score of ``M = A Bᵀ`` from ``A, B`` (..., d, r), or from one :class:`~qkgeometry.FactoredQK`,
+    without forming M.
 
     Row norms² are ``diag(A (BᵀB) Aᵀ)`` and column norms² ``diag(B (AᵀA) Bᵀ)``. Chapter 2.
     """
     return scores_factored(A, B, num_std).directionality
 
 
-def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
-    """Both scores of ``M = A Bᵀ`` (``A, B``: (..., d, r)) sharing the Gram matrices. Chapter 2."""
+def scores_factored(A: ArrayLike, B: ArrayLike | None = None, num_std: float = 2.0) -> Scores:
+    """Both scores of ``M = A Bᵀ`` (``A, B``: (..., d, r), or one :class:`~qkgeometry.FactoredQK` ``(A, B)`` with
+    ``B`` left out) sharing the Gram matrices. Chapter 2.
+
+    >>> import numpy as np
+    >>> a = np.random.default_rng(0).normal(size=(6, 2))
+    >>> from qkgeometry.model import FactoredQK
+    >>> scores_factored(FactoredQK(a, a)).symmetry == scores_factored(a, a).symmetry == 1.0
+    True
+    """
+    if B is None:
+        A, B = _factor_pair(A)
     check_num_std(num_std)
     a, b = _input(A, "A"), _input(B, "B")
     if is_torch_tensor(a) != is_torch_tensor(b):  # one torch tensor and one array: compute in torch
@@ -122,12 +134,19 @@ def scores_factored(A: ArrayLike, B: ArrayLike, num_std: float = 2.0) -> Scores:
     xp = array_namespace(a, b)
     at, bt = xp.matrix_transpose(a.reshape(-1, d, r))[:, None], xp.matrix_transpose(b.reshape(-1, d, r))  # (N, 1, r, d) and (N, r, d)
     norms, _, _ = _factored_norms(at, bt, heads=True, layer=False)
-    check_nonzero(_host(norms.total).reshape(batch), "A @ B^T")
+    check_nonzero(host_float64(norms.total).reshape(batch), "A @ B^T")
     sym, dirn = _finish(norms, num_std)
-    return Scores(_out(_host(sym).reshape(batch)), _out(_host(dirn).reshape(batch)))
+    return Scores(_out(host_float64(sym).reshape(batch)), _out(host_float64(dirn).reshape(batch)))
 
 
 # --------------------------------------------------------------------------------- norms -> directionality
+def _factor_pair(form: Any) -> tuple[Any, Any]:
+    """``(A, B)`` of a :class:`~qkgeometry.FactoredQK` (or any pair) given alone in place of ``A``."""
+    if isinstance(form, tuple) and len(form) == 2:
+        return form[0], form[1]
+    raise TypeError("`B` is missing: pass the two factors A, B, or one FactoredQK (e.g. layer.factors()) as A.")
+
+
 def directionality_from_norms(rows: ArrayLike, cols: ArrayLike, num_std: float = 2.0) -> Any:
     """Directionality from row norms and column norms, both (..., d). Returns shape (...), float64.
 
@@ -161,10 +180,7 @@ def _outlier_excess(norms: Any, num_std: float) -> Any:
 
 def _float64_array(x: ArrayLike) -> Any:
     """``x`` as float64: a torch tensor stays a (detached) tensor on its device, anything else a numpy array."""
-    if is_torch_tensor(x):
-        x = x.detach()
-        return x if x.dtype == _torch().float64 else x.to(_torch().float64)
-    return np.asarray(x, dtype=np.float64)
+    return as_float64(x.detach() if is_torch_tensor(x) else x)
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -230,12 +246,6 @@ def _to_torch(*arrays: Any) -> tuple[Any, ...]:
     return tuple(a if is_torch_tensor(a) else torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in arrays)
 
 
-def _host(t: Any) -> np.ndarray:
-    if is_torch_tensor(t):
-        return t.detach().to("cpu", _torch().float64).numpy()
-    return np.asarray(t, dtype=np.float64)
-
-
 def _out(v: np.ndarray) -> np.ndarray | float:
     return float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=np.float64)
 
@@ -261,8 +271,8 @@ def _dense_norms(m: Any, *, cross: bool = True, columns: bool = True) -> _Norms:
     xp = array_namespace(m)
     n, d = m.shape[0], m.shape[-1]
     rows = []
-    col_sq = xp.zeros((n, d), dtype=m.dtype, device=_device(m))
-    trace = xp.zeros(n, dtype=m.dtype, device=_device(m))
+    col_sq = xp.zeros((n, d), dtype=m.dtype, device=device_of(m))
+    trace = xp.zeros(n, dtype=m.dtype, device=device_of(m))
     block = max(1, CHUNK_BYTES // (8 * d * max(n, 1)))
     for j in range(0, d, block):
         part = m[:, j:j + block, :]
@@ -274,10 +284,6 @@ def _dense_norms(m: Any, *, cross: bool = True, columns: bool = True) -> _Norms:
             trace = trace + xp.sum(part * xp.matrix_transpose(m[:, :, j:j + block]), axis=(-2, -1))
     row_sq = xp.concat(rows, axis=-1)
     return _Norms(trace if cross else None, xp.sum(row_sq, axis=-1), row_sq, col_sq if columns else None)
-
-
-def _device(x: Any) -> Any:
-    return x.device if is_torch_tensor(x) else "cpu"
 
 
 def _diagonal(x: Any) -> Any:
@@ -361,10 +367,6 @@ def _factored_norms_body(at: Any, bt: Any, heads: bool, layer: bool, offset: int
     return norms, factors, peaks
 
 
-class _NonFiniteWeights(ValueError):
-    """NaN or Inf in a Gram diagonal: a non-finite weight, or (before rescaling) a finite one too large to square."""
-
-
 def _in_safe_range(peak_sq: float, d: int) -> bool:
     """Whether a factor whose largest squared row norm (over its d entries) is ``peak_sq`` certainly has its
     largest magnitude p inside :func:`~qkgeometry._validation.rescale_extremes`'s range [2⁻⁶⁴, 2⁶⁴), so that
@@ -376,8 +378,8 @@ def _check_finite_grams(xp: Any, diag: Any, name: str, offset: int = 0) -> None:
     """Each Gram diagonal entry is a sum of squares of one weight column: it is finite iff that column is."""
     bad = ~xp.all(xp.isfinite(diag), axis=-1)
     if bool(xp.any(bad)):
-        first = offset + int(_host(xp.astype(bad, xp.float64)).argmax())
-        raise _NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through "
+        first = offset + int(host_float64(xp.astype(bad, xp.float64)).argmax())
+        raise NonFiniteWeights(f"`{name}` contains NaN or Inf entries (first in head {first}, counting through "
                                 "the layers); the scores are undefined. Check the weights (a diverged run or a "
                                 "failed dequantisation) or drop the affected heads.")
 
@@ -393,32 +395,6 @@ class LayerScores(NamedTuple):
 
     heads: Scores | None
     layer: Scores | None
-
-
-def resolve_device(device: Any = None) -> Any:
-    """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available.
-
-    Every number is float64 on every device; on CPU the result is the same as with the default. (This imports
-    torch: the default, numpy path never calls it.)
-    """
-    torch = _torch()
-    if device is None:
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"`device` must be 'cpu', 'cuda', 'cuda:N' or a torch.device; got {device!r} ({e}).") from e
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"`device` {device!r} was requested but CUDA is not available here (torch "
-                             f"{torch.__version__}, built {'with' if torch.version.cuda else 'without'} CUDA). "
-                             "Use device='cpu' (the default), or run where `torch.cuda.is_available()` is True.")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"`device` {device!r} does not exist: this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s).")
-    elif dev.type != "cpu":
-        raise ValueError(f"`device` must be 'cpu' or a CUDA device ('cuda', 'cuda:N'); got {device!r}.")
-    return dev
 
 
 def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads: bool = True,
@@ -477,7 +453,7 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     if heads:
         try:
             result = _factored_norms(*factors(tq, tk), heads, layer)
-        except _NonFiniteWeights:
+        except NonFiniteWeights:
             pass
         else:
             if not all(_in_safe_range(p, d) for p in result[2]):
@@ -488,7 +464,7 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
     norms, layer_factors, _ = result
     head_scores = layer_score = None
     if heads:
-        total = _host(norms.total).reshape(-1)
+        total = host_float64(norms.total).reshape(-1)
         zero = total <= 0
         if bool(zero.any()):
             first = int(np.nonzero(zero)[0][0])
@@ -496,12 +472,12 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
                              "so its symmetry score is undefined. Check that the weights were loaded (a zero matrix "
                              "often means a missing tensor).")
         sym, dirn = _finish(norms, num_std)
-        head_scores = Scores(_out(_host(sym).reshape(*batch, n_heads)), _out(_host(dirn).reshape(*batch, n_heads)))
+        head_scores = Scores(_out(host_float64(sym).reshape(*batch, n_heads)), _out(host_float64(dirn).reshape(*batch, n_heads)))
     if layer:
         n_layers = layer_factors[0].shape[0] // n_kv
         lsym, ldirn = _layer_matrix_scores(layer_factors[0].reshape(n_layers, n_kv * r, d),
                                            layer_factors[1].reshape(n_layers, n_kv * r, d), num_std)
-        layer_score = Scores(_out(_host(lsym).reshape(batch)), _out(_host(ldirn).reshape(batch)))
+        layer_score = Scores(_out(host_float64(lsym).reshape(batch)), _out(host_float64(ldirn).reshape(batch)))
     return LayerScores(head_scores, layer_score)
 
 
@@ -517,7 +493,7 @@ def _layer_matrix_scores(a_t: Any, b_t: Any, num_std: float) -> tuple[Any, Any]:
     else:
         parts = [_dense_norms((xp.matrix_transpose(a_t[i]) @ b_t[i])[None]) for i in range(L)]  # (1, d, d): A Bᵀ
         norms = _Norms(*(xp.concat(field, axis=0) for field in zip(*parts)))
-    total = _host(norms.total)
+    total = host_float64(norms.total)
     bad = ~((total > 0) & np.isfinite(total))
     if bool(bad.any()):
         where = f" (entry {int(np.nonzero(bad)[0][0])} of the stack)" if L > 1 else ""

@@ -361,26 +361,18 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
     >>> verdict(t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", digits=4, floor=0.01)
     'below the effect-size floor of 0.01 (no verdict): loss gap 0.0025 [0.0013, 0.0037] (95% t-interval, n = 3 values)'
     """
-    if isinstance(result, PairedDifference):
-        interval, same_sign = result.interval, result.same_sign and result.n > 1
-    elif isinstance(result, Interval):
-        interval, same_sign = result, False
-    else:
+    if not isinstance(result, (Interval, PairedDifference)):
         raise TypeError(f"result: expected an Interval or a PairedDifference, got {type(result).__name__}.")
+    judged = judge(result, larger, smaller, subject, floor=floor)  # the one rule; this writes it as one sentence
+    interval = judged.interval
     method = {"t": "t-interval"}.get(interval.method, interval.method.replace("bootstrap-", "bootstrap ")
                                      + (" interval" if interval.method.startswith("bootstrap") else ""))
     units = interval.unit if interval.n == 1 else _plural(interval.unit)
     detail = (f"{subject} {interval.format(digits)} ({round(100 * interval.level)}% {method}, "
               f"n = {interval.n} {units})")
-    if _below_floor(interval, floor):
-        return f"below the effect-size floor of {floor:g} (no verdict): {detail}"
-    if interval.excludes_zero:
-        return f"{larger if interval.estimate > 0 else smaller}: {detail}"
-    if same_sign:
-        direction = larger if interval.estimate > 0 else smaller
-        return (f"suggested but not established ({direction}; every {interval.unit} agrees, the interval "
-                f"includes 0): {detail}")
-    return f"no detectable difference: {detail}"
+    if judged.outcome == "suggested":  # "suggested but not established (direction)" + why
+        return f"{judged.claim[:-1]}; every {interval.unit} agrees, the interval includes 0): {detail}"
+    return f"{judged.claim}: {detail}"
 
 
 def format_p(p: float) -> str:

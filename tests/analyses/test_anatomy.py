@@ -11,17 +11,18 @@ import pytest
 import torch
 
 import qkgeometry as qg
+from architectures.test_registry import CASES
 from logit_harness import build_tiny_model, capture_softmax_inputs
-from qkgeometry.anatomy import (
+from qkgeometry.analyses.anatomy import (
     ANATOMY_COLUMNS,
     head_pair_traces,
     head_share,
+    input_norm_comparison,
     key_bias_ratio,
     key_bias_ratio_per_head,
     layer_anatomy,
 )
-from qkgeometry.loading import QKLayer
-from test_architectures import CASES
+from qkgeometry.model import QKLayer
 
 
 def _random_layer(n_heads=6, n_kv=2, d=20, r=4, bias=True, seed=0) -> QKLayer:
@@ -148,7 +149,7 @@ def test_minilm_layer_4_is_almost_all_cross_head():
 def test_input_norm_comparison_joins_the_two_surveys(tmp_path):
     case = next(c for c in CASES if c.id == "llama")
     build_tiny_model(dataclasses.replace(case, randomize=("input_layernorm.weight",)), tmp_path / "m")
-    frame = qg.anatomy.input_norm_comparison([str(tmp_path / "m")], cache=tmp_path / "s.csv")
+    frame = input_norm_comparison([str(tmp_path / "m")], cache=tmp_path / "s.csv")
     assert list(frame.columns) == ["model", "family", "component", "layer", "symmetry_raw", "symmetry_folded",
                                    "directionality_raw", "directionality_folded"]
     folded = qg.load_qk(tmp_path / "m", input_norm="folded").layer(1)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from qkgeometry import directionality_score, symmetry_score
-from qkgeometry.baselines import null_grid, random_factor_scores
+from qkgeometry.analyses.baselines import null_grid, random_factor_scores
 
 
 def test_samples_are_the_scores_of_the_dense_random_matrices():

@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModel
 import qkgeometry as qg
 from bounded import no_hang
 from qkgeometry import head_surgery as hs
-from qkgeometry.rotary import RopeSpec, rope_frequencies, rotation_matrix
+from qkgeometry.analyses.rotary import RopeSpec, rope_frequencies, rotation_matrix
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
         "vocab_size": 60, "max_position_embeddings": 64}

@@ -13,10 +13,11 @@ import torch
 import transformers
 
 import qkgeometry as qg
-from qkgeometry.anatomy import head_share
-from qkgeometry.iterate import Factors, heads_for, host_float64, iter_factors, iter_layers, opened
-from qkgeometry.nulls import rotation_z_scores
-from qkgeometry.spectrum import spectrum_table
+from qkgeometry._arrays import host_float64
+from qkgeometry.analyses.anatomy import head_share
+from qkgeometry.analyses.iterate import Factors, heads_for, iter_factors, iter_layers, opened
+from qkgeometry.analyses.nulls import rotation_z_scores
+from qkgeometry.analyses.spectrum import spectrum_table
 
 TINY_LLAMA = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=32, vocab_size=50, max_position_embeddings=16)

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import qkgeometry as qg
-from qkgeometry import nulls
+from qkgeometry.analyses import nulls
 
 Z = 4.5
 

@@ -11,8 +11,8 @@ import torch
 
 import qkgeometry as qg
 from logit_harness import LogitCase, _qk_rms, build_tiny_model, capture_softmax_inputs
-from qkgeometry import rotary
-from qkgeometry.nulls import rotation_null_moments
+from qkgeometry.analyses import rotary
+from qkgeometry.analyses.nulls import rotation_null_moments
 
 TINY = {"hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "intermediate_size": 64, "vocab_size": 99, "max_position_embeddings": 32}

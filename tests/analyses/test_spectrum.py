@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import qkgeometry as qg
-from qkgeometry import nulls, spectrum
+from qkgeometry.analyses import nulls, spectrum
 
 Z = 4.5
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkgeometry import notebooks as runner
+from tools import notebooks as runner
 
 ROOT = Path(__file__).resolve().parents[2]
 

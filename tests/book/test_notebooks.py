@@ -1,6 +1,6 @@
 """The chapters as source files: clean in git, parameterised, Colab-safe, and a runner that fails on a bad cell.
 
-Executing the real chapters is `make test-notebooks` (python -m qkgeometry.notebooks execute --quick); these tests
+Executing the real chapters is `make test-notebooks` (python -m tools.notebooks execute --quick); these tests
 check the properties that make that execution meaningful, plus the runner's failure path on a generated notebook.
 """
 
@@ -16,7 +16,7 @@ import nbformat
 import pytest
 import yaml
 
-from qkgeometry import notebooks as runner
+from tools import notebooks as runner
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -16,7 +16,7 @@ After MathJax has finished typesetting, each page must show:
 - a page that says it was built in quick mode (or at full scale) says so in a mode note computed in the build
   (``.qkg-mode-note``), whose mode is the build's own (``<meta name="qkgeometry-build">``).
 
-The check reads ``_build/html`` (built by ``python -m qkgeometry.notebooks build --quick``; ``make test`` runs it
+The check reads ``_build/html`` (built by ``python -m tools.notebooks build --quick``; ``make test`` runs it
 right after that build). It needs Debian's ``chromium`` and ``chromium-driver`` (``/usr/bin/chromedriver``; the
 Makefile installs them) and ``selenium``; nothing is downloaded. Without them, or without a built book, the tests
 are skipped, unless ``QKG_REQUIRE_BROWSER=1`` (set by ``make test``), which turns a skip into a failure.
@@ -440,7 +440,7 @@ def browser_findings() -> dict[int, list[Finding]]:
     if reason:
         _require_or_skip(reason)
     if not (HTML / "index.html").exists():
-        _require_or_skip(f"no built book at {HTML}; run `python -m qkgeometry.notebooks build --quick` first")
+        _require_or_skip(f"no built book at {HTML}; run `python -m tools.notebooks build --quick` first")
     start = time.perf_counter()
     found = check_pages(HTML)
     print(f"browser check: {len(pages(HTML))} pages x {len(WIDTHS)} widths in {time.perf_counter() - start:.1f} s")

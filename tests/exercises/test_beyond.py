@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import qkgeometry as qg
-from qkgeometry import nulls, rotary, spectrum
+from qkgeometry.analyses import nulls, rotary, spectrum
 from qkgeometry.exercises import beyond as ch6
 
 

@@ -10,7 +10,6 @@ import signal
 import pandas as pd
 import pytest
 import torch
-import transformers
 from safetensors.torch import save_file
 
 import qkgeometry as qg
@@ -18,6 +17,7 @@ from hub_emulator import HubEmulator, go_offline, hub_env
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
 from qkgeometry.readers.hub import hub_plan
+from tiny_models import tiny_folder as tiny_factory_folder
 
 TIME_LIMIT_S = 120  # per test: a request that hangs fails the test instead of the run
 
@@ -33,15 +33,8 @@ TINY = {
 
 
 def tiny_folder(model_type: str, folder, **save):
-    torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model(model_type, **TINY[model_type])
-    model = transformers.AutoModel.from_config(config).eval()
-    with torch.no_grad():  # norms are ones at init: give the gains something to fold
-        for n, p in model.named_parameters():
-            if "norm" in n.lower() and p.ndim == 1:
-                p.add_(torch.rand_like(p))
-    model.save_pretrained(folder, **save)
-    return folder
+    # norms are ones at init: give the gains something to fold
+    return tiny_factory_folder(model_type, folder, save=save, norm_jitter=True, **TINY[model_type])
 
 
 def llama_shards(folder, layers=4, d=256, heads=8, kv=2, inter=512, vocab=512, shard_bytes=600_000):

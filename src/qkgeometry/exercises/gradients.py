@@ -1,6 +1,6 @@
 """Checkers for the exercises of chapter 3, "Where directional structure could come from: the gradient, and a fair test".
 
-Each checker compares the learner's answer with :mod:`qkgeometry.gradients` on fresh inputs, prints a one-line
+Each checker compares the learner's answer with :mod:`qkgeometry.analyses.gradients` on fresh inputs, prints a one-line
 verdict and returns True/False.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..gradients import pair_classes, sliding_window_mask, softmax_backward
+from ..analyses.gradients import pair_classes, sliding_window_mask, softmax_backward
 from . import compare, report
 
 __all__ = ["check_pair_counts", "check_two_token_gradient", "two_token_cases"]
@@ -52,7 +52,7 @@ def check_pair_counts(n: int, window: int, causal: bool, predicted: tuple[int, i
     """Exercise 3.2: predict ``(diagonal, paired, unpaired)`` — the number of allowed (i, j) in each class.
 
     Counts are ordered pairs: a couple (i, j), (j, i) counts 2 in ``paired``. The mask is
-    :func:`qkgeometry.gradients.sliding_window_mask(n, window, causal=causal)`.
+    :func:`qkgeometry.analyses.gradients.sliding_window_mask(n, window, causal=causal)`.
     """
     try:
         got = tuple(int(v) for v in predicted)

@@ -80,10 +80,10 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
 def null_spread(null, quantiles: tuple[float, float] = (0.05, 0.95)):
     """Null distributions of both scores against d, one colour per rank r: median and a quantile band.
 
-    ``null``: frame from :func:`qkgeometry.baselines.null_grid` (columns ``d, r, symmetry, directionality``).
+    ``null``: frame from :func:`qkgeometry.analyses.baselines.null_grid` (columns ``d, r, symmetry, directionality``).
     Chapter 2, "How noisy is one layer?".
     """
-    require_rows(null, "null", "pass qkgeometry.baselines.null_grid(...) with at least one d and rank")
+    require_rows(null, "null", "pass qkgeometry.analyses.baselines.null_grid(...) with at least one d and rank")
     lo, hi = quantiles
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.8), constrained_layout=True)
     ranks = sorted(null["r"].unique())

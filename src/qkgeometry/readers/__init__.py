@@ -12,7 +12,7 @@ module                     reads
 ``safetensors``            a Hugging Face model folder: ``config.json`` + ``*.safetensors`` (sharded or not)
 ``gguf``                   a ``.gguf`` file (llama.cpp; any quantisation ``gguf`` dequantises)
 ``ctranslate2``            a CTranslate2 Whisper ``model.bin`` (recognised by its header, never unpickled)
-``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_graph``)
+``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_walk``)
 ``module``                 an in-memory ``transformers.PreTrainedModel``
 ``hub``, ``remote``         a Hugging Face Hub repo id or ``hf://`` path: only the Q/K bytes, by range request
 ``hf_config``, ``files``   shared: config.json → plans; file-system checks and fingerprints
@@ -91,7 +91,7 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
         raise ValueError(f"`qk_norm` must be 'folded' or 'raw'; got {qk_norm!r}.")
     if input_norm not in ("folded", "raw"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
-    from ..scores import resolve_device
+    from ..devices import resolve_device
 
     # before opening anything: a clear error if CUDA is asked for and absent (no device: numpy, no torch import)
     dev = resolve_device(device) if device is not None else None

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..architectures import QKNorm, get_architecture
-from ..errors import CTranslate2FormatError
-from ..limits import MAX_TENSOR_ELEMENTS, LimitExceeded, check_elements
+from ..errors import CTranslate2FormatError, LimitExceeded
+from ..limits import MAX_TENSOR_ELEMENTS, check_elements
 from ..model import BlockPlan, SourcePlans
 from .files import fingerprint
 

@@ -28,7 +28,7 @@ from ..architectures import (
     split_block,
     split_query_bias,
 )
-from ..errors import SourceError, first_line
+from ..errors import ConfigError, SourceError, first_line
 from ..model import BlockPlan, TensorGetter
 from .files import read_bytes
 
@@ -158,9 +158,9 @@ def _block_dims(block: AttentionBlock, config: Any, model_type: str) -> Dims:
     except SourceError:
         raise
     except (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as e:
-        raise SourceError(f"the {model_type} config does not give usable sizes for the {block.component} attention "
+        raise ConfigError(f"the {model_type} config does not give usable sizes for the {block.component} attention "
                           f"({type(e).__name__}: {e}); fix config.json.") from e
-    check_dims(dims, f"the {model_type} config")
+    check_dims(dims, f"the {model_type} config", ConfigError)
     return dims
 
 
@@ -230,15 +230,16 @@ def _prefixed_getter(prefix: str, names, get: TensorGetter) -> TensorGetter:
 
 
 
-def check_dims(dims: Dims, where: str) -> None:
-    """Sizes must be positive ints and the KV heads must divide the query heads (``where`` names the source)."""
+def check_dims(dims: Dims, where: str, error: type[SourceError] = SourceError) -> None:
+    """Sizes must be positive ints and the KV heads must divide the query heads (``where`` names the source;
+    ``error`` is raised otherwise)."""
     for field in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim"):
         value = getattr(dims, field)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise SourceError(f"{where}: {field} must be a positive integer; got {value!r}. Fix the model's "
+            raise error(f"{where}: {field} must be a positive integer; got {value!r}. Fix the model's "
                               "config (or metadata).")
     if dims.n_heads % dims.n_kv_heads:
-        raise SourceError(f"{where}: {dims.n_heads} attention heads cannot be grouped over {dims.n_kv_heads} "
+        raise error(f"{where}: {dims.n_heads} attention heads cannot be grouped over {dims.n_kv_heads} "
                           "key/value heads (the KV heads must divide the heads); fix num_key_value_heads.")
 
 

@@ -1,5 +1,5 @@
 """The ONNX reader: an ``.onnx`` graph, or a folder without safetensors weights that holds one ``model.onnx``.
-Attention is found from the graph's structure (:mod:`qkgeometry.readers.onnx_graph`); chapter 4 surveys two such
+Attention is found from the graph's structure (:mod:`qkgeometry.readers.onnx_walk`); chapter 4 surveys two such
 graphs."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def open_onnx(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> Sourc
     if path.is_dir():
         name, path = name or path.name, single_onnx(path)
     try:
-        from .onnx_graph import external_files, onnx_blocks
+        from .onnx_graph import external_files
+        from .onnx_walk import onnx_blocks
     except ImportError as e:  # the onnx package is a dependency; say so if an environment lacks it
         raise SourceError(f"reading {str(path)!r} needs the `onnx` package ({e}); `pip install onnx`.") from e
     check_regular_file(path, "`source`")

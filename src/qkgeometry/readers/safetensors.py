@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..architectures import QKNorm, get_architecture
-from ..errors import SourceError
+from ..errors import ConfigError, SourceError
 from ..model import SourcePlans
 from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
@@ -53,10 +53,8 @@ def open_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePl
     check_quantization(config_path, config, index)
     try:
         plans = resolve_plans(arch, config, index.names, index.get, qk_norm)
-    except SourceError as e:  # "the llama config: ..." -> name the file
-        if not str(e).startswith(f"the {arch.model_type} config"):
-            raise
-        raise SourceError(f"{str(config_path)!r}: {e}") from e
+    except ConfigError as e:  # "the llama config: ..." -> name the file
+        raise ConfigError(f"{str(config_path)!r}: {e}") from e
     meta = [config_path] + ([index_file] if index_file is not None else [])
     return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear)
 

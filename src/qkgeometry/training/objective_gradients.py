@@ -13,7 +13,13 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..gradients import bidirectional_mask, causal_mask, pair_energy_shares, rank1_gradient, softmax_backward
+from ..analyses.gradients import (
+    bidirectional_mask,
+    causal_mask,
+    pair_energy_shares,
+    rank1_gradient,
+    softmax_backward,
+)
 from ..scores import directionality_score, symmetry_score
 from .config import CAUSAL_OBJECTIVES
 from .objective_batches import ObjectiveBatch, objective_loss

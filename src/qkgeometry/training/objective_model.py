@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ..gradients import bidirectional_mask, causal_mask
+from ..analyses.gradients import bidirectional_mask, causal_mask
 from .config import ObjectiveConfig
 from .data import SPECIAL_TOKENS
 

@@ -235,7 +235,7 @@ def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level:
     Simulated with :func:`qkgeometry.baselines.random_factor_scores` (``n_draws`` means). Returns
     ``{"symmetry": (low, high), "directionality": (low, high)}``.
     """
-    from ..baselines import random_factor_scores
+    from ..analyses.baselines import random_factor_scores
 
     if not 0 < level < 1:
         raise ValueError(f"`level` must lie strictly between 0 and 1; got {level!r}.")

@@ -9,7 +9,7 @@ Two formats, chosen by the file name of ``cache`` (``--out`` on the command line
   model (O(N) work per model), under a lock file. It is kept so that existing caches and scripts go on working;
   ``qkgeometry export`` converts between the two (:func:`migrate_csv`, :func:`export_csv`).
 
-Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.read_cache`
+Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
 (hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
 
 Why SQLite in WAL mode rather than append-only Parquet parts with an index:
@@ -43,7 +43,7 @@ import pandas as pd
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
            "CsvStore", "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
-           "read_store", "spreadsheet_safe", "spreadsheet_text"]
+           "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
 
 #: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
@@ -108,9 +108,11 @@ def open_store(path: str | Path, what: str = "`cache`") -> SurveyStore | CsvStor
     return CsvStore(path)
 
 
-def _identity_mask(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
+def rows_matching(stored: pd.DataFrame, key: dict[str, Any], columns: list[str] = IDENTITY) -> pd.Series:
+    """Mask of the rows of ``stored`` whose ``columns`` equal ``key``'s (:data:`IDENTITY` by default; numbers
+    compared as numbers, everything else as text, a missing value as the empty string)."""
     mask = pd.Series(True, index=stored.index)
-    for col in IDENTITY:
+    for col in columns:
         if col == "num_std":
             mask &= stored[col].astype(float) == float(key[col])
         else:
@@ -131,7 +133,7 @@ class SurveyStore:
     """
 
     def __init__(self, path: str | Path, *, what: str = "survey store"):
-        from ._files import resolve_output
+        from .._files import resolve_output
 
         self.path = Path(path)
         self._what = what
@@ -243,7 +245,7 @@ class SurveyStore:
         return len(parts)
 
     def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
-        from ._files import OutputError
+        from ..errors import OutputError
 
         conn = self._conn
         try:
@@ -328,7 +330,7 @@ class CsvStore:
         return st.st_ino, st.st_size, st.st_mtime_ns
 
     def read(self) -> pd.DataFrame:
-        """Every row of the file (:func:`qkgeometry.surveying.read_cache`)."""
+        """Every row of the file (:func:`qkgeometry.surveying.scoring.read_cache`)."""
         stamp = self._current_stamp()
         if stamp is None:
             self._stamp, self._frame = None, empty_frame()
@@ -348,14 +350,14 @@ class CsvStore:
 
     def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
         """Merge one model's rows into the file under the lock, replacing any stored version of the model."""
-        from ._files import locked, write_csv_atomic
+        from .._files import locked, write_csv_atomic
 
         if not len(frame):
             return
         key = {c: frame.iloc[0][c] for c in IDENTITY} if key is None else key
         with locked(self.path):
             disk = self.read()
-            disk = disk.loc[~_identity_mask(disk, key)]
+            disk = disk.loc[~rows_matching(disk, key)]
             merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
             merged["head"] = merged["head"].astype("Int64")
             write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
@@ -365,7 +367,7 @@ class CsvStore:
 def migrate_csv(csv: str | Path, store: str | Path) -> int:
     """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
     absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`qkgeometry.surveying.read_cache` drops them. Returns the number of models copied. Chapter 4."""
+    :func:`qkgeometry.surveying.scoring.read_cache` drops them. Returns the number of models copied. Chapter 4."""
 
     frame = read_store(csv)
     with SurveyStore(store, what="--store") as target:
@@ -375,7 +377,7 @@ def migrate_csv(csv: str | Path, store: str | Path) -> int:
 def export_csv(store: str | Path, csv: str | Path) -> int:
     """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
     Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
-    from ._files import check_writable_file, write_csv_atomic
+    from .._files import check_writable_file, write_csv_atomic
 
     check_writable_file(Path(csv), "--csv")
     frame = read_store(store)
@@ -385,12 +387,12 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
 
 def read_store(path: str | Path | None) -> pd.DataFrame:
     """Every row of the survey store or survey CSV at ``path``: what
-    :func:`qkgeometry.surveying.read_cache` returns (see there)."""
+    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there)."""
     import io
     import warnings
 
-    from ._files import resolve_output
-    from .errors import first_line
+    from .._files import resolve_output
+    from ..errors import first_line
 
     if path is None:
         return empty_frame()
@@ -456,7 +458,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
     ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
     mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.read_cache` undoes it on
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.scoring.read_cache` undoes it on
     what it reads."""
     out = frame.copy()
     for column in out.columns:

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._threads import small_problems
-from ._validation import ArrayLike, check_factors, check_square, to_float64
+from .._threads import small_problems
+from .._validation import ArrayLike, check_factors, check_square, to_float64
+from ..scores import scores_factored
 from .iterate import iter_factors, opened
-from .scores import scores_factored
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -294,7 +294,7 @@ def directionality_null_samples(d: int, r: int | None = None, n_samples: int = 2
 
 @functools.lru_cache(maxsize=256)
 def _directionality_samples(d: int, r: int | None, n_samples: int, seed: int, num_std: float) -> np.ndarray:
-    from .scores import directionality_score
+    from ..scores import directionality_score
 
     rng = np.random.default_rng([seed, d, 0 if r is None else r])
     chunk = max(1, min(n_samples, 2 ** 22 // (d * (d if r is None else 2 * r))))
@@ -359,7 +359,7 @@ def symmetry_null_quantiles(d: int, r: int | None = None, q=DEFAULT_QUANTILES, n
 
 @functools.lru_cache(maxsize=128)
 def _symmetry_samples(d: int, r: int, n_samples: int, seed: int) -> np.ndarray:
-    from .scores import symmetry_score_factored
+    from ..scores import symmetry_score_factored
 
     rng = np.random.default_rng([seed, d, r, 1])
     chunk = max(1, min(n_samples, 2 ** 22 // (2 * d * r)))

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .iterate import host_float64, iter_layers
-from .model import QKLayer, QKModel
+from .._arrays import host_float64
+from ..model import QKLayer, QKModel
+from .iterate import iter_layers
 
 __all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
            "key_bias_ratio_per_head", "layer_anatomy"]
@@ -137,9 +138,9 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     """
     from tqdm.auto import tqdm
 
-    from .catalogue import PresetEntry
-    from .source_names import RANDOM_PREFIX
-    from .surveying import open_source
+    from ..catalogue import PresetEntry
+    from ..source_names import RANDOM_PREFIX
+    from ..surveying.scoring import open_source
 
     if input_norm not in ("raw", "folded"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
@@ -174,7 +175,7 @@ def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: b
     directionality_raw, directionality_folded``. A model whose normalisation gain is not known fails in the folded
     survey and is left out (``frame.attrs["failures"]`` lists it). Chapter 4 ("Which bilinear form").
     """
-    from .surveying import survey
+    from ..surveying.scoring import survey
 
     keys = ["model", "family", "component", "layer"]
     entries = list(sources)

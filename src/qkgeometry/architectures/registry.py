@@ -1,4 +1,4 @@
-"""Declarative registry: for each HF ``model_type``, where the Q and K weights live and how they are laid out.
+"""The registry of architectures: for each HF ``model_type``, where the Q and K weights live and how they are laid out.
 
 Conventions (the book's Notation page): for query head h, ``W_Q^h`` and ``W_K^{g(h)}`` have shape (d_model, head_dim) and act as
 ``q = W_Qᵀ x``; torch's ``nn.Linear.weight`` is ``W_Qᵀ`` stacked over heads, shape (n_heads·head_dim, d_model).
@@ -10,8 +10,8 @@ An :class:`Architecture` lists one :class:`AttentionBlock` per kind of attention
 task heads are found automatically) and which :data:`Layout` they use. Adding an architecture is adding an entry to
 :data:`REGISTRY` plus a logit-equivalence test in the package's test suite.
 
-Every layout converter returns ``(wq, wk)`` with ``wq`` of shape (n_heads, d_model, head_dim) and ``wk`` of shape
-(n_kv_heads, d_model, head_dim), i.e. KV heads *not* yet expanded.
+The layout converters live in :mod:`qkgeometry.architectures.layouts`, the norm folding in
+:mod:`qkgeometry.architectures.norms`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._arrays import as_float64, cast_like, einsum, numel
-from .errors import SourceError
+from ..errors import SourceError
 
 Family = Literal["encoder", "decoder", "encoder-decoder"]
 Component = Literal["self", "encoder", "decoder", "cross"]
@@ -119,204 +118,6 @@ class Architecture:
     aliases: tuple[str, ...] = field(default=())
 
 
-# ----------------------------------------------------------------------------------------------- layouts
-def _heads_from_linear(weight: Any, n_heads: int, head_dim: int, d_model: int, name: str) -> Any:
-    """``nn.Linear.weight`` (n_heads·head_dim, d_model) -> (n_heads, d_model, head_dim)."""
-    expected = (n_heads * head_dim, d_model)
-    if tuple(weight.shape) != expected:
-        raise ValueError(
-            f"tensor {name!r} has shape {tuple(weight.shape)}, expected {expected} (n_heads·head_dim, d_model) "
-            "from the config; the checkpoint and its config.json disagree."
-        )
-    return weight.reshape(n_heads, head_dim, d_model).swapaxes(1, 2)
-
-
-def pack_heads(w: Any) -> Any:
-    """Stack per-head factors side by side: (n_heads, d_model, head_dim) -> (d_model, n_heads·head_dim).
-
-    The result is ``[W^0 | W^1 | ...]``, so ``pack_heads(wq) @ pack_heads(wk).T = Σ_h W_Q^h W_K^hᵀ``: the layer
-    matrix as one pair of factors (the factored scores take it as is). Works on torch tensors and NumPy arrays.
-    Conventions: the book's Notation page; chapter 4 ("Grouped-query attention") uses it.
-
-    >>> import numpy as np
-    >>> w = np.arange(12.).reshape(2, 3, 2)  # 2 heads, d_model 3, head_dim 2
-    >>> pack_heads(w)
-    array([[ 0.,  1.,  6.,  7.],
-           [ 2.,  3.,  8.,  9.],
-           [ 4.,  5., 10., 11.]])
-    >>> bool(np.allclose(pack_heads(w) @ pack_heads(w).T, sum(h @ h.T for h in w)))
-    True
-    """
-    if w.ndim != 3:
-        raise ValueError(f"`w` must have shape (n_heads, d_model, head_dim); got {tuple(w.shape)}.")
-    n, d, hd = w.shape
-    return w.swapaxes(0, 1).reshape(d, n * hd)
-
-
-def split_linear(q: Any, k: Any, dims: Dims, names: tuple[str, str]):
-    """Separate ``q_proj``/``k_proj`` (or ``query``/``key``) Linear weights."""
-    return (_heads_from_linear(q, dims.n_heads, dims.head_dim, dims.d_model, names[0]),
-            _heads_from_linear(k, dims.n_kv_heads, dims.head_dim, dims.d_model, names[1]))
-
-
-def split_conv1d_fused(qkv: Any, dims: Dims, name: str):
-    """GPT-2 ``Conv1D`` c_attn weight, shape (d_model, 3·d_model) = [W_Q | W_K | W_V], blocked.
-
-    ``Conv1D`` computes ``x @ W + b``, so ``W[:, :n_heads·head_dim]`` is W_Q itself with heads contiguous.
-    """
-    width = dims.n_heads * dims.head_dim
-    if qkv.shape[0] != dims.d_model or qkv.shape[1] < 2 * width:
-        raise ValueError(f"tensor {name!r} has shape {tuple(qkv.shape)}, expected ({dims.d_model}, 3·{width}).")
-    wq = qkv[:, :width].reshape(dims.d_model, dims.n_heads, dims.head_dim).swapaxes(0, 1)
-    wk = qkv[:, width:2 * width].reshape(dims.d_model, dims.n_heads, dims.head_dim).swapaxes(0, 1)
-    return wq, wk
-
-
-def split_fused_blocked(qkv: Any, dims: Dims, name: str):
-    """Fused Linear weight ``[W_Qᵀ; W_Kᵀ; W_Vᵀ]`` stacked along the output axis (ModernBERT Wqkv, Phi-3 qkv_proj)."""
-    nq, nk = dims.n_heads * dims.head_dim, dims.n_kv_heads * dims.head_dim
-    return (_heads_from_linear(qkv[:nq], dims.n_heads, dims.head_dim, dims.d_model, name),
-            _heads_from_linear(qkv[nq:nq + nk], dims.n_kv_heads, dims.head_dim, dims.d_model, name))
-
-
-def split_fused_interleaved(qkv: Any, dims: Dims, name: str):
-    """Fused Linear weight interleaved per head, output axis laid out as (n_heads, 3, head_dim) (NeoX, BLOOM)."""
-    h, hd, d = dims.n_heads, dims.head_dim, dims.d_model
-    if tuple(qkv.shape) != (3 * h * hd, d):
-        raise ValueError(f"tensor {name!r} has shape {tuple(qkv.shape)}, expected ({3 * h * hd}, {d}).")
-    per_head = qkv.reshape(h, 3, hd, d)
-    return per_head[:, 0].swapaxes(1, 2), per_head[:, 1].swapaxes(1, 2)
-
-
-def split_block(block: AttentionBlock, dims: Dims, get: Callable[[str], Any], i: int):
-    """Read and split the Q/K weights of layer ``i`` of ``block`` through the tensor getter ``get(name)``."""
-    q_name = block.q.format(i=i)
-    if block.layout == "linear":
-        k_name = block.k.format(i=i)
-        return split_linear(get(q_name), get(k_name), dims, (q_name, k_name))
-    fused = get(q_name)
-    if block.layout == "conv1d_fused":
-        return split_conv1d_fused(fused, dims, q_name)
-    if block.layout == "fused_blocked":
-        return split_fused_blocked(fused, dims, q_name)
-    if block.layout == "fused_interleaved":
-        return split_fused_interleaved(fused, dims, q_name)
-    raise ValueError(f"unknown layout {block.layout!r} in the registry entry for {q_name!r}")
-
-
-QKNorm = Literal["folded", "raw"]
-
-
-def fold_qk_norm(wq: Any, wk: Any, gq: Any, gk: Any):
-    """Fold QK-norm gains into the head factors: ``W_Q^h ← W_Q^h diag(g_q^h)``, ``W_K^g ← W_K^g diag(g_k^g)``.
-
-    With QK-norm the logit between tokens i and j of head h is
-
-        (g_q ⊙ q_i / rms(q_i)) · (g_k ⊙ k_j / rms(k_j)) · scale,   q_i = W_Qᵀ x_i,  k_j = W_Kᵀ x_j,
-
-    and ``g_q ⊙ (W_Qᵀ x) = (W_Q diag(g_q))ᵀ x``. So the gains are linear and fold into the factors, while the
-    normalisations ``1/rms(q_i)`` and ``1/rms(k_j)`` are one positive scalar per query token and one per key token:
-    they rescale whole rows and columns of the logit matrix and are not part of a fixed bilinear form. The folded
-    ``W_qk = W_Q diag(g_q g_k) W_Kᵀ`` is therefore the bilinear form the model applies to x, up to those per-token
-    scalars; the raw form ignores the gains.
-
-    ``wq``: (n_heads, d, head_dim), ``wk``: (n_kv_heads, d, head_dim); ``gq``/``gk`` of length head_dim (shared by the
-    heads) or n_heads·head_dim / n_kv_heads·head_dim (one gain vector per head).
-    """
-    hd = wq.shape[-1]
-    return wq * cast_like(gq, wq).reshape(-1, 1, hd), wk * cast_like(gk, wk).reshape(-1, 1, hd)
-
-
-def qk_norm_gains(block: AttentionBlock, get: Callable[[str], Any], i: int):
-    """The (g_q, g_k) gains of layer ``i`` of a QK-norm block, offset included (Gemma: 1 + weight)."""
-    return (block.norm_offset + as_float64(get(block.q_norm.format(i=i))),
-            block.norm_offset + as_float64(get(block.k_norm.format(i=i))))
-
-
-InputNorm = Literal["raw", "folded"]
-
-
-def input_norm_names(block: AttentionBlock, i: int) -> tuple[str, str]:
-    """Names of the (query-side, key-side) input-norm gains of layer ``i`` of ``block`` (equal for self-attention).
-
-    Raises ``ValueError`` when the block does not declare them (see :attr:`AttentionBlock.input_norm`).
-    """
-    if block.input_norm is None:
-        raise ValueError(f"the gain of the normalisation before the {block.component} attention is not known")
-    q = block.input_norm_first if i == 0 and block.input_norm_first is not None else \
-        block.input_norm.format(i=i, prev=i - 1)
-    return q, (q if block.input_norm_k is None else block.input_norm_k.format(i=i))
-
-
-def norm_shift_name(gain_name: str) -> str | None:
-    """The name of a LayerNorm's shift β next to its gain γ (``….weight`` -> ``….bias``, ``…/gamma`` -> ``…/beta``)."""
-    for gain, shift in ((".weight", ".bias"), ("/gamma", "/beta"), ("weight", "bias")):
-        if gain_name.endswith(gain):
-            return gain_name[: -len(gain)] + shift
-    return None
-
-
-def fold_input_norm(wq: Any, wk: Any, bq: Any | None, gq: Any, gk: Any, beta_q: Any | None = None):
-    """Fold the gains of the normalisation before attention into the factors: ``W_Q ← diag(γ_q) W_Q``,
-    ``W_K ← diag(γ_k) W_K``, so that ``W_qk ← diag(γ_q) W_qk diag(γ_k)`` (a congruence when γ_q = γ_k: it keeps
-    exact symmetry, but it moves both scores).
-
-    The normalisation maps the residual stream x to ``h = γ ⊙ x̂ + β`` with ``x̂ = (x − mean(x)) / std(x)``
-    (LayerNorm) or ``x̂ = x / rms(x)`` (RMSNorm, β = 0). With ``q = W_Qᵀ h + b_q`` the logit is then
-
-        (W_Q'ᵀ x̂_i + b_q')ᵀ (W_K'ᵀ x̂_j + b_k') · scale,   W_Q' = diag(γ_q) W_Q,   b_q' = b_q + W_Qᵀ β_q,
-
-    and likewise on the key side. The folded form is the bilinear form the model applies to the standardised
-    vectors x̂; the raw form is the one it applies to h. The shift β is not part of any bilinear form: on the query
-    side it moves into the query bias (returned as ``bq``, so the key-only logit term stays exact); on the key side
-    it moves into the key bias, whose terms depend on the query token only and cancel in the softmax, so it is not
-    kept. ``1/std(x)`` (or ``1/rms(x)``) is one positive scalar per token, outside any fixed bilinear form.
-
-    ``wq``: (n_heads, d, head_dim), ``wk``: (n_kv_heads, d, head_dim), ``bq``: (n_heads, head_dim) or None,
-    ``gq``/``gk``/``beta_q``: (d,). Returns ``(wq, wk, bq)`` in float64. Chapter 4 ("Which bilinear form").
-    """
-    wq, wk = as_float64(wq), as_float64(wk)
-    gq, gk = cast_like(gq, wq).reshape(1, -1, 1), cast_like(gk, wk).reshape(1, -1, 1)
-    if beta_q is not None:
-        shift = einsum("hde,d->he", wq, cast_like(beta_q, wq))
-        bq = shift if bq is None else cast_like(bq, wq) + shift
-    return wq * gq, wk * gk, bq
-
-
-def split_query_bias(block: AttentionBlock, dims: Dims, get: Callable[[str], Any],
-                     has: Callable[[str], bool], i: int) -> Any | None:
-    """The query bias ``b_q`` of layer ``i`` as (n_heads, head_dim), or None when the checkpoint has none.
-
-    Read next to the query weight (``….weight`` -> ``….bias``) in the block's layout: a Linear's own bias, the
-    first n_heads·head_dim entries of a blocked fused bias ([b_Q; b_K; b_V]), or slot 0 of an interleaved one
-    (viewed as (n_heads, 3, head_dim)).
-    """
-    name = norm_shift_name(block.q.format(i=i))
-    if name is None or not has(name):
-        return None
-    b = get(name).reshape(-1)
-    nq = dims.n_heads * dims.head_dim
-    if block.layout == "fused_interleaved":
-        if numel(b) != 3 * nq:
-            raise ValueError(f"tensor {name!r} has {numel(b)} entries, expected {3 * nq} (n_heads·3·head_dim).")
-        return b.reshape(dims.n_heads, 3, dims.head_dim)[:, 0]
-    if numel(b) < nq or (block.layout == "linear" and numel(b) != nq):
-        raise ValueError(f"tensor {name!r} has {numel(b)} entries, expected {nq} (n_heads·head_dim) for the query "
-                         "bias; the checkpoint and its config disagree.")
-    return b[:nq].reshape(dims.n_heads, dims.head_dim)
-
-
-def unpermute_gguf_rope(weight: Any, n_heads: int) -> Any:
-    """Undo llama.cpp's per-head row permutation (HF rotate-half -> interleaved pairs) of a Q or K weight.
-
-    llama.cpp's converter maps HF rows ``(head, half, j)`` to ``(head, j, half)``; this maps them back.
-    """
-    rows, cols = weight.shape
-    head_dim = rows // n_heads
-    return weight.reshape(n_heads, head_dim // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
-
-
-# ---------------------------------------------------------------------------------------------- registry
 # Every layout below was read off the model's own forward code in transformers (models/*/modeling_*.py) and is
 # checked against the module's pre-softmax logits by the test suite.
 #: Post-LN BERT-style encoders: layer i reads the output LayerNorm of layer i − 1; layer 0 the embeddings LayerNorm.
@@ -347,7 +148,7 @@ def _distilbert_dims(config: Any) -> Dims:
 def _albert_dims(config: Any) -> Dims:
     if int(getattr(config, "inner_group_num", 1)) != 1:
         raise ValueError(f"ALBERT with inner_group_num={config.inner_group_num} is not supported (every released "
-                         "checkpoint has 1); register its layer naming in qkgeometry/architectures.py first.")
+                         "checkpoint has 1); register its layer naming in qkgeometry/architectures/registry.py first.")
     base = standard_dims(config)
     return Dims(int(config.num_hidden_groups), base.d_model, base.n_heads, base.n_heads, base.head_dim)
 
@@ -530,7 +331,7 @@ def get_architecture(model_type: str) -> Architecture:
     except KeyError:
         raise SourceError(
             f"model_type {model_type!r} is not supported. Supported: {', '.join(sorted(REGISTRY))}. "
-            "To add one, register an Architecture in qkgeometry/architectures.py with its logit-equivalence test."
+            "To add one, register an Architecture in qkgeometry/architectures/registry.py with its logit-equivalence test."
         ) from None
 
 

@@ -1,4 +1,4 @@
-"""qkgeometry.survey_store and survey(executor=...): the SQLite store (appends, one version per model, kill -9 of
+"""qkgeometry.surveying.store and survey(executor=...): the SQLite store (appends, one version per model, kill -9 of
 the writer mid-write), duplicates counted once, CSV caches migrated and exported, and workers (a process pool, a
 dask LocalCluster, a worker killed mid-model) giving the serial frame exactly."""
 
@@ -25,12 +25,12 @@ from safetensors.torch import save_file
 import qkgeometry as qg
 from bounded import no_hang, one_line_error
 from qkgeometry.cli import main
-from qkgeometry.survey_store import SurveyStore, is_store_file, open_store
-from qkgeometry.surveying import SURVEY_COLUMNS, read_cache, worker_pool
+from qkgeometry.surveying.scoring import SURVEY_COLUMNS, read_cache, worker_pool
+from qkgeometry.surveying.store import SurveyStore, is_store_file, open_store
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 3
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-TESTS = str(Path(__file__).resolve().parent)
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+TESTS = str(Path(__file__).resolve().parents[1])
 
 
 def make_model(folder: Path, seed: int = 0, layers: int = LAYERS) -> Path:
@@ -98,7 +98,7 @@ def test_a_resurveyed_model_leaves_exactly_one_version(tmp_path):
 
 
 def test_duplicate_sources_are_surveyed_and_counted_once(models, tmp_path, capsys, monkeypatch):
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
 
     scored = []
     real = s.score_layers

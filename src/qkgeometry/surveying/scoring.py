@@ -4,7 +4,7 @@ One row per (model, component, layer, head) with the columns of :data:`COLUMNS`;
 rows (the layer matrix ``M_layer = Σ_h W_Q^h W_K^{g(h)ᵀ}``, the book's Notation page). Weights are streamed one
 layer at a time and scored with the factored formulas, so no d × d matrix is ever formed. Chapters 2 and 4.
 
-The module is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
+The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
 """
 
 from __future__ import annotations
@@ -17,19 +17,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ._lazy import LazyModule
-from ._threads import read_ahead
-from .architectures import InputNorm
-from .errors import first_line
-from .model import RANDOM_PREFIX, QKLayer, QKModel
-from .readers import load_qk
-from .scores import layer_scores
-from .survey_store import (
+from .._lazy import LazyModule
+from .._threads import read_ahead
+from ..architectures import InputNorm
+from ..errors import SurveyInterrupted, first_line
+from ..model import RANDOM_PREFIX, QKLayer, QKModel
+from ..readers import load_qk
+from ..scores import layer_scores
+from .store import (
     CACHE_KEY,
     COLUMNS,
     FORMULA_STARTS,
     SURVEY_COLUMNS,
     empty_frame,
+    rows_matching,
     spreadsheet_safe,
     spreadsheet_text,
 )
@@ -85,7 +86,7 @@ def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress:
 
 
 def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
-    from ._validation import check_num_std
+    from .._validation import check_num_std
 
     if per not in ("layer", "head"):
         raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
@@ -121,7 +122,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
     """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has
     no normalisation gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
-    from .scores import resolve_device
+    from ..devices import resolve_device
 
     if isinstance(source, QKModel):
         if input_norm == "folded" and source.input_norm != "folded":
@@ -152,7 +153,7 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     tidy frame.
 
     Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
-    frame. An SQLite store (:mod:`qkgeometry.survey_store`) is read in the order its models were added; a file that
+    frame. An SQLite store (:mod:`qkgeometry.surveying.store`) is read in the order its models were added; a file that
     is SQLite but not a survey store raises ``ValueError`` naming it.
 
     For a CSV: text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
@@ -161,18 +162,9 @@ def read_cache(path: str | Path | None) -> pd.DataFrame:
     :func:`survey` then sees those models as incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
     a pipe) raises ``ValueError`` naming the file.
     """
-    from .survey_store import read_store
+    from .store import read_store
 
     return read_store(path)
-
-
-class SurveyInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`survey`: ``saved`` lists the models written to the cache by this call (the models in
-    progress are not saved); ``cache`` is the file."""
-
-    def __init__(self, saved: list[str], cache: Path | None):
-        super().__init__(f"interrupted after saving {len(saved)} model(s)")
-        self.saved, self.cache = saved, cache
 
 
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
@@ -198,10 +190,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     process. A task whose worker dies (``kill -9``, out of memory) fails alone, as a failure of its model.
 
     Store (``cache=path``), built so that nothing is lost, stale or silently wrong
-    (:mod:`qkgeometry.survey_store`):
+    (:mod:`qkgeometry.surveying.store`):
 
     * **Format by name.** ``.sqlite`` (or ``.sqlite3``, ``.db``): an SQLite store in WAL mode, where adding a model
-      costs the same whatever the store holds (:class:`qkgeometry.survey_store.SurveyStore`). ``.csv``: a tidy CSV,
+      costs the same whatever the store holds (:class:`qkgeometry.surveying.store.SurveyStore`). ``.csv``: a tidy CSV,
       rewritten whole after each model through a temporary file and an atomic rename, under an exclusive lock
       (``<cache>.lock``); a symlinked CSV is written through. Use ``.sqlite`` beyond a few dozen models.
     * **Atomic.** Each model is written as soon as it finishes, in one step: killing the run (or this process)
@@ -247,8 +239,58 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     from tqdm.auto import tqdm
 
-    from ._files import OutputError, check_writable_file
-    from .survey_store import STORE_SUFFIXES, open_store
+    from ..errors import OutputError
+
+    cache_path = _check_survey_args(sources, per, num_std, input_norm, cache, executor, device)
+    settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
+                "device": None if device is None else str(device)}
+    entries, repeated = _distinct(list(sources))
+    store = _open_checked_store(cache_path)
+    outcomes: dict[int, dict[str, Any]] = {}
+    computed_order: list[str] = []  # in the order they were saved (what an interruption reports)
+    bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
+
+    def stored_rows(entry: Any) -> pd.DataFrame:
+        return empty_frame() if store is None else store.rows_for(_source_key(entry))
+
+    def finish(i: int, outcome: dict[str, Any]) -> None:
+        """The one writer: store a computed model at once, report a failure, advance the bar."""
+        outcomes[i] = outcome
+        if outcome["status"] == "failed":
+            f = outcome["failure"]
+            warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=4)
+            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
+        elif outcome["status"] == "computed":
+            if store is not None:
+                store.put(outcome["frame"], outcome["key"])
+            computed_order.append(str(outcome["frame"]["model"].iloc[0]))
+        bar.set_postfix_str(outcome["label"])
+        bar.update(1)
+
+    futures: dict[Any, int] = {}
+    try:
+        try:
+            _dispatch(entries, settings, executor, progress, stored_rows, finish, futures, bar)
+        except KeyboardInterrupt as e:
+            for future in futures:
+                future.cancel()
+            raise SurveyInterrupted(computed_order, cache_path) from e
+        except OutputError:
+            for future in futures:
+                future.cancel()
+            raise
+    finally:
+        bar.close()
+        if store is not None:
+            store.close()
+    return _assemble([outcomes[i] for i in range(len(entries))], repeated)
+
+
+def _check_survey_args(sources: Any, per: Any, num_std: Any, input_norm: Any, cache: Any, executor: Any,
+                       device: Any) -> Path | None:
+    """Every argument of :func:`survey` checked before any model is opened; returns the cache path (or None)."""
+    from .._files import check_writable_file
+    from .store import STORE_SUFFIXES
 
     _check_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
@@ -263,93 +305,73 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         raise TypeError("`executor` must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor(4), or "
                         f"dask.distributed.Client(...).get_executor()); got {type(executor).__name__}.")
     if device is not None:
-        from .scores import resolve_device
+        from ..devices import resolve_device
 
         resolve_device(device)  # a clear error now, not one skipped model after another
-    settings = {"per": per, "num_std": float(num_std), "qk_norm": qk_norm, "input_norm": input_norm,
-                "device": None if device is None else str(device)}
-    entries, repeated = _distinct(list(sources))
-    store = None if cache_path is None else open_store(cache_path)
-    if store is not None:
-        try:
-            store.counts()  # a file that is not a survey store (or CSV) is refused before any model is opened
-        except BaseException:
-            store.close()
-            raise
-    outcomes: dict[int, dict[str, Any]] = {}
-    computed_order: list[str] = []  # in the order they were saved (what an interruption reports)
-    bar = tqdm(total=len(entries), desc="models", unit="model", disable=not progress)
+    return cache_path
 
-    def stored_rows(entry: Any) -> pd.DataFrame:
-        return empty_frame() if store is None else store.rows_for(_source_key(entry))
 
-    def finish(i: int, outcome: dict[str, Any]) -> None:
-        """The one writer: store a computed model at once, report a failure, advance the bar."""
-        outcomes[i] = outcome
-        if outcome["status"] == "failed":
-            f = outcome["failure"]
-            warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=3)
-            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
-        elif outcome["status"] == "computed":
-            if store is not None:
-                store.put(outcome["frame"], outcome["key"])
-            computed_order.append(str(outcome["frame"]["model"].iloc[0]))
-        bar.set_postfix_str(outcome["label"])
-        bar.update(1)
+def _open_checked_store(cache_path: Path | None) -> Any:
+    """The store at ``cache_path`` (None without one); a file that is not a survey store (or CSV) is refused
+    before any model is opened."""
+    from .store import open_store
 
-    futures: dict[Any, int] = {}
+    if cache_path is None:
+        return None
+    store = open_store(cache_path)
     try:
+        store.counts()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _dispatch(entries: list[Any], settings: dict[str, Any], executor: Executor | None, progress: bool,
+              stored_rows: Any, finish: Any, futures: dict[Any, int], bar: Any) -> None:
+    """Score every entry, serially or as one task per model on ``executor`` (the caller's open QKModels stay in
+    this process), handing each outcome to ``finish`` (the one writer) as it arrives."""
+    if executor is None:
+        for i, entry in enumerate(entries):
+            bar.set_postfix_str(_label(entry))
+            finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
+        return
+    local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
+    for i, entry in enumerate(entries):
+        if i not in local:
+            futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
+    for i in local:  # the caller's open models stay in this process
+        finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
+    for future in as_completed(futures):
+        i = futures[future]
         try:
-            if executor is None:
-                for i, entry in enumerate(entries):
-                    bar.set_postfix_str(_label(entry))
-                    finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
-            else:
-                local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
-                for i, entry in enumerate(entries):
-                    if i not in local:
-                        futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
-                for i in local:  # the caller's open models stay in this process
-                    finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
-                for future in as_completed(futures):
-                    i = futures[future]
-                    try:
-                        outcome = future.result()
-                    except Exception as e:  # the worker died, or the task could not be sent or returned
-                        outcome = _failed(entries[i], e)
-                    finish(i, outcome)
-        except KeyboardInterrupt as e:
-            for future in futures:
-                future.cancel()
-            raise SurveyInterrupted(computed_order, cache_path) from e
-        except OutputError:
-            for future in futures:
-                future.cancel()
-            raise
-    finally:
-        bar.close()
-        if store is not None:
-            store.close()
-    parts = [outcomes[i]["frame"] for i in range(len(entries)) if outcomes[i]["status"] != "failed"]
+            outcome = future.result()
+        except Exception as e:  # the worker died, or the task could not be sent or returned
+            outcome = _failed(entries[i], e)
+        finish(i, outcome)
+
+
+def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFrame:
+    """The frame :func:`survey` returns, in the order of its sources, with its failures, computed models and
+    repeats in ``attrs``."""
+    parts = [o["frame"] for o in outcomes if o["status"] != "failed"]
     out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
-    out.attrs["failures"] = pd.DataFrame([outcomes[i]["failure"] for i in range(len(entries))
-                                          if outcomes[i]["status"] == "failed"],
+    out.attrs["failures"] = pd.DataFrame([o["failure"] for o in outcomes if o["status"] == "failed"],
                                          columns=["source", "name", "error", "message"])
-    out.attrs["computed"] = [str(outcomes[i]["frame"]["model"].iloc[0]) for i in range(len(entries))
-                             if outcomes[i]["status"] == "computed"]
+    out.attrs["computed"] = [str(o["frame"]["model"].iloc[0]) for o in outcomes if o["status"] == "computed"]
     out.attrs["repeated"] = repeated
     return out
 
 
 def _source_of(entry: Any) -> Any:
-    from .catalogue import PresetEntry
+    from ..catalogue import PresetEntry
 
     return entry.source if isinstance(entry, PresetEntry) else entry
 
 
 def _label(entry: Any) -> str:
-    from .catalogue import PresetEntry
+    from ..catalogue import PresetEntry
 
     if isinstance(entry, PresetEntry):
         return entry.name
@@ -400,8 +422,8 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
     "key", "failure"}``; a model's own failure is returned, never raised, so a worker never ends a survey."""
     import contextlib
 
-    from ._version import __version__ as version
-    from .catalogue import PresetEntry
+    from .._version import __version__ as version
+    from ..catalogue import PresetEntry
 
     meta = entry if isinstance(entry, PresetEntry) else None
     source = _source_of(entry)
@@ -479,7 +501,7 @@ def _signature(frame: pd.DataFrame) -> list[tuple]:
 
 def _complete_rows(stored: pd.DataFrame, key: dict[str, Any], model: QKModel, per: Per) -> pd.DataFrame | None:
     """The cached rows of ``key`` if they are exactly the rows a complete result of ``model`` has, else None."""
-    hit = stored.loc[_matches(stored, key)]
+    hit = stored.loc[rows_matching(stored, key, CACHE_KEY)]
     if not len(hit) or hit["model"].nunique() != 1:
         return None
     if _signature(hit) != _signature(_expected_rows(model, per)):
@@ -489,7 +511,7 @@ def _complete_rows(stored: pd.DataFrame, key: dict[str, Any], model: QKModel, pe
 
 def _check_result(rows: pd.DataFrame, model: QKModel, per: Per) -> None:
     """A computed result must have every expected row and finite scores: never store a NaN as a result."""
-    from .errors import SourceError
+    from ..errors import SourceError
 
     if not len(rows):
         raise SourceError(f"{model.name!r} has no attention layers to score (0 layers in its config or "
@@ -499,17 +521,6 @@ def _check_result(rows: pd.DataFrame, model: QKModel, per: Per) -> None:
         first = bad.iloc[0]
         raise SourceError(f"{model.name!r} gave a non-finite score in {first['component']} layer "
                           f"{first['layer']}; its weights hold NaN/Inf or overflow. Not stored.")
-
-
-def _matches(stored: pd.DataFrame, key: dict[str, Any]) -> pd.Series:
-    """Rows of ``stored`` whose :data:`CACHE_KEY` equals ``key``."""
-    mask = pd.Series(True, index=stored.index)
-    for col in CACHE_KEY:
-        if col == "num_std":
-            mask &= stored[col].astype(float) == float(key[col])
-        else:
-            mask &= stored[col].fillna("").astype(str) == str(key[col])
-    return mask
 
 
 def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,

@@ -27,7 +27,7 @@ The allowed pairs fall into three disjoint sets, and the sum splits accordingly:
 
 The mask only says which couples *may* form. A couple (i, j)/(j, i) is **effective** when the gradient itself is
 non-zero on both entries: :func:`effective_pair_classes` classifies pairs by the support of g (relative tolerance
-``rtol`` of the largest |g|), and :func:`pair_energy_shares` reports the share of Σ g_ij² on mask-paired and on
+``rtol`` of the largest ``|g|``), and :func:`pair_energy_shares` reports the share of Σ g_ij² on mask-paired and on
 effective pairs side by side. A masked-LM loss in a one-layer model reads only the masked rows, so g vanishes on
 every unmasked query: the mask calls almost everything "paired", the gradient pairs only masked with masked.
 
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from .decomposition import Energies, energies
+from ..decomposition import Energies, energies
 
 if TYPE_CHECKING:
     import pandas
@@ -75,7 +75,7 @@ __all__ = [  # masks, the exact gradient, its split by the mask and by the gradi
     "token_side_weights",
 ]
 
-#: An entry g_ij counts as non-zero when |g_ij| > DEFAULT_RTOL · max_kl |g_kl| (of its own (n, n) matrix).
+#: An entry g_ij counts as non-zero when ``|g_ij| > DEFAULT_RTOL · max_kl |g_kl|`` (of its own (n, n) matrix).
 DEFAULT_RTOL = 1e-9
 
 Tensor = torch.Tensor

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkgeometry import slides
+from tools import slides
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PNG = base64.b64decode(  # a 1 x 1 white pixel
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==")
 

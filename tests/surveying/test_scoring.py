@@ -1,4 +1,4 @@
-"""qkgeometry.surveying: score_model's tidy frames on real offline weights; qg.survey's streaming, atomic cache,
+"""qkgeometry.surveying.scoring: score_model's tidy frames on real offline weights; qg.survey's streaming, atomic cache,
 resume after a kill and failures table; the CLI's survey and plot."""
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry.surveying import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, first_line, read_cache
+from qkgeometry.surveying.scoring import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, first_line, read_cache
+from tiny_models import tiny_folder
 
 
 def _tiny(folder: Path, model_type: str, seed: int, **config) -> Path:
-    import transformers
-
-    torch.manual_seed(seed)
-    cfg = transformers.AutoConfig.for_model(model_type, **config)
-    transformers.AutoModel.from_config(cfg).save_pretrained(folder)
-    return folder
+    return tiny_folder(model_type, folder, seed=seed, **config)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +55,7 @@ def test_survey_frame_matches_score_model_and_caches(tiny_models, tmp_path):
 
 
 def test_a_random_twin_source_leaves_no_file_of_its_model_open(tiny_models):
-    from qkgeometry.surveying import open_source
+    from qkgeometry.surveying.scoring import open_source
 
     before = len(os.listdir("/proc/self/fd"))
     with open_source(f"random:{tiny_models[1]}") as twin:
@@ -150,7 +146,7 @@ def test_bad_arguments_name_the_argument(tmp_path):
 
 _KILLABLE = textwrap.dedent("""
     import sys, time
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
     real = s.score_layers
     def slow_after_first(model, *args, **kwargs):
         if model.name != "tiny-bert":
@@ -181,7 +177,7 @@ def test_cli_survey_killed_mid_run_resumes_without_recomputing(tiny_models, tmp_
     assert first["model"].unique().tolist() == ["tiny-bert"]
     assert not list(tmp_path.glob(".results.csv.*.tmp")), "a temporary file was left behind"
 
-    import qkgeometry.surveying as s
+    import qkgeometry.surveying.scoring as s
 
     scored = []
     real = s.score_layers

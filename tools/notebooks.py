@@ -2,9 +2,9 @@
 
 This is the build pipeline behind ``make book`` and ``make test`` (the book's "How to run" page explains it)::
 
-    python -m qkgeometry.notebooks execute [--quick] [NOTEBOOK ...]   # papermill -> _build/executed/{full,quick}/
-    python -m qkgeometry.notebooks build   [--quick]                  # render those copies -> _build/html
-    python -m qkgeometry.notebooks book    [--quick]                  # both
+    python -m tools.notebooks execute [--quick] [NOTEBOOK ...]   # papermill -> _build/executed/{full,quick}/
+    python -m tools.notebooks build   [--quick]                  # render those copies -> _build/html
+    python -m tools.notebooks book    [--quick]                  # both
 
 * Each notebook is run with the parameter ``QUICK`` injected into its ``parameters``-tagged cell, in its own folder
   (so relative paths such as ``../results`` work). A failing cell fails the run (non-zero exit, the cell and its
@@ -16,7 +16,7 @@ This is the build pipeline behind ``make book`` and ``make test`` (the book's "H
   (computed from the offline models, never hand-made) and checks that no page loads a script or a stylesheet from
   the network, and writes the students' copies of the notebooks (:func:`write_student_notebooks`: solutions
   removed, no outputs), which the course module offers for download, and one slide deck per course session
-  (:func:`qkgeometry.slides.write_decks`, ``<html>/slides/``), which the teachers' page links.
+  (``tools/slides.py``, ``write_decks``, ``<html>/slides/``), which the teachers' page links.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def stage_sources(root: Path, executed: Path, stage: Path) -> list[Path]:
     if missing or stale:
         raise NotebookFailure(
             f"executed copies in {executed} are missing ({', '.join(missing) or 'none'}) or older than their "
-            f"source ({', '.join(stale) or 'none'}); run `python -m qkgeometry.notebooks execute` first.")
+            f"source ({', '.join(stale) or 'none'}); run `python -m tools.notebooks execute` first.")
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
@@ -237,7 +237,7 @@ def stage_sources(root: Path, executed: Path, stage: Path) -> list[Path]:
     return sources
 
 
-#: The intro's two models: zoo alias -> the name a reader knows them by.
+#: The intro's two models: offline alias -> the name a reader knows them by.
 HEADLINE_MODELS = {"minilm-l6": "all-MiniLM-L6-v2", "smollm2-135m": "SmolLM2-135M-Instruct"}
 
 
@@ -249,10 +249,10 @@ def draw_headline(out_dir: Path, quick: bool) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    from . import plotting
-    from .baselines import random_factor_scores
-    from .catalogue import model_source
-    from .surveying import score_model, summarize
+    from qkgeometry import plotting
+    from qkgeometry.analyses.baselines import random_factor_scores
+    from qkgeometry.catalogue import model_source
+    from qkgeometry.surveying import score_model, summarize
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -400,7 +400,7 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
 
 # ----------------------------------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m qkgeometry.notebooks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.notebooks", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("execute", "build", "book"))
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="notebooks to execute (default: every notebooks/*.ipynb)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .scores import scores_factored
+from ..scores import scores_factored
 
 __all__ = ["null_grid", "random_factor_scores"]
 

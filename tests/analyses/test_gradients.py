@@ -1,4 +1,4 @@
-"""Tests for qkgeometry.gradients (chapter 3): the rank-1 gradient is exact, and the mask split is what it claims."""
+"""Tests for qkgeometry.analyses.gradients (chapter 3): the rank-1 gradient is exact, and the mask split is what it claims."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry import gradients as gr
+from qkgeometry.analyses import gradients as gr
 
 D, DH, N = 12, 4, 7
 

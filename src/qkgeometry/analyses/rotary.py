@@ -38,11 +38,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ._threads import small_problems
-from ._validation import ArrayLike, to_float64
+from .._threads import small_problems
+from .._validation import ArrayLike, to_float64
+from ..model import FactoredQK
+from ..scores import directionality_from_norms
 from .iterate import Factors, iter_factors, opened
 from .nulls import rotation_null_variance
-from .scores import directionality_from_norms
 
 __all__ = [
     "RopeSpec",
@@ -195,7 +196,7 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_fields(path: str, mtime: float, size: int) -> dict:
-    from .readers.gguf import GGUFIndex
+    from ..readers.gguf import GGUFIndex
 
     return {k: v for k, v in GGUFIndex(path).fields.items() if ".rope." in k or k.startswith(("general.arch", "gemma3.a"))}
 
@@ -261,18 +262,18 @@ def rotation_matrix(spec: RopeSpec, delta: float) -> np.ndarray:
     return _rotate_columns(np.eye(spec.head_dim), spec, cos, sin)[0]
 
 
-def offset_factors(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(W_Q R(Δ), W_K)``: factors of ``M(Δ)``. ``wq``, ``wk``: (..., d, m·head_dim) (one head: m = 1; a layer's
-    grouped factors from :meth:`qkgeometry.QKLayer.factors`: m = n_kv_heads, R acting on each block). Chapter 6."""
+def offset_factors(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> FactoredQK:
+    """``(W_Q R(Δ), W_K)``: factors of ``M(Δ)``, as a :class:`qkgeometry.FactoredQK`. ``wq``, ``wk``: (..., d,
+    m·head_dim) (one head: m = 1; a layer's grouped factors from :meth:`qkgeometry.QKLayer.factors`: m = n_kv_heads,
+    R acting on each block). Chapter 6."""
     q, k = _pair(wq, wk, spec)
     cos, sin = _angles(spec, _deltas(delta, "delta"))
-    return _rotate_columns(q, spec, cos, sin)[0], k
+    return FactoredQK(_rotate_columns(q, spec, cos, sin)[0], k)
 
 
 def offset_form(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec, delta: float) -> np.ndarray:
     """The dense ``M(Δ) = W_Q R(Δ) W_Kᵀ`` (..., d, d), for checks against a model's logits. Chapter 6."""
-    a, b = offset_factors(wq, wk, spec, delta)
-    return a @ np.swapaxes(b, -1, -2)
+    return offset_factors(wq, wk, spec, delta).matrix()
 
 
 def _pair(wq: ArrayLike, wk: ArrayLike, spec: RopeSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -349,7 +350,7 @@ def offset_traces(q: ArrayLike, k: ArrayLike, spec: RopeSpec, deltas, chunk: int
 
 
 def _with_specs(qk, per: str, layers) -> Iterator[tuple[Factors, RopeSpec]]:
-    """:func:`qkgeometry.iterate.iter_factors` with the rotary spec of each factor's layer (looked up once per layer)."""
+    """:func:`qkgeometry.analyses.iterate.iter_factors` with the rotary spec of each factor's layer (looked up once per layer)."""
     specs: dict[int, RopeSpec] = {}
     for f in iter_factors(qk, per, layers):
         if f.layer not in specs:

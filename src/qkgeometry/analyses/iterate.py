@@ -10,7 +10,7 @@ the layer's grouped factors of rank n_kv_heads·head_dim) are on the book's Nota
 :meth:`qkgeometry.QKLayer.factors`.
 
 >>> import qkgeometry as qg
->>> from qkgeometry.iterate import iter_factors
+>>> from qkgeometry.analyses.iterate import iter_factors
 >>> with qg.load_qk("offline:minilm-l6") as model:            # doctest: +SKIP
 ...     for f in iter_factors(model, per="head"):
 ...         print(f.component, f.layer, f.head, f.a.shape)     # self 0 0 (384, 32) ...
@@ -24,9 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import is_torch_tensor
+from .._arrays import host_float64
+from ..model import FactoredQK
 
-__all__ = ["PER", "Factors", "heads_for", "host_float64", "iter_factors", "iter_layers", "opened"]
+__all__ = ["PER", "Factors", "heads_for", "iter_factors", "iter_layers", "opened"]
 
 #: The values of ``per`` that the analyses accept: the layer matrix, every head, or both (layer first).
 PER = ("layer", "head", "both")
@@ -46,23 +47,18 @@ class Factors(NamedTuple):
     a: np.ndarray
     b: np.ndarray
 
-
-def host_float64(t: Any) -> np.ndarray:
-    """``t`` (a torch tensor on any device, with or without ``requires_grad``, or an array) as a float64 numpy
-    array on the CPU."""
-    if is_torch_tensor(t):
-        import torch
-
-        return t.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(t, dtype=np.float64)
+    @property
+    def form(self) -> FactoredQK:
+        """``(a, b)`` as a :class:`qkgeometry.FactoredQK`, e.g. for ``qg.scores_factored(f.form)``."""
+        return FactoredQK(self.a, self.b)
 
 
 @contextlib.contextmanager
 def opened(model: Any) -> Iterator[Any]:
     """``with opened(model) as qk``: a :class:`qkgeometry.QKModel` is used as it is (its owner closes it); anything
     else is a source for :func:`qkgeometry.load_qk`, opened here and closed when the block ends."""
-    from .model import QKModel
-    from .readers import load_qk
+    from ..model import QKModel
+    from ..readers import load_qk
 
     if isinstance(model, QKModel):
         yield model
@@ -99,7 +95,7 @@ def iter_factors(model: Any, per: str = "layer", layers: Iterable[int] | None = 
 
 
 def _walk(model: Any, per: str, layers: Iterable[int] | None) -> Iterator[Factors]:
-    from .model import QKLayer, QKModel
+    from ..model import QKLayer, QKModel
 
     # A QKModel's layers as read (numpy for files: no torch import), widened to float64 numpy before any arithmetic
     # (the layer's grouped factors sum query heads: in float64, as the float64 layers would); a model-like object

@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._threads import small_problems
-from ._validation import ArrayLike, check_factors, to_float64
+from .._threads import small_problems
+from .._validation import ArrayLike, check_factors, to_float64
 from .iterate import iter_factors, opened
 
 __all__ = [

@@ -1,0 +1,181 @@
+"""What reading a Hub model costs, before any weight is fetched: the source names (``org/name``, ``hf://org/name@rev``)
+and the fetch plan (:class:`HubPlan`: which tensors, which byte ranges, how many bytes), recorded by running every
+layer's split on shape-only tensors. Chapter 4 ("Models from the Hub")."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import SourceError
+from .hf_config import resolve_plans
+
+__all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "Span", "format_bytes", "is_hub_source", "looks_like_path",
+           "name_template", "parse_hub_source", "record_plans"]
+
+FetchMode = Literal["remote", "snapshot"]
+
+HF_PREFIX = "hf://"
+
+#: safetensors dtype tags -> torch dtype names, for the shape-only (meta) tensors a fetch plan is recorded with
+_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+           "F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64",
+           "BOOL": "bool"}
+_SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
+
+
+def looks_like_path(source: str) -> bool:
+    """True for strings that name a file or folder (so a missing one is reported as such, not sent to the Hub)."""
+    if source.startswith(HF_PREFIX):
+        return False
+    return (source.startswith((".", "/", "~"))
+            or source.endswith((".gguf", ".onnx", ".safetensors", ".json", ".bin", "/"))
+            or source.count("/") > 1 or "\\" in source)
+
+
+def parse_hub_source(source: str, revision: str | None = None) -> tuple[str, str | None]:
+    """``"org/name"``, ``"hf://org/name"`` or ``"hf://org/name@rev"`` -> (repo id, revision)."""
+    if source.startswith(HF_PREFIX):
+        source = source[len(HF_PREFIX):].removeprefix("models/").rstrip("/")
+        if "@" in source:
+            source, _, rev = source.partition("@")
+            if revision is not None and revision != rev:
+                raise SourceError(f"`source` names revision {rev!r} but `revision` is {revision!r}; give one.")
+            revision = rev
+    if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", source):
+        raise SourceError(f"`source` {source!r} is not a Hub repo id ('name' or 'org/name', letters, digits, '-', "
+                          "'_', '.'); pass an existing local path or a Hub id such as 'gpt2'.")
+    return source, revision
+
+
+def is_hub_source(source: str) -> bool:
+    """A string that load_qk would send to the Hub (not a path, an alias or a random twin)."""
+    from ..source_names import OFFLINE_PREFIX
+
+    if source.startswith(HF_PREFIX):
+        return True
+    if source.startswith((OFFLINE_PREFIX, "random:")) or looks_like_path(source):
+        return False
+    return not Path(source).expanduser().exists()
+
+
+def format_bytes(n: float) -> str:
+    """A byte count for people: ``1.23 GB``, ``45.6 MB``, ``789 kB``."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
+
+
+@dataclass(frozen=True)
+class Span:
+    """One tensor of a remote file: its absolute byte range, dtype tag and shape."""
+
+    name: str
+    file: str
+    start: int
+    end: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class HubPlan:
+    """What scoring a Hub model fetches, from its headers alone (:func:`hub_plan`).
+
+    ``spans``: every tensor to fetch; ``groups``: their names per layer, in reading order; ``weights``: the names
+    that are Q/K weights (the rest are biases and gains); ``fused``: fused QKV tensors fetched whole (their Q/K
+    share is ``fused_share``); ``checkpoint_bytes``: the size of the safetensors files a snapshot would download;
+    ``cached``: names already in the local cache.
+    """
+
+    repo_id: str
+    revision: str
+    commit: str
+    gated: bool | str
+    spans: dict[str, Span]
+    groups: list[tuple[str, ...]]
+    weights: frozenset[str]
+    fused: frozenset[str]
+    fused_share: float
+    checkpoint_bytes: int
+    header_files: int
+    cached: set[str] = field(default_factory=set)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of every tensor the plan reads (Q/K weights, biases and gains)."""
+        return sum(s.nbytes for s in self.spans.values())
+
+    @property
+    def qk_bytes(self) -> int:
+        """Bytes of the Q and K weights alone (for a fused QKV tensor, its Q/K share)."""
+        return round(sum(s.nbytes * (self.fused_share if n in self.fused else 1.0)
+                         for n, s in self.spans.items() if n in self.weights))
+
+    @property
+    def cached_bytes(self) -> int:
+        return sum(self.spans[n].nbytes for n in self.cached if n in self.spans)
+
+    @property
+    def fetch_bytes(self) -> int:
+        """Bytes still to fetch (0 once cached)."""
+        return self.total_bytes - self.cached_bytes
+
+    def row(self) -> dict[str, Any]:
+        return {"model": self.repo_id, "commit": self.commit[:12], "gated": bool(self.gated),
+                "checkpoint_bytes": self.checkpoint_bytes, "qk_bytes": self.qk_bytes,
+                "fetch_bytes": self.fetch_bytes, "cached_bytes": self.cached_bytes,
+                "fused_whole": ", ".join(sorted({name_template(n) for n in self.fused})) or ""}
+
+
+def name_template(name: str) -> str:
+    return re.sub(r"\.\d+\.", ".{i}.", name)
+
+
+def record_plans(arch, config, infos: dict[str, Any]) -> tuple[list[tuple[str, ...]], set[str], set[str], float]:
+    """Run every layer's split against shape-only tensors and record which tensors it reads: per-layer groups, the
+    Q/K weight names, the fused names, and the Q/K share of a fused tensor. (Shapes without memory: torch's meta
+    tensors, so recording a Hub model's fetch plan imports torch; reading the fetched tensors does not.)"""
+    import torch
+
+    def fake(name: str) -> Any:
+        info = infos[name]
+        touched.append(name)
+        dtype = _DTYPES.get(info.dtype)
+        if dtype is None:
+            raise SourceError(f"tensor {name!r} is stored as {info.dtype}, which this reader cannot turn into real "
+                              "values; score the unquantised checkpoint or a GGUF export.")
+        return torch.zeros(tuple(info.shape), dtype=getattr(torch, dtype), device="meta")
+
+    plans = resolve_plans(arch, config, set(infos), fake, "folded")
+    groups, weights, fused, share = [], set(), set(), 1.0
+    for plan in plans:
+        variants = [plan]
+        if plan.block.input_norm is not None:
+            with contextlib.suppress(SourceError):
+                variants.append(plan.with_input_norm_folded(arch.model_type))
+        d = plan.dims
+        for i in range(d.n_layers):
+            touched: list[str] = []
+            for v in variants:
+                v.split(i)  # on meta tensors: shapes are checked, nothing is computed
+            q = plan.block.q.format(i=i)
+            k = plan.block.k.format(i=i) if plan.block.k else None
+            names = list(dict.fromkeys(touched))
+            for n in list(names):  # a quantised weight's scale travels with it
+                for s in _SCALE_SUFFIXES:
+                    if n.removesuffix(".weight") + s in infos:
+                        names.append(n.removesuffix(".weight") + s)
+            for n in names:
+                if n.endswith("." + q) or n == q or (k and (n.endswith("." + k) or n == k)):
+                    weights.add(n)
+                    if k is None:
+                        fused.add(n)
+                        share = (d.n_heads + d.n_kv_heads) / (d.n_heads + 2 * d.n_kv_heads)
+            groups.append(tuple(dict.fromkeys(names)))
+    return groups, weights, fused, share

@@ -1,0 +1,40 @@
+"""Surveys: score many models into one tidy frame and keep the rows in one store (chapters 2 and 4).
+
+* :mod:`~qkgeometry.surveying.scoring` — :func:`score_model`, :func:`survey`, :func:`summarize` and the worker pool;
+* :mod:`~qkgeometry.surveying.store` — the survey store (SQLite, or a tidy CSV), its columns, CSV import and export.
+
+The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
+"""
+
+from __future__ import annotations
+
+from .scoring import (
+    SurveyInterrupted,
+    open_source,
+    read_cache,
+    score_layer,
+    score_layers,
+    score_model,
+    summarize,
+    survey,
+    worker_pool,
+)
+from .store import (
+    CACHE_KEY,
+    COLUMNS,
+    SURVEY_COLUMNS,
+    CsvStore,
+    SurveyStore,
+    export_csv,
+    is_store_file,
+    migrate_csv,
+    open_store,
+    spreadsheet_safe,
+    spreadsheet_text,
+)
+
+__all__ = [
+    "CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "CsvStore", "SurveyInterrupted", "SurveyStore", "export_csv",
+    "is_store_file", "migrate_csv", "open_source", "open_store", "read_cache", "score_layer", "score_layers",
+    "score_model", "spreadsheet_safe", "spreadsheet_text", "summarize", "survey", "worker_pool",
+]
