@@ -277,7 +277,7 @@ def head_geometry(model, spec_of_layer=None) -> pd.DataFrame:
     large and positive when ``x_iᵀ M x_i`` is), ``trace_z_m1`` and ``trace_gain_m1`` (``trace_z`` of ``M(−1)``
     and its excess over Δ = 0; rotary models only, else NaN) and ``key_bias`` (``‖W_K b_q‖ √d / ‖M‖``: the key-only
     logit term against a typical bilinear one; NaN without a query bias). ``spec_of_layer``: layer ->
-    :class:`~qkgeometry.rotary.RopeSpec` or None (default: read from the model's config). Chapter 7.
+    :class:`~qkgeometry.analyses.rotary.RopeSpec` or None (default: read from the model's config). Chapter 7.
     """
     from .head_surgery import model_rope_spec
 

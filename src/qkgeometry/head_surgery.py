@@ -330,7 +330,7 @@ def _module_part_scale(model, module, head: int, part: str) -> float:
 
 
 def model_rope_spec(model: torch.nn.Module, layer: int = 0) -> RopeSpec | None:
-    """The rotary settings of layer ``layer`` of a ``transformers`` model (:func:`qkgeometry.rotary.rope_spec` on its
+    """The rotary settings of layer ``layer`` of a ``transformers`` model (:func:`qkgeometry.analyses.rotary.rope_spec` on its
     config), or None for a model without rotary embeddings (BERT, MPNet). Chapter 7."""
     import types
 

@@ -1,9 +1,9 @@
 """The exact logit gradients of chapter 3's model and their pairs. Chapter 3, "A fair test".
 
 :func:`attention_gradients` exposes, for every layer, what the attention of that layer saw (its LayerNorm output X)
-and the exact logit gradients g = ∂L/∂a (via :func:`qkgeometry.gradients.softmax_backward`), so that chapter 3's
+and the exact logit gradients g = ∂L/∂a (via :func:`qkgeometry.analyses.gradients.softmax_backward`), so that chapter 3's
 theorem ∂L/∂W_qk = Σ g_ij x_i x_jᵀ / √d_h can be checked against autograd on a multi-layer model, and
-:func:`gradient_rows` counts its pairs (:func:`qkgeometry.gradients.pair_energy_shares`).
+:func:`gradient_rows` counts its pairs (:func:`qkgeometry.analyses.gradients.pair_energy_shares`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def attention_gradients(model: ObjectiveTransformer, batch: ObjectiveBatch) -> t
     """Run ``batch`` forward and backward once; return ``(loss, per-layer LayerGradient)``.
 
     ``g`` comes from the attention probabilities and autograd's ∂L/∂P through
-    :func:`qkgeometry.gradients.softmax_backward`, and ``grad_w`` from :func:`qkgeometry.gradients.rank1_gradient`:
+    :func:`qkgeometry.analyses.gradients.softmax_backward`, and ``grad_w`` from :func:`qkgeometry.analyses.gradients.rank1_gradient`:
     compare ``factor_gradients(grad_w, wq, wk)`` with the parameters' ``.grad`` to check the theorem. Parameter
     gradients are left in ``.grad`` (call ``model.zero_grad()`` first if they should not accumulate).
     """
@@ -70,7 +70,7 @@ def gradient_rows(model: ObjectiveTransformer, batch: ObjectiveBatch, rtol: floa
 
     Per row: ``layer, head, symmetry, directionality`` of ∂L/∂W_qk^h, ``mask_paired`` and ``effective_paired``
     (shares of Σ g_ij² on couples allowed by the mask / with both g_ij and g_ji non-zero, relative tolerance
-    ``rtol``, see :func:`qkgeometry.gradients.pair_energy_shares`) and ``active_rows`` (share of queries with a
+    ``rtol``, see :func:`qkgeometry.analyses.gradients.pair_energy_shares`) and ``active_rows`` (share of queries with a
     non-zero gradient row). The model's parameter gradients are zeroed before and after.
     """
     model.zero_grad(set_to_none=True)

@@ -232,7 +232,7 @@ def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level:
     of the mean over ``n_seeds`` independent such medians (what a mean over seeds is compared with: about
     √n_seeds narrower). Chapter 3.
 
-    Simulated with :func:`qkgeometry.baselines.random_factor_scores` (``n_draws`` means). Returns
+    Simulated with :func:`qkgeometry.analyses.baselines.random_factor_scores` (``n_draws`` means). Returns
     ``{"symmetry": (low, high), "directionality": (low, high)}``.
     """
     from ..analyses.baselines import random_factor_scores
