@@ -12,7 +12,9 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.interactive`: interactive Plotly versions for the HTML book, each with its static
   fallback (:func:`interactive_score_plane`);
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
-  :func:`paired_difference_curve`, :func:`trajectories_vs_paper`).
+  :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
+* :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
+  :func:`edit_losses`).
 
 Every figure function takes tidy data and returns the matplotlib Figure (it never calls ``plt.show``), so that a
 notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. Importing this
@@ -22,6 +24,7 @@ package changes no global state: the style is applied only when :func:`use_style
 from __future__ import annotations
 
 from .decomposition import heads_vs_layers, matrix_triptych, null_spread, score_plane
+from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
 from .interactive import InteractiveFigure, interactive_score_plane
 from .model_survey import (
     MAX_LABEL_CHARS,
@@ -89,10 +92,14 @@ __all__ = [
     "InteractiveFigure",
     "check_scores",
     "curve_label",
+    "edit_losses",
+    "geometry_by_label",
     "head_pair_terms",
     "heads_vs_layers",
     "init_curves",
     "interactive_score_plane",
+    "label_colours",
+    "label_map",
     "label_text",
     "matrix_triptych",
     "modality_planes",
@@ -104,6 +111,7 @@ __all__ = [
     "paired_stacks",
     "paper_training_curves",
     "plt",
+    "primary_label",
     "raw_vs_folded",
     "require_rows",
     "score_plane",
