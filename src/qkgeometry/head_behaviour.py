@@ -414,22 +414,22 @@ class Hypothesis:
 #: The chapter's hypotheses, in the order they are written on the page.
 HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis("H1", "duplicate", "positive_share", "higher", "all",
-               "Duplicate-token heads need $x_i^\\top M x_j$ large when $x_j \\approx x_i$, which only $M_s$ "
-               "sets: $M_s$ should carry mostly positive eigen-energy.", "identity"),
+               "Duplicate-token heads need xᵢᵀ M xⱼ large when xⱼ ≈ xᵢ, which only Mₛ "
+               "sets: Mₛ should carry mostly positive eigen-energy.", "identity"),
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
-               "Duplicate-token heads have a large positive trace of $M$ ($x^\\top M x = x^\\top M_s x$ large "
+               "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
                "on average).", "identity"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
-               "Current-token heads have a large positive trace of $M$ (a token's logit on itself is "
-               "$x^\\top M_s x$).", "identity"),
+               "Current-token heads have a large positive trace of M (a token's logit on itself is "
+               "xᵀ Mₛ x).", "identity"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
-               "Current-token heads compare a token with itself, which only $M_s$ can do: their $W_{qk}$ is more "
+               "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
                "symmetric.", "identity"),
     Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
-               "Previous-token heads in rotary models show it at $\\Delta = -1$: $\\operatorname{tr} M(-1)$ "
-               "exceeds $\\operatorname{tr} M(0)$."),
+               "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) "
+               "exceeds tr M(0)."),
     Hypothesis("H6", "previous", "symmetry", "lower", "all",
-               "Previous-token heads are order-sensitive: their $W_{qk}$ is less symmetric (the intuition that "
+               "Previous-token heads are order-sensitive: their W_qk is less symmetric (the intuition that "
                "skew means 'attend by order')."),
     Hypothesis("H7", "first", "directionality", "lower", "all",
                "Sink heads are column-dominated: directionality below that of other heads."),
