@@ -81,7 +81,7 @@ def _est(v: stats.Verdict) -> str:
 
 
 def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
-    """The reading of ``family`` (:func:`control_family`) against the predictions, and the seeds each control
+    """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds each control
     would need for 80% power at 5% against a gap of size ``effect`` (the symmetric init's own), from its spread.
 
     A contrast is *established* when it is a difference in the family; "like" means not established. Outcomes that
