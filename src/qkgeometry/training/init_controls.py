@@ -80,6 +80,25 @@ def _est(v: stats.Verdict) -> str:
     return f"{v.interval.estimate:+.3f} nats"
 
 
+def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str, like_symmetric: str,
+             neither: str, tail: str) -> str:
+    """One control against its predictions: it ends above symmetric and like default, below default and like
+    symmetric, or neither (undecided, with where its point estimate lies)."""
+    vs_def, vs_sym = _lookup(family, control, "default"), _lookup(family, control, "symmetric")
+    name = control.capitalize()
+    if vs_def is None or vs_sym is None:
+        return f"The {control} control {missing}."
+    established = {k: v.outcome == "difference" for k, v in (("def", vs_def), ("sym", vs_sym))}
+    if established["sym"] and vs_sym.interval.estimate > 0 and not established["def"]:
+        return f"{name} ends above symmetric and like default: {like_default} ({control} − symmetric {_est(vs_sym)})."
+    if established["def"] and vs_def.interval.estimate < 0 and not established["sym"]:
+        return f"{name} ends below default and like symmetric: {like_symmetric} ({control} − default {_est(vs_def)})."
+    nearer = "default" if abs(vs_def.interval.estimate) < abs(vs_sym.interval.estimate) else "symmetric"
+    return (f"{name} {neither} at n = {vs_def.interval.n} seeds: its point estimate lies nearer {nearer} "
+            f"({_est(vs_def)} from default, {_est(vs_sym)} from symmetric), and neither contrast is established "
+            f"after the correction{tail}.")
+
+
 def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
     """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds each control
     would need for 80% power at 5% against a gap of size ``effect`` (the symmetric init's own), from its spread.
@@ -87,47 +106,16 @@ def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
     A contrast is *established* when it is a difference in the family; "like" means not established. Outcomes that
     fit no prediction are called undecided, never read as equality.
     """
-    rot_def, rot_sym = _lookup(family, "rotated", "default"), _lookup(family, "rotated", "symmetric")
-    ind_def, ind_sym = _lookup(family, "indefinite", "default"), _lookup(family, "indefinite", "symmetric")
-
-    def up(v):
-        return v is not None and v.outcome == "difference" and v.interval.estimate > 0
-
-    def down(v):
-        return v is not None and v.outcome == "difference" and v.interval.estimate < 0
-
-    def flat(v):
-        return v is not None and v.outcome != "difference"
-
-    rotated = "The rotated control has not run."
-    if rot_def is not None and rot_sym is not None:
-        n = rot_def.interval.n
-        if up(rot_sym) and flat(rot_def):
-            rotated = ("Rotated ends above symmetric and like default: the pattern the symmetry itself predicts "
-                       f"(rotated − symmetric {_est(rot_sym)}).")
-        elif down(rot_def) and flat(rot_sym):
-            rotated = ("Rotated ends below default and like symmetric: the pattern the tied scale and Gram matrix "
-                       f"predict (rotated − default {_est(rot_def)}).")
-        else:
-            nearer = "default" if abs(rot_def.interval.estimate) < abs(rot_sym.interval.estimate) else "symmetric"
-            rotated = (f"Rotated fits neither prediction at n = {n} seeds: its point estimate lies nearer {nearer} "
-                       f"({_est(rot_def)} from default, {_est(rot_sym)} from symmetric), and neither contrast is "
-                       "established after the correction.")
-    indefinite = "The indefinite control has not run yet."
-    if ind_def is not None and ind_sym is not None:
-        n = ind_def.interval.n
-        if up(ind_sym) and flat(ind_def):
-            indefinite = ("Indefinite ends above symmetric and like default: the pattern the self-match bias "
-                          f"predicts (indefinite − symmetric {_est(ind_sym)}).")
-        elif down(ind_def) and flat(ind_sym):
-            indefinite = ("Indefinite ends below default and like symmetric: the pattern of symmetry or of the "
-                          f"tied Gram matrix, not of the self-match bias (indefinite − default {_est(ind_def)}).")
-        else:
-            nearer = "default" if abs(ind_def.interval.estimate) < abs(ind_sym.interval.estimate) else "symmetric"
-            indefinite = (f"Indefinite fits none of the predictions at n = {n} seeds: its point estimate lies "
-                          f"nearer {nearer} ({_est(ind_def)} from default, {_est(ind_sym)} from symmetric), and "
-                          "neither contrast is established after the correction, so the self-match bias is "
-                          "neither shown nor ruled out.")
+    rotated = _reading(family, "rotated", "has not run",
+                       like_default="the pattern the symmetry itself predicts",
+                       like_symmetric="the pattern the tied scale and Gram matrix predict",
+                       neither="fits neither prediction", tail="")
+    indefinite = _reading(family, "indefinite", "has not run yet",
+                          like_default="the pattern the self-match bias predicts",
+                          like_symmetric="the pattern of symmetry or of the tied Gram matrix, not of the self-match "
+                                         "bias",
+                          neither="fits none of the predictions",
+                          tail=", so the self-match bias is neither shown nor ruled out")
     needed = {}
     for r in family.itertuples():
         sd = float(np.std(r.result.differences, ddof=1))
