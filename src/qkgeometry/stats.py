@@ -42,6 +42,7 @@ __all__ = [
     "bootstrap_interval",
     "clustered_difference_of_medians",
     "difference_of_medians",
+    "format_fixed",
     "format_interval",
     "format_number",
     "format_p",
@@ -144,11 +145,7 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3, p
         d = max(digits - 2, 0)
         return f"{100 * estimate:.{d}f}% [{100 * low:.{d}f}%, {100 * high:.{d}f}%]"
 
-    def fmt(v: float) -> str:
-        text = f"{v:.{digits}f}"
-        return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
-
-    return f"{fmt(estimate)} [{fmt(low)}, {fmt(high)}]"
+    return f"{format_fixed(estimate, digits)} [{format_fixed(low, digits)}, {format_fixed(high, digits)}]"
 
 
 def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95, unit: str = "value") -> Interval:
@@ -400,8 +397,17 @@ def format_number(value: float, scale: float | None = None) -> str:
         decimals = 3
     else:
         decimals = int(min(6, max(1, 1 - math.floor(math.log10(abs(scale))))))
-    text = f"{value:.{decimals}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
+    return format_fixed(value, decimals)
+
+
+def format_fixed(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` decimals, never as ``-0.000``: the one place the book's numbers drop that sign.
+
+    >>> format_fixed(-0.0001, 3), format_fixed(-0.25, 2), format_fixed(1.0, 0)
+    ('0.000', '-0.25', '1')
+    """
+    text = f"{float(value):.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 @dataclass(frozen=True)

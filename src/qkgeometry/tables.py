@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from .stats import format_fixed
+
 __all__ = ["MISSING", "Collapsed", "ModeNote", "StatsBox", "collapsed", "mode_note", "same_values", "show_table",
            "stats_box", "tidy_number"]
 
@@ -36,8 +38,7 @@ def tidy_number(value: Any, precision: int = 3) -> str:
     if isinstance(value, (float, np.floating)):
         if not np.isfinite(value):
             return MISSING if np.isnan(value) else ("∞" if value > 0 else "−∞")
-        text = f"{float(value):.{precision}f}"
-        return text[1:] if text.startswith("-") and float(text) == 0 else text
+        return format_fixed(value, precision)
     try:
         import pandas as pd
 

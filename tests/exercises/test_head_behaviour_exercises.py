@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from qkgeometry import head_surgery as hs
 from qkgeometry.exercises.head_behaviour import (
     check_auc,
     check_doubled_head,
     check_part_scale,
     check_previous_token_score,
 )
+from qkgeometry.heads import surgery as hs
 
 
 def test_previous_token_checker(capsys):

@@ -1,7 +1,7 @@
 """Checkers for the exercises of chapter 7, "What a head's geometry says about its job".
 
-Each checker compares the learner's function with :mod:`qkgeometry.head_behaviour` or
-:mod:`qkgeometry.head_surgery` on fresh inputs, prints a one-line verdict and returns True/False.
+Each checker compares the learner's function with :mod:`qkgeometry.heads.behaviour`, :mod:`~qkgeometry.heads.hypotheses` or
+:mod:`qkgeometry.heads.surgery` on fresh inputs, prints a one-line verdict and returns True/False.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..head_behaviour import pattern_scores, separation
-from ..head_surgery import part_form, part_scale
+from ..heads.behaviour import pattern_scores
+from ..heads.hypotheses import separation
+from ..heads.surgery import part_form, part_scale
 from . import report
 
 __all__ = ["check_auc", "check_doubled_head", "check_part_scale", "check_previous_token_score"]

@@ -36,8 +36,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from ._validation import ArrayLike, to_float64
-from .analyses.rotary import RopeSpec, offset_form, rotation_matrix
+from .._validation import ArrayLike, to_float64
+from ..analyses.rotary import RopeSpec, offset_form, rotation_matrix
 
 __all__ = [
     "PARTS",
@@ -334,7 +334,7 @@ def model_rope_spec(model: torch.nn.Module, layer: int = 0) -> RopeSpec | None:
     config), or None for a model without rotary embeddings (BERT, MPNet). Chapter 7."""
     import types
 
-    from .analyses.rotary import rope_spec
+    from ..analyses.rotary import rope_spec
 
     cfg = model.config
     if not hasattr(cfg, "rope_parameters") and not hasattr(cfg, "rope_theta"):

@@ -38,7 +38,7 @@ _CACHE_VERSION = "1"
 
 
 def _cache_folder(alias: str) -> Path:
-    from .catalogue.offline import cache_dir
+    from ..catalogue.offline import cache_dir
 
     return cache_dir() / "forward" / alias
 
@@ -68,7 +68,7 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool 
     that is the unquantised model, so its numbers differ slightly from the recorded runs. Chapter 7."""
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    from .catalogue.offline import OFFLINE_MODELS, offline_path, on_colab
+    from ..catalogue.offline import OFFLINE_MODELS, offline_path, on_colab
 
     if alias not in FORWARD_MODELS:
         raise ValueError(f"alias: no forward pass for {alias!r}; available: {', '.join(FORWARD_MODELS)}.")
@@ -107,7 +107,7 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool 
 def held_out_texts(n: int, seed: int = 7, min_chars: int = 400) -> list[str]:
     """``n`` Wikipedia lead sections of at least ``min_chars`` characters, drawn without replacement with ``seed``
     from the offline corpus (chapters 3 and 5 train on other draws; this chapter trains nothing). Chapter 7."""
-    from .catalogue.offline import wikipedia_articles
+    from ..catalogue.offline import wikipedia_articles
 
     texts = [t for _, t in wikipedia_articles() if len(t) >= min_chars]
     rng = np.random.default_rng(seed)
@@ -135,9 +135,9 @@ def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, leng
     each head and the one :func:`qkgeometry.load_qk` reads from the GGUF file (relative to ‖W_qk‖), its held-out
     next-token loss, and the loss of the same model with the rows of every W_Q scrambled inside each head (a broken
     rebuild looks like that). Chapter 7."""
-    from . import load_qk
-    from .catalogue.offline import offline_path
-    from .head_surgery import attention_modules
+    from .. import load_qk
+    from ..catalogue.offline import offline_path
+    from .surgery import attention_modules
 
     if alias not in DECODERS:
         raise ValueError(f"alias: {alias!r} is not a rebuilt decoder; choose from {', '.join(DECODERS)}.")

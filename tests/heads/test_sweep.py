@@ -1,4 +1,4 @@
-"""head_sweep: re-running only the layers after an edited head gives the logits of the full edited forward pass;
+"""heads.sweep: re-running only the layers after an edited head gives the logits of the full edited forward pass;
 the rebuilt GGUF decoders against the package's own GGUF reader and a scrambled control (slow)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from bounded import no_hang
-from qkgeometry import head_surgery as hs
-from qkgeometry.head_sweep import layer_inputs, logit_spread, tail_logits
+from qkgeometry.heads import surgery as hs
+from qkgeometry.heads.sweep import layer_inputs, logit_spread, tail_logits
 
 
 def _tiny(model_type):
@@ -44,7 +44,7 @@ def test_tail_from_the_edited_layer_equals_the_full_forward(model_type, part):
 @pytest.mark.parametrize("alias", ["smollm2-135m", "qwen2.5-coder-0.5b"])
 def test_rebuilt_decoder_matches_the_gguf_reader_and_predicts_text(alias):
     from qkgeometry.catalogue.offline import offline_path
-    from qkgeometry.head_models import rebuilt_check
+    from qkgeometry.heads.models import rebuilt_check
 
     try:
         offline_path(alias)
@@ -59,8 +59,8 @@ def test_rebuilt_decoder_matches_the_gguf_reader_and_predicts_text(alias):
 
 
 def test_bad_models_are_refused_with_one_line():
-    from qkgeometry.head_models import forward_model
-    from qkgeometry.head_sweep import intervene, settings_for, sweep
+    from qkgeometry.heads.models import forward_model
+    from qkgeometry.heads.sweep import intervene, settings_for, sweep
 
     with pytest.raises(ValueError, match="--model: 'gpt-5'"):
         sweep("gpt-5")
@@ -76,7 +76,7 @@ def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messag
 
     from tqdm import tqdm
 
-    from qkgeometry.head_models import _quiet_gguf_progress
+    from qkgeometry.heads.models import _quiet_gguf_progress
 
     with _quiet_gguf_progress():
         for _ in tqdm(range(5), desc="Converting and de-quantizing GGUF tensors..."):

@@ -1,4 +1,4 @@
-"""head_surgery: the doubled-head construction Q' = [W_Q, W_K]/√2, K' = [W_K, ±W_Q]/√2 gives M_s / M_n exactly, and
+"""heads.surgery: the doubled-head construction Q' = [W_Q, W_K]/√2, K' = [W_K, ±W_Q]/√2 gives M_s / M_n exactly, and
 inside real transformers models (a BERT, a Llama with rotary, a Qwen2 with biases; float64, tiny configs) the
 edited logits equal a direct computation of x_iᵀ ½(M(Δ) ± M(−Δ)ᵀ) x_j plus the unchanged bias terms."""
 
@@ -13,8 +13,8 @@ from transformers import AutoConfig, AutoModel
 
 import qkgeometry as qg
 from bounded import no_hang
-from qkgeometry import head_surgery as hs
 from qkgeometry.analyses.rotary import RopeSpec, rope_frequencies, rotation_matrix
+from qkgeometry.heads import surgery as hs
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
         "vocab_size": 60, "max_position_embeddings": 64}

@@ -1,6 +1,7 @@
 """Behaviour, geometry and interventions for every head of a model: the recorded runs of book chapter 7.
 
-``python -m qkgeometry.head_sweep --model smollm2-135m --out DIR`` writes, for one offline model:
+:func:`sweep` with ``out`` writes, for one offline model (the book records them with
+``python -m tools.record_head_sweep --model smollm2-135m --out DIR`` from a checkout):
 
 * ``heads.csv``: one row per head: behaviour scores with their nulls, labels, geometric scores;
 * ``interventions.csv`` (decoders): one row per (layer, head, part) with part in ``symmetric``, ``skew``,
@@ -17,10 +18,8 @@ reproduce. Chapter 7.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,20 +28,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .head_behaviour import (
+from .behaviour import (
     attention_patterns,
     behaviour_scores,
-    head_geometry,
     label_heads,
     pattern_scores,
     repeat_scores,
     repeated_random_tokens,
     uniform_scores,
 )
-from .head_models import DECODERS, FORWARD_MODELS, forward_model, held_out_texts, token_batch
-from .head_surgery import edited_heads, model_rope_spec
+from .geometry import head_geometry
+from .models import DECODERS, FORWARD_MODELS, forward_model, held_out_texts, token_batch
+from .surgery import edited_heads, model_rope_spec
 
-__all__ = ["INTERVENTION_PARTS", "SweepSettings", "behaviour_table", "intervene", "layer_inputs", "logit_spread", "main",
+__all__ = ["INTERVENTION_PARTS", "SweepSettings", "behaviour_table", "intervene", "layer_inputs", "logit_spread",
            "settings_for", "split_half_tables", "sweep", "tail_logits"]
 
 INTERVENTION_PARTS = ("symmetric", "skew", "symmetric_matched", "skew_matched", "mean")
@@ -95,7 +94,7 @@ def behaviour_table(alias: str, model, tokenizer, s: SweepSettings) -> pd.DataFr
 def split_half_tables(alias: str, model, tokenizer, s: SweepSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The behaviour scores and labels of every head made twice, from the first and from the second half of the
     held-out texts and of the repeated (and control) sequences of ``s``: ``(first, second)``, two
-    :func:`~qkgeometry.head_behaviour.label_heads` frames of the same heads in the same order. Chapter 7."""
+    :func:`~qkgeometry.heads.behaviour.label_heads` frames of the same heads in the same order. Chapter 7."""
     causal, text_ids, rep, ctl, offset = _inputs(alias, tokenizer, s)
     if min(len(text_ids), len(rep)) < 2:
         raise ValueError("settings: a split-half check needs at least 2 texts and 2 repeated sequences.")
@@ -121,7 +120,7 @@ def split_half_tables(alias: str, model, tokenizer, s: SweepSettings) -> tuple[p
 
 def layer_inputs(model, ids: torch.Tensor) -> list[torch.Tensor]:
     """The input of every decoder layer of a Llama- or Qwen2-style causal LM on ``ids`` (run inside
-    :func:`~qkgeometry.head_surgery.edited_heads` to record what a forward pass records). Chapter 7."""
+    :func:`~qkgeometry.heads.surgery.edited_heads` to record what a forward pass records). Chapter 7."""
     inputs: list[torch.Tensor] = []
     hooks = [layer.register_forward_pre_hook(
         lambda _m, args, kwargs: inputs.append((kwargs.get("hidden_states", args[0] if args else None)).detach()),
@@ -138,7 +137,7 @@ def tail_logits(model, hidden: torch.Tensor, start: int, stop: int | None = None
     """Run decoder layers ``start .. stop − 1`` (default: to the end, then the final norm and the LM head) on
     ``hidden``, the input of layer ``start``, with the causal mask. Editing a head of layer ``start`` changes
     nothing before it, so a sweep re-runs only this tail. Run it inside
-    :func:`~qkgeometry.head_surgery.edited_heads` (its attention code reads the mask given here). Returns the
+    :func:`~qkgeometry.heads.surgery.edited_heads` (its attention code reads the mask given here). Returns the
     logits, or None when ``stop`` ends before the last layer. Chapter 7."""
     inner = model.model
     t = hidden.shape[1]
@@ -238,9 +237,10 @@ def intervene(alias: str, model, tokenizer, s: SweepSettings, heads: Iterable[tu
 
 
 def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, interventions: bool = True,
-          threads: int = 1) -> dict[str, pd.DataFrame]:
+          threads: int = 1, command: str | None = None) -> dict[str, pd.DataFrame]:
     """The full run for ``alias``: :func:`behaviour_table` and, for decoders, :func:`intervene`; written under
-    ``out`` with provenance when given. Chapter 7."""
+    ``out`` with provenance when given (``command``: the command line to record there; default: this call).
+    Chapter 7."""
     if alias not in FORWARD_MODELS:
         raise ValueError(f"--model: {alias!r} has no forward pass; choose from {', '.join(FORWARD_MODELS)}.")
     torch.set_num_threads(threads)
@@ -254,14 +254,13 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
             return
         import transformers
 
-        from . import __version__
+        from .. import __version__
 
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         for name, frame in result.items():
             frame.to_csv(folder / f"{name}.csv", index=False, float_format="%.6g")
-        prov = {"command": " ".join(["python -m qkgeometry.head_sweep", *sys.argv[1:]]) if __name__ == "__main__"
-                else f"qkgeometry.head_sweep.sweep({alias!r})",
+        prov = {"command": command or f"qkgeometry.heads.sweep.sweep({alias!r})",
                 "model": alias, "settings": dict(s), "threads": threads,
                 "text_tokens": s["n_texts"] * s["length"], "repeat_tokens": s["n_repeat"] * (2 * s["half"] + 1),
                 "heads_edited": 0 if "interventions" not in result else int(len(result["interventions"])
@@ -291,20 +290,3 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
                                                                        flush=flush if out is not None else None)
         write()
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m qkgeometry.head_sweep",
-                                     description="Record head behaviour, geometry and interventions of one model.")
-    parser.add_argument("--model", required=True, choices=FORWARD_MODELS)
-    parser.add_argument("--out", required=True, type=Path, help="folder to write the CSV files and provenance into")
-    parser.add_argument("--quick", action="store_true", help="smaller inputs (a live check)")
-    parser.add_argument("--no-interventions", action="store_true", help="behaviour and geometry only")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    sweep(args.model, args.out, args.quick, interventions=not args.no_interventions, threads=args.threads)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,271 @@
+"""Does a head's geometry predict its job? Separations (AUC with intervals) and the chapter's hypotheses, tested
+as two Holm families. Chapter 7.
+
+:func:`separation` turns "labelled heads vs the rest" into an AUC with a bootstrap interval over heads and a
+permutation test.
+
+current-token logit is set by ``M_s`` alone, and a duplicate token's (the same token met again) nearly so. The
+hypotheses about those heads (kind ``"identity"``) check that the algebra shows in the numbers; the others (kind
+``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind.
+
+**Beyond the weights.** :func:`input_geometry` scores each head's form on the inputs it really meets, the
+ :func:`threshold_sensitivity` runs the family again with every label threshold scaled.
+Conventions: the book's Notation page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..stats import Interval, format_p, verdict
+from .behaviour import relabel
+
+__all__ = [
+    "HYPOTHESES",
+    "Hypothesis",
+    "Separation",
+    "hypothesis_family",
+    "rank_correlation",
+    "run_hypotheses",
+    "separation",
+    "separation_verdict",
+    "threshold_sensitivity",
+]
+
+@dataclass(frozen=True)
+class Separation:
+    """How well one score separates heads with a label from the rest: ``auc`` = P(score of a labelled head >
+    score of another head) (ties count ½), a percentile bootstrap interval resampling each group, and a
+    two-sided permutation p-value of "AUC = ½"."""
+
+    auc: float
+    low: float
+    high: float
+    p_value: float
+    n_label: int
+    n_rest: int
+    level: float = 0.95
+
+    def format(self, digits: int = 2) -> str:
+        return f"{self.auc:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    @property
+    def interval(self) -> Interval:
+        """``AUC − ½`` as an :class:`~qkgeometry.stats.Interval` over heads (for :func:`qkgeometry.stats.verdict`)."""
+        return Interval(self.auc - 0.5, self.low - 0.5, self.high - 0.5, self.n_label + self.n_rest, self.level,
+                        "bootstrap-percentile", "head")
+
+
+def _auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """AUC of each row of (k, n_pos) against (k, n_neg)."""
+    both = np.concatenate([pos, neg], axis=-1)
+    from scipy.stats import rankdata
+
+    ranks = rankdata(both, axis=-1)
+    n1, n0 = pos.shape[-1], neg.shape[-1]
+    return (ranks[..., :n1].sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
+               strata=None) -> Separation | None:
+    """AUC of ``values`` for heads with ``is_label`` against the rest, with a bootstrap interval over heads and
+    a permutation test. ``strata`` (e.g. the model of each head): values are first turned into within-stratum
+    percentiles and permutations stay inside strata (a pooled test over models of different widths). Returns
+    None when either group has fewer than 2 heads or no value is finite. Chapter 7."""
+    x = np.asarray(values, dtype=np.float64)
+    y = np.asarray(is_label, dtype=bool)
+    if x.shape != y.shape:
+        raise ValueError(f"values and is_label: must have the same length; got {x.shape} and {y.shape}.")
+    ok = np.isfinite(x)
+    x, y = x[ok], y[ok]
+    st = None if strata is None else np.asarray(strata)[ok]
+    if st is not None:
+        from scipy.stats import rankdata
+
+        x = x.copy()
+        for s in np.unique(st):
+            sel = st == s
+            x[sel] = rankdata(x[sel]) / sel.sum()
+    if y.sum() < 2 or (~y).sum() < 2:
+        return None
+    pos, neg = x[y], x[~y]
+    auc = float(_auc(pos[None], neg[None])[0])
+    rng = np.random.default_rng(seed)
+    boot = _auc(pos[rng.integers(0, len(pos), (n_resamples, len(pos)))],
+                neg[rng.integers(0, len(neg), (n_resamples, len(neg)))])
+    alpha = (1 - level) / 2
+    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
+    perms = np.empty(n_resamples)
+    for r in range(n_resamples):
+        if st is None:
+            yy = rng.permutation(y)
+        else:
+            yy = y.copy()
+            for s in np.unique(st):
+                sel = np.flatnonzero(st == s)
+                yy[sel] = rng.permutation(y[sel])
+        perms[r] = _auc(x[yy][None], x[~yy][None])[0]
+    p = float((1 + np.sum(np.abs(perms - 0.5) >= abs(auc - 0.5) - 1e-12)) / (1 + n_resamples))
+    return Separation(auc, low, high, p, int(y.sum()), int((~y).sum()), level)
+
+
+def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str:
+    """One sentence from a :class:`Separation`, by :func:`qkgeometry.stats.verdict` on ``AUC − ½``. Chapter 7."""
+    if sep is None:
+        return "not testable: fewer than 2 heads in a group"
+    return (verdict(sep.interval, larger, smaller, subject="AUC − ½", digits=2)
+            + f"; AUC {sep.format()}, permutation {format_p(sep.p_value)}, {sep.n_label} labelled vs "
+              f"{sep.n_rest} other heads")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One hypothesis, written before looking: heads with ``label`` have a ``direction`` ("higher" / "lower")
+    ``score`` than the other heads, in ``models`` ("rotary", "bias", "all"). ``kind``: ``"identity"`` when the
+    behaviour is set by ``M_s`` alone at offset 0 (the test checks the algebra), else ``"empirical"``."""
+
+    key: str
+    label: str
+    score: str
+    direction: str
+    models: str
+    statement: str
+    kind: str = "empirical"
+
+
+#: The chapter's hypotheses, in the order they are written on the page.
+HYPOTHESES: tuple[Hypothesis, ...] = (
+    Hypothesis("H1", "duplicate", "positive_share", "higher", "all",
+               "Duplicate-token heads need xᵢᵀ M xⱼ large when xⱼ ≈ xᵢ, which only Mₛ "
+               "sets: Mₛ should carry mostly positive eigen-energy.", "identity"),
+    Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
+               "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
+               "on average).", "identity"),
+    Hypothesis("H3", "current", "trace_z", "higher", "all",
+               "Current-token heads have a large positive trace of M (a token's logit on itself is "
+               "xᵀ Mₛ x).", "identity"),
+    Hypothesis("H4", "current", "symmetry", "higher", "all",
+               "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
+               "symmetric.", "identity"),
+    Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
+               "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) "
+               "exceeds tr M(0)."),
+    Hypothesis("H6", "previous", "symmetry", "lower", "all",
+               "Previous-token heads are order-sensitive: their W_qk is less symmetric (the intuition that "
+               "skew means 'attend by order')."),
+    Hypothesis("H7", "first", "directionality", "lower", "all",
+               "Sink heads are column-dominated: directionality below that of other heads."),
+    Hypothesis("H8", "first", "key_bias", "higher", "bias",
+               "In models with a query bias, sink heads carry a larger key-only bias term."),
+    Hypothesis("H9", "routing", "symmetry", "lower", "all",
+               "Routing heads (previous, next, induction) are more skew than the rest, as the routing/filtering "
+               "reading of the split claims."),
+)
+
+
+def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOTHESES,
+                    n_resamples: int = 2000, seed: int = 0, pooled_only: bool = False) -> pd.DataFrame:
+    """Every hypothesis on every model and pooled over models: AUC, interval, permutation p, group sizes and the
+    verdict sentence. ``table``: one row per head with a ``model`` column, ``is_<label>`` columns (``is_routing``
+    is derived: previous, next or induction), geometric scores, and ``rotary`` / ``has_bias`` flags.
+    ``pooled_only``: skip the per-model rows (a hypothesis met in one model only keeps that model's row).
+    Chapter 7."""
+    t = table.copy()
+    routing = [c for c in ("is_previous", "is_next", "is_induction") if c in t]
+    t["is_routing"] = t[routing].fillna(False).astype(bool).any(axis=1)
+    rows = []
+    for hyp in hypotheses:
+        sel = t
+        if hyp.models == "rotary":
+            sel = t[t["rotary"]]
+        elif hyp.models == "bias":
+            sel = t[t["has_bias"]]
+        col = f"is_{hyp.label}"
+        groups = [(m, g) for m, g in sel.groupby("model", sort=False)] + [("pooled", sel)]
+        if pooled_only and sel["model"].nunique() >= 2:
+            groups = [("pooled", sel)]
+        for name, g in groups:
+            if col not in g or g[col].isna().all():
+                continue
+            lab = g[col].fillna(False).astype(bool).to_numpy()
+            strata = g["model"].to_numpy() if name == "pooled" else None
+            if name == "pooled" and g["model"].nunique() < 2:
+                continue
+            sep = separation(g[hyp.score].to_numpy(), lab, n_resamples, seed=seed, strata=strata)
+            if hyp.direction == "higher":
+                verdict_text = separation_verdict(sep, "confirmed (higher)", "reversed (lower)")
+            else:
+                verdict_text = separation_verdict(sep, "reversed (higher)", "confirmed (lower)")
+            rows.append({"hypothesis": hyp.key, "kind": hyp.kind, "label": hyp.label, "score": hyp.score,
+                         "expected": hyp.direction,
+                         "model": name, "n_label": int(lab.sum()), "n_rest": int((~lab).sum()),
+                         "auc": np.nan if sep is None else sep.auc, "low": np.nan if sep is None else sep.low,
+                         "high": np.nan if sep is None else sep.high,
+                         "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text})
+    return pd.DataFrame(rows)
+
+
+def hypothesis_family(results: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per hypothesis (pooled over models where it was tested in two or more, else its one model) with
+    the permutation p-value adjusted by Holm's method within its kind (``"identity"`` and ``"empirical"`` are two
+    families), and ``holds``: the AUC lies on the stated side of ½ and the Holm-adjusted p is below ``alpha``.
+    ``results``: from :func:`run_hypotheses`. Chapter 7."""
+    from ..stats import holm_adjusted
+
+    rows = []
+    for _, g in results.groupby("hypothesis", sort=False):
+        pooled = g[g["model"] == "pooled"]
+        rows.append((pooled if len(pooled) else g).iloc[0])
+    fam = pd.DataFrame(rows).reset_index(drop=True)
+    fam["p_holm"] = np.nan
+    for kind in fam["kind"].unique():
+        sel = (fam["kind"] == kind) & fam["p_value"].notna()
+        if sel.any():
+            fam.loc[sel, "p_holm"] = holm_adjusted(fam.loc[sel, "p_value"].to_numpy())
+    side = np.where(fam["expected"] == "higher", fam["auc"] > 0.5, fam["auc"] < 0.5)
+    fam["holds"] = side & (fam["p_holm"] < alpha)
+    return fam
+
+
+
+def threshold_sensitivity(table: pd.DataFrame, factors: Sequence[float] = (0.5, 0.75, 1.0, 1.25, 1.5),
+                          hypotheses: Sequence[Hypothesis] = HYPOTHESES, n_resamples: int = 500,
+                          seed: int = 0) -> pd.DataFrame:
+    """Every hypothesis, pooled, with the labels made at each threshold ``factor``: one row per (factor,
+    hypothesis) with the columns of :func:`hypothesis_family` and the factor. ``table``: recorded heads of
+    several models with the ``rotary`` / ``has_bias`` flags. Chapter 7."""
+    rows = []
+    for f in factors:
+        res = run_hypotheses(relabel(table, f), hypotheses, n_resamples, seed, pooled_only=True)
+        fam = hypothesis_family(res)
+        fam.insert(0, "factor", f)
+        rows.append(fam)
+    return pd.concat(rows, ignore_index=True)
+
+
+
+def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
+                     unit: str = "head") -> Interval:
+    """Spearman's ρ of ``x`` and ``y`` (pairs with a non-finite value dropped) with a percentile bootstrap
+    interval over pairs. Chapter 7."""
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if len(a) < 4:
+        raise ValueError(f"x and y: need at least 4 finite pairs; got {len(a)}.")
+    rho = float(spearmanr(a, b).statistic)
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_resamples)
+    for r in range(n_resamples):
+        i = rng.integers(0, len(a), len(a))
+        boot[r] = spearmanr(a[i], b[i]).statistic
+    boot = boot[np.isfinite(boot)]
+    alpha = (1 - level) / 2
+    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
+    return Interval(rho, low, high, len(a), level, "bootstrap-percentile", unit)

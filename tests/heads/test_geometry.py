@@ -1,0 +1,85 @@
+"""heads.geometry: per-head scores equal the score functions; the skew effective rank and the input-conditioned
+symmetry agree with dense computations on a real model built from a config."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+import qkgeometry as qg
+from qkgeometry.heads import geometry
+
+
+def _tiny(model_type, **extra):
+    torch.manual_seed(0)
+    cfg = AutoConfig.for_model(model_type, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=64, vocab_size=60, max_position_embeddings=64, **extra)
+    return AutoModel.from_config(cfg, attn_implementation="eager").eval()
+
+
+def test_head_geometry_matches_the_score_functions():
+    model = _tiny("llama", num_key_value_heads=2)
+    geo = geometry.head_geometry(model)
+    assert len(geo) == 8
+    att = model.layers[1].self_attn
+    wq = att.q_proj.weight[8:16].detach().double().numpy().T  # head 1
+    wk = att.k_proj.weight[0:8].detach().double().numpy().T  # its KV head 0 (h // 2)
+    row = geo[(geo["layer"] == 1) & (geo["head"] == 1)].iloc[0]
+    assert row.symmetry == pytest.approx(qg.symmetry_score(wq @ wk.T), abs=1e-12)
+    assert row.directionality == pytest.approx(qg.directionality_score(wq @ wk.T), abs=1e-12)
+    assert np.isfinite(geo["trace_z_m1"]).all() and geo["key_bias"].isna().all()
+    # a tied head W_Q = W_K is symmetric positive semi-definite
+    with torch.no_grad():
+        att.q_proj.weight[8:16] = att.k_proj.weight[0:8]
+    tied = geometry.head_geometry(model)
+    row = tied[(tied["layer"] == 1) & (tied["head"] == 1)].iloc[0]
+    assert row.symmetry == pytest.approx(1) and row.positive_share == pytest.approx(1) and row.trace_z > 0
+    bert = geometry.head_geometry(_tiny("bert"))
+    assert np.isfinite(bert["key_bias"]).all() and bert["trace_z_m1"].isna().all()
+
+
+
+def test_skew_effective_rank_from_factors_equals_the_dense_computation():
+    rng = np.random.default_rng(3)
+    wq, wk = rng.standard_normal((20, 4)), rng.standard_normal((20, 4))
+    m = wq @ wk.T
+    sv = np.linalg.svd((m - m.T) / 2, compute_uv=False)
+    sv = sv[sv > 1e-10 * sv.max()]
+    p = sv / sv.sum()
+    assert geometry.skew_effective_rank(wq, wk) == pytest.approx(np.exp(-(p * np.log(p)).sum()), rel=1e-9)
+    # a rank-2 skew part (one rotation plane with equal singular values) has effective rank 2
+    e = np.eye(20)
+    assert geometry.skew_effective_rank(e[:, :1], e[:, 1:2]) == pytest.approx(2.0)
+    assert geometry.skew_effective_rank(wq, wq) == 0.0  # a tied head has no skew part
+
+
+def test_input_geometry_scores_the_form_on_the_layers_real_inputs():
+    model = _tiny("llama", num_key_value_heads=2)
+    ids = torch.randint(0, 60, (3, 9), generator=torch.Generator().manual_seed(0))
+    geo = geometry.input_geometry(model, ids)
+    assert len(geo) == 8 and geo["input_symmetry"].between(-1, 1).all()
+    captured = []
+    hook = model.layers[1].self_attn.register_forward_pre_hook(
+        lambda _m, a, k: captured.append(k.get("hidden_states", a[0] if a else None).detach().double()),
+        with_kwargs=True)
+    with torch.no_grad():
+        model(ids)
+    hook.remove()
+    att = model.layers[1].self_attn
+    wq = att.q_proj.weight[8:16].detach().double().numpy().T
+    wk = att.k_proj.weight[0:8].detach().double().numpy().T
+    x = captured[0].numpy()
+    s = x @ wq @ wk.T @ np.swapaxes(x, 1, 2)
+    eta = float((s * np.swapaxes(s, 1, 2)).sum() / (s * s).sum())
+    row = geo[(geo["layer"] == 1) & (geo["head"] == 1)].iloc[0]
+    assert row.input_symmetry == pytest.approx(eta, rel=1e-9)
+    assert row.skew_effective_rank == pytest.approx(geometry.skew_effective_rank(wq, wk))
+    # a tied head has a symmetric form on any inputs
+    with torch.no_grad():
+        att.q_proj.weight[8:16] = att.k_proj.weight[0:8]
+    tied = geometry.input_geometry(model, ids)
+    assert tied[(tied["layer"] == 1) & (tied["head"] == 1)].iloc[0].input_symmetry == pytest.approx(1)
+
+

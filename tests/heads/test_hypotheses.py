@@ -1,0 +1,96 @@
+"""heads.hypotheses: the AUC, its interval and permutation test; the hypotheses, their two Holm families and the
+rank correlation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qkgeometry.heads import behaviour, hypotheses
+
+
+def _scores_frame(**columns):
+    n = len(next(iter(columns.values())))
+    base = {name: np.zeros(n) for name in behaviour.DECODER_LABELS}
+    base.update(duplicate_null=np.zeros(n), induction_null=np.zeros(n))
+    base.update({k: np.asarray(v, dtype=float) for k, v in columns.items()})
+    return pd.DataFrame({"layer": 0, "head": np.arange(n), **base})
+
+
+
+def test_separation_auc_interval_and_permutation():
+    perfect = hypotheses.separation([5, 6, 7, 8, 9, 10, 1, 2, 3, 4], [1] * 6 + [0] * 4, n_resamples=500)
+    assert perfect.auc == 1 and perfect.low == 1 and perfect.p_value < 0.05
+    assert perfect.n_label == 6 and perfect.n_rest == 4
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    y = rng.random(200) < 0.3
+    null = hypotheses.separation(x, y, n_resamples=500)
+    assert null.low < 0.5 < null.high and null.p_value > 0.05
+    assert "no detectable difference" in hypotheses.separation_verdict(null, "higher", "lower")
+    assert hypotheses.separation_verdict(perfect, "higher", "lower").startswith("higher")
+    assert hypotheses.separation([1, 2, 3], [1, 0, 0]) is None
+    # pooled over strata: a per-model offset alone separates nothing
+    strata = np.repeat(["a", "b"], 100)
+    shifted = np.concatenate([x[:100], x[100:] + 50])
+    lab = np.concatenate([np.zeros(100, bool), np.ones(100, bool)]) & (rng.random(200) < 0.5)
+    lab[:10] = True
+    assert hypotheses.separation(shifted, lab, n_resamples=200).auc > 0.7
+    assert abs(hypotheses.separation(shifted, lab, n_resamples=200, strata=strata).auc - 0.5) < 0.15
+    with pytest.raises(ValueError, match="same length"):
+        hypotheses.separation([1, 2], [1])
+
+
+
+def test_hypotheses_are_all_reported():
+    rng = np.random.default_rng(2)
+    rows = []
+    for model in ("a", "b"):
+        for h in range(40):
+            first = h < 10
+            rows.append({"model": model, "is_first": first, "is_previous": 10 <= h < 20, "is_current": h >= 34,
+                         "is_duplicate": h >= 30, "is_induction": False, "directionality": rng.normal() - first,
+                         "symmetry": rng.normal(), "positive_share": rng.random(), "trace_z": rng.normal(),
+                         "trace_gain_m1": rng.normal(), "key_bias": rng.random(), "rotary": model == "a",
+                         "has_bias": model == "b"})
+    out = hypotheses.run_hypotheses(pd.DataFrame(rows), n_resamples=200)
+    assert set(out["hypothesis"]) == {h.key for h in hypotheses.HYPOTHESES}
+    h7 = out[(out.hypothesis == "H7") & (out.model == "pooled")].iloc[0]
+    assert h7.auc < 0.5 and h7.verdict.startswith("confirmed (lower)")
+    assert set(out[out.hypothesis == "H5"]["model"]) == {"a"}  # rotary only
+
+
+def test_hypotheses_are_split_into_identities_and_empirical_ones():
+    kinds = {h.key: h.kind for h in hypotheses.HYPOTHESES}
+    assert {k for k, v in kinds.items() if v == "identity"} == {"H1", "H2", "H3", "H4"}
+    h4 = next(h for h in hypotheses.HYPOTHESES if h.key == "H4")
+    assert h4.label == "current" and "Current-token heads" in h4.statement and "duplicate" not in h4.statement.lower()
+
+
+def _hyp_results(p_values, kinds, aucs, expected):
+    return pd.DataFrame({"hypothesis": [f"H{i}" for i in range(len(p_values))], "kind": kinds, "model": "pooled",
+                         "p_value": p_values, "auc": aucs, "expected": expected})
+
+
+def test_holm_is_applied_within_each_kind_and_decides_what_holds():
+    res = _hyp_results([0.001, 0.04, 0.001, 0.02, 0.05], ["identity", "identity", "empirical", "empirical",
+                                                           "empirical"], [0.8, 0.7, 0.8, 0.3, 0.6],
+                       ["higher", "higher", "higher", "lower", "higher"])
+    fam = hypotheses.hypothesis_family(res)
+    np.testing.assert_allclose(fam["p_holm"], [0.002, 0.04, 0.003, 0.04, 0.05])
+    assert fam["holds"].tolist() == [True, True, True, True, False]
+    wrong_side = hypotheses.hypothesis_family(_hyp_results([0.001], ["empirical"], [0.3], ["higher"]))
+    assert not wrong_side["holds"].iloc[0]  # significant, but the other way round
+
+
+
+def test_rank_correlation_interval_covers_the_estimate_and_detects_a_monotone_relation():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(200)
+    ci = hypotheses.rank_correlation(x, np.exp(x) + 0.1 * rng.standard_normal(200), n_resamples=300)
+    assert ci.low <= ci.estimate <= ci.high and ci.low > 0.8
+    null = hypotheses.rank_correlation(x, rng.standard_normal(200), n_resamples=300)
+    assert null.low < 0 < null.high
+    with pytest.raises(ValueError, match="at least 4"):
+        hypotheses.rank_correlation([1, 2, 3], [1, 2, 3])
