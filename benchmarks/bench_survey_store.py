@@ -58,14 +58,14 @@ def synthetic_rows(k: int) -> pd.DataFrame:
 
 def append_times(kind: str, n: int, repeats: int, folder: Path) -> list[float]:
     """Seconds for each of ``repeats`` additions to a ``kind`` store that holds ``n - 1`` models."""
-    from qkgeometry.surveying.store import CsvStore, SurveyStore
+    from qkgeometry.surveying.store import SurveyStore
 
     path = folder / f"store-{n}.{'csv' if kind == 'csv' else 'sqlite'}"
     before = pd.concat([synthetic_rows(k) for k in range(n - 1)], ignore_index=True) if n > 1 else None
     if kind == "csv":
         if before is not None:
             before.to_csv(path, index=False)  # what n - 1 earlier additions left (no formula cells to quote)
-        store = CsvStore(path)
+        store = SurveyStore(path)  # the rows in memory, the CSV as import and export
         store.read()  # a running survey has the file in memory already: the addition pays no first parse
     else:
         store = SurveyStore(path)

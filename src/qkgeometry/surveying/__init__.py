@@ -23,7 +23,6 @@ from .store import (
     CACHE_KEY,
     COLUMNS,
     SURVEY_COLUMNS,
-    CsvStore,
     SurveyStore,
     export_csv,
     is_store_file,
@@ -34,7 +33,7 @@ from .store import (
 )
 
 __all__ = [
-    "CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "CsvStore", "SurveyInterrupted", "SurveyStore", "export_csv",
+    "CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "SurveyStore", "export_csv",
     "is_store_file", "migrate_csv", "open_source", "open_store", "read_cache", "score_layer", "score_layers",
     "score_model", "spreadsheet_safe", "spreadsheet_text", "summarize", "survey", "worker_pool",
 ]

@@ -1,13 +1,15 @@
 """Where :func:`qkgeometry.survey` keeps finished models: an embedded store with one writer. Chapter 4.
 
-Two formats, chosen by the file name of ``cache`` (``--out`` on the command line):
+One store, :class:`SurveyStore`, an SQLite database in write-ahead-log (WAL) mode; CSV is its import and export
+format. The file name of ``cache`` (``--out`` on the command line) says where the rows are kept:
 
-* ``.sqlite`` (or ``.sqlite3``, ``.db``): a :class:`SurveyStore`, an SQLite database in write-ahead-log (WAL) mode.
-  Adding a model writes that model's rows and nothing else, so the time to add the N-th model does not grow with N
-  (``benchmarks/bench_survey_store.py`` measures it). Use it for any survey larger than a handful of models.
-* ``.csv``: a :class:`CsvStore`, the tidy CSV that surveys have always written. It is rewritten whole after every
-  model (O(N) work per model), under a lock file. It is kept so that existing caches and scripts go on working;
-  ``qkgeometry export`` converts between the two (:func:`migrate_csv`, :func:`export_csv`).
+* ``.sqlite`` (or ``.sqlite3``, ``.db``): in the database file itself. Adding a model writes that model's rows and
+  nothing else, so the time to add the N-th model does not grow with N (``benchmarks/bench_survey_store.py``
+  measures it). Use it for any survey larger than a handful of models.
+* ``.csv``: in a database in memory, imported from the tidy CSV when the store opens (and again whenever another
+  survey has changed the file) and exported back to it, whole and atomically, under a lock file, after every model
+  (O(N) work per model). Existing caches and scripts go on working; ``qkgeometry export`` converts between the two
+  (:func:`migrate_csv`, :func:`export_csv`).
 
 Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
 (hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
@@ -42,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
-           "CsvStore", "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
+           "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
            "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
 
 #: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
@@ -97,15 +99,13 @@ def is_store_file(path: str | Path) -> bool:
         return False
 
 
-def open_store(path: str | Path, what: str = "`cache`") -> SurveyStore | CsvStore:
-    """The store at ``path``: a :class:`SurveyStore` for an SQLite file (:func:`is_store_file`), a
-    :class:`CsvStore` for a ``.csv`` file. Anything else raises ``ValueError`` naming ``what`` and the path."""
+def open_store(path: str | Path, what: str = "`cache`") -> SurveyStore:
+    """The :class:`SurveyStore` at ``path``: an SQLite file (:func:`is_store_file`) or a ``.csv`` file (its import
+    and export). Anything else raises ``ValueError`` naming ``what`` and the path."""
     path = Path(path)
-    if is_store_file(path):
-        return SurveyStore(path, what=what)
-    if path.suffix.lower() != ".csv":
+    if not is_store_file(path) and path.suffix.lower() != ".csv":
         raise ValueError(f"{what} must be a survey store (.sqlite) or a .csv file; got {str(path)!r}.")
-    return CsvStore(path)
+    return SurveyStore(path, what=what)
 
 
 def rows_matching(stored: pd.DataFrame, key: dict[str, Any], columns: list[str] = IDENTITY) -> pd.Series:
@@ -125,6 +125,7 @@ class SurveyStore:
 
     ``SurveyStore(path)`` opens the store, creating it when the file is absent or empty; a file that is not a
     qkgeometry survey store raises ``ValueError`` naming it. Use it as a context manager, or call :meth:`close`.
+    With a ``.csv`` path the rows live in memory and the CSV is their import and export (see the module docstring).
 
     * :meth:`put` adds one model's rows, replacing the rows of the same model (same :data:`IDENTITY`) in the same
       transaction: a store never holds two versions of one model.
@@ -137,6 +138,12 @@ class SurveyStore:
 
         self.path = Path(path)
         self._what = what
+        self._csv = self.path.suffix.lower() == ".csv" and not is_store_file(self.path)
+        if self._csv:  # the CSV is import and export: the rows live in a database in memory
+            self._stamp: tuple[int, int, int] | None = None
+            self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self._conn.executescript(_SCHEMA)
+            return
         target = resolve_output(self.path)  # a symlinked store is opened through its link
         if target.exists() and not target.is_file():
             raise ValueError(f"{what} {str(self.path)!r} is not a regular file (a folder or a pipe?); pass a "
@@ -211,14 +218,17 @@ class SurveyStore:
 
     def read(self) -> pd.DataFrame:
         """Every row of the store, in the order the models were added (a replaced model moves to the end)."""
+        self._import_csv()
         return self._frame(self._SELECT + " ORDER BY r.rowid")
 
     def rows_for(self, source: str) -> pd.DataFrame:
         """The rows of every stored model whose ``source`` is ``source`` (any ``per``, ``num_std``, form)."""
+        self._import_csv()
         return self._frame(self._SELECT + " WHERE m.source = ? ORDER BY r.rowid", (str(source),))
 
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
+        self._import_csv()
         models = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(n_rows), 0) FROM models").fetchone()
         return int(models[0]), int(models[1])
 
@@ -228,7 +238,7 @@ class SurveyStore:
         first deletes the rows of any stored version of the same model. ``key`` (the model's :data:`IDENTITY` and
         :data:`FINGERPRINT`) defaults to the frame's first row."""
         if len(frame):
-            self._transaction([(frame, key)])
+            self._write([(frame, key)])
 
     def put_many(self, frame: pd.DataFrame) -> int:
         """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
@@ -241,16 +251,47 @@ class SurveyStore:
             last = part.iloc[-1]
             parts.append((part[(part["revision"] == last["revision"]) &
                                (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
-        self._transaction(parts)
+        self._write(parts)
         return len(parts)
 
-    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
+    # -------------------------------------------------------------------------------------------- CSV
+    def _write(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
+        """One transaction; with a CSV, under its lock: import what another survey wrote, add, export."""
+        if not self._csv:
+            self._transaction(parts)
+            return
+        from .._files import locked, write_csv_atomic
+
+        with locked(self.path):
+            self._import_csv()
+            self._transaction(parts)
+            frame = self._frame(self._SELECT + " ORDER BY r.rowid")
+            write_csv_atomic(spreadsheet_safe(frame), self.path, "survey file")
+            self._stamp = _file_stamp(self.path)
+
+    def _import_csv(self) -> None:
+        """With a CSV: (re)load it into memory when it changed since the last import or export (inode, size or
+        modification time differ); nothing for a database file."""
+        if not self._csv:
+            return
+        stamp = _file_stamp(self.path)
+        if stamp == self._stamp:
+            return
+        frame = read_store(self.path)
+        parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
+        self._transaction(parts, clear=True)
+        self._stamp = stamp
+
+    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False) -> None:
         from ..errors import OutputError
 
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if clear:
+                    conn.execute("DELETE FROM rows")
+                    conn.execute("DELETE FROM models")
                 for frame, key in parts:
                     self._replace(frame, key)
                 conn.execute("COMMIT")
@@ -297,71 +338,17 @@ def _records(frame: pd.DataFrame) -> list[tuple]:
     return out
 
 
-class CsvStore:
-    """The survey CSV as a store: each :meth:`put` re-reads the file (only when it changed: inode, size or mtime
-    differ from the last read or write), replaces the model's rows (same :data:`IDENTITY`), and rewrites the whole
-    file through a temporary file and an atomic rename, under an exclusive lock (``<cache>.lock``,
-    ``fcntl.flock``) that lets two surveys on one machine share the file. O(N) per model: prefer
-    :class:`SurveyStore` for large surveys."""
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
+    import os
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self._stamp: tuple[int, int, int] | None = None
-        self._frame: pd.DataFrame | None = None
-
-    def close(self) -> None:
-        """Nothing to release (kept for the common store interface)."""
-
-    def __enter__(self) -> CsvStore:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _current_stamp(self) -> tuple[int, int, int] | None:
-        import os
-
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise ValueError(f"cannot read survey file {str(self.path)!r}: {e.strerror or e}.") from e
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
-    def read(self) -> pd.DataFrame:
-        """Every row of the file (:func:`qkgeometry.surveying.scoring.read_cache`)."""
-        stamp = self._current_stamp()
-        if stamp is None:
-            self._stamp, self._frame = None, empty_frame()
-        elif stamp != self._stamp or self._frame is None:
-            self._frame, self._stamp = read_store(self.path), stamp
-        return self._frame
-
-    def rows_for(self, source: str) -> pd.DataFrame:
-        """The rows whose ``source`` is ``source``."""
-        frame = self.read()
-        return frame.loc[frame["source"].astype(str) == str(source)].reset_index(drop=True)
-
-    def counts(self) -> tuple[int, int]:
-        """``(models, rows)`` held by the file."""
-        frame = self.read()
-        return (len(frame.drop_duplicates(IDENTITY)) if len(frame) else 0), len(frame)
-
-    def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
-        """Merge one model's rows into the file under the lock, replacing any stored version of the model."""
-        from .._files import locked, write_csv_atomic
-
-        if not len(frame):
-            return
-        key = {c: frame.iloc[0][c] for c in IDENTITY} if key is None else key
-        with locked(self.path):
-            disk = self.read()
-            disk = disk.loc[~rows_matching(disk, key)]
-            merged = pd.concat([disk, frame], ignore_index=True) if len(disk) else frame.reset_index(drop=True)
-            merged["head"] = merged["head"].astype("Int64")
-            write_csv_atomic(spreadsheet_safe(merged), self.path, "survey file")
-            self._frame, self._stamp = merged, self._current_stamp()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def migrate_csv(csv: str | Path, store: str | Path) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._files import replacing
 from ..catalogue import cache_dir
 from .config import CORPORA, SPECIAL_TOKENS
 
@@ -132,9 +133,8 @@ def train_tokenizer(texts: list[str], vocab_size: int = 8000, path: str | os.Pat
         raise RuntimeError("special tokens did not land at ids 0..4")
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(f"{path}.{os.getpid()}.tmp")
-        tok.save(str(tmp))
-        tmp.replace(path)
+        with replacing(Path(path)) as tmp:
+            tok.save(str(tmp))
     return tok
 
 
@@ -211,9 +211,8 @@ def prepare_data(corpus: str = "wikipedia", vocab_size: int = 8000, cache: str |
         else:
             arrays[part] = encode_stream(tok, texts)
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f"{key}-{tok_sha[:12]}-{part}.{os.getpid()}.tmp.npy"
-            np.save(tmp, arrays[part], allow_pickle=False)
-            tmp.replace(f)
+            with replacing(f) as tmp, open(tmp, "wb") as fh:
+                np.save(fh, arrays[part], allow_pickle=False)
     return TokenData(corpus, tok.get_vocab_size(), arrays["train"], arrays["val"], tok, key, tok_sha)
 
 

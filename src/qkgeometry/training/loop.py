@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._files import replacing, write_bytes_atomic
 from ..devices import default_device
 from .config import INIT_NOTES, SCHEDULES, TrainConfig
 from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
@@ -100,9 +101,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
 
 # ----------------------------------------------------------------------------------------- checkpoint helpers
 def _atomic_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
-    tmp.replace(path)
+    write_bytes_atomic(path, json.dumps(obj, indent=2, sort_keys=True).encode())
 
 
 def _optimizer_tensors(opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
@@ -302,14 +301,13 @@ class Run:
             self._update_provenance()
             return
         self.ckpt.mkdir(parents=True, exist_ok=True)
-        tmp = self.ckpt / "model.safetensors.tmp"
-        save_model(self.model, str(tmp))
-        tmp.replace(self.ckpt / "model.safetensors")
+        with replacing(self.ckpt / "model.safetensors") as tmp:
+            save_model(self.model, str(tmp))
         tensors = _optimizer_tensors(self.optimizer)
         for i, (q0, k0) in enumerate(self._qk0):
             tensors[f"qk0.{i}.q"], tensors[f"qk0.{i}.k"] = q0.cpu().contiguous(), k0.cpu().contiguous()
-        save_file(tensors, str(self.ckpt / "optimizer.safetensors.tmp"))
-        (self.ckpt / "optimizer.safetensors.tmp").replace(self.ckpt / "optimizer.safetensors")
+        with replacing(self.ckpt / "optimizer.safetensors") as tmp:
+            save_file(tensors, str(tmp))
         _atomic_json(self.ckpt / "state.json", {"step": self.step, "seconds": self.seconds,
                                                 "config": self.config.to_dict(), "out": str(self.out.resolve())})
         self._update_provenance()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from .._files import write_bytes_atomic
 from ..scores import directionality_score, symmetry_score
 from .config import OBJECTIVES, ObjectiveConfig, option_flag
 from .data import TokenData, train_block
@@ -308,9 +309,7 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
     t_start = time.time()
 
     def write_prov() -> None:
-        tmp = out / "provenance.json.tmp"
-        tmp.write_text(json.dumps(prov, indent=2) + "\n")
-        tmp.replace(out / "provenance.json")
+        write_bytes_atomic(out / "provenance.json", (json.dumps(prov, indent=2) + "\n").encode())
 
     write_prov()
     for s, g, seconds in _paired_runs(data, cfg, seeds, objectives, gradient_batches):
