@@ -22,9 +22,7 @@ from qkgeometry.training.cli import (
     configure_train_parser,
     flag,
     objective_config_from_args,
-    objectives_main,
 )
-from qkgeometry.training.cli import main as train_main
 from qkgeometry.training.config import ObjectiveConfig, TrainConfig
 from qkgeometry.training.objective_runs import objectives_command
 
@@ -79,18 +77,15 @@ def test_options_reach_the_config_and_a_grid_gives_one_config_per_combination():
 ])
 def test_bad_settings_are_one_line_and_exit_2(bad, message, capsys, tmp_path):
     out = ["--out", str(tmp_path / "run")]
-    assert train_main([*out, *bad]) == 2
-    assert capsys.readouterr().err == f"qkgeometry train: error: {message}\n"
     assert qkgeometry_main(["train", *out, *bad]) == 2
     assert capsys.readouterr().err == f"qkgeometry train: error: {message}\n"
     assert not (tmp_path / "run").exists(), "nothing may be written before the settings are checked"
 
 
-@pytest.mark.parametrize("module", [["qkgeometry"], ["qkgeometry.training.cli"]])
-def test_the_documented_torchrun_entry_points_run(module):
-    """`torchrun -m qkgeometry train ...` and `torchrun -m qkgeometry.training.cli ...` run these modules."""
-    args = ["train", "--help"] if module == ["qkgeometry"] else ["--help"]
-    res = subprocess.run([sys.executable, "-m", *module, *args], capture_output=True, text=True, timeout=300)
+def test_the_documented_torchrun_entry_point_runs():
+    """`torchrun -m qkgeometry train ...` runs this module: the one command line, with its subcommand."""
+    res = subprocess.run([sys.executable, "-m", "qkgeometry", "train", "--help"], capture_output=True, text=True,
+                         timeout=300)
     assert res.returncode == 0, res.stderr
     assert "--schedule" in res.stdout and "--vocab-size" in res.stdout
 def test_cli_trains_a_grid(tiny_data, tmp_path, monkeypatch, capsys):
@@ -112,7 +107,7 @@ def test_cli_trains_a_grid(tiny_data, tmp_path, monkeypatch, capsys):
 def test_an_empty_out_is_refused(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.csv").write_text("step\n0\n")
-    assert train_main(["--out", ""]) == 2
+    assert qkgeometry_main(["train", "--out", ""]) == 2
     assert capsys.readouterr().err == ("qkgeometry train: error: --out must name a folder for the run's files; got "
                                        "an empty path.\n")
     assert (tmp_path / "log.csv").read_text() == "step\n0\n"
@@ -130,7 +125,7 @@ def test_an_out_holding_another_runs_log_is_refused(grid, capsys, tmp_path):
     run = tmp_path / "run" / ("encoder-default-s0" if grid else "")
     _recorded_run(run, TrainConfig(steps=500))
     seeds = ["--seed", "0", "1"] if grid else []
-    assert train_main(["--out", str(tmp_path / "run"), "--steps", "20", *seeds]) == 2
+    assert qkgeometry_main(["train", "--out", str(tmp_path / "run"), "--steps", "20", *seeds]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds the log of another run (steps 500 there, 20 here)" in err
     assert (run / "log.csv").is_file()
@@ -166,7 +161,7 @@ def test_every_objectiveconfig_field_is_an_option_with_the_same_default_and_help
 def test_the_recorded_command_still_parses_to_its_config():
     prov = json.loads((RECORDED / "provenance.json").read_text())
     words = prov["command"].split()
-    assert words[:3] == ["python", "-m", "qkgeometry.training.objectives"]  # the alias keeps working
+    assert words[:3] == ["python", "-m", "qkgeometry.training.objectives"]  # its former name; the options still parse
     args = _objectives_parser().parse_args([*words[3:-2], "--out", "x"])
     cfg = objective_config_from_args(args)
     assert cfg == ObjectiveConfig(**prov["config"])
@@ -190,8 +185,6 @@ def test_the_recorded_command_still_parses_to_its_config():
 ])
 def test_bad_objective_settings_are_one_line_and_exit_2(bad, message, capsys, tmp_path):
     out = ["--out", str(tmp_path / "runs")]
-    assert objectives_main([*out, *bad]) == 2
-    assert capsys.readouterr().err == f"qkgeometry train-objectives: error: {message}\n"
     assert qkgeometry_main(["train-objectives", *out, *bad]) == 2
     assert capsys.readouterr().err == f"qkgeometry train-objectives: error: {message}\n"
     assert not (tmp_path / "runs").exists(), "nothing may be written before the settings are checked"
@@ -215,10 +208,3 @@ def test_train_objectives_records_runs(tmp_path, monkeypatch, capsys):
     scores, _, prov = ob.read_recorded(tmp_path / "r")
     assert prov["config"]["d_mlp"] == 0 and prov["command"].startswith("qkgeometry train-objectives --seeds 0 ")
     assert scores["step"].max() == 2
-
-
-def test_python_m_objectives_is_an_alias_of_train_objectives():
-    res = subprocess.run([sys.executable, "-m", "qkgeometry.training.objectives", "--help"], capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert "--gradient-batches" in res.stdout and "--warmup-steps" in res.stdout and "--layers" in res.stdout

@@ -187,7 +187,9 @@ def test_bad_inputs_have_clear_messages():
         ob.ObjectiveTransformer(3, _cfg())
     with pytest.raises(ValueError, match="position embeddings"):
         _model(_cfg()).hidden(torch.zeros(1, 11, dtype=torch.long), causal=True)
-    assert ob.main(["--out", "x", "--layers", "0"]) == 2  # the command line alias: one line, exit status 2
+    from qkgeometry.cli import main
+
+    assert main(["train-objectives", "--out", "x", "--layers", "0"]) == 2  # one line, exit status 2
 
 
 def test_summaries_and_null_band():

@@ -11,11 +11,16 @@
 * :mod:`.cli`: ``qkgeometry train`` and ``qkgeometry train-objectives``.
 
 Needs the ``train`` extra (``pip install "qkgeometry[train]"``: tokenizers, accelerate) and torch.
+
+Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code path by
+memory alignment, so two runs with the same seed can differ in the last bits. Importing this package sets
+``MKL_CBWR=AUTO`` (unless already set), before any of its modules lets torch make its first MKL call.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover (static analysers see the eager imports)
@@ -32,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers see the eager imports)
         steps_to_threshold,
     )
     from .models import ModelSpec, apply_init, build_model, qk_scores
+
+os.environ.setdefault("MKL_CBWR", "AUTO")
 
 # Imported on first use: `qkgeometry --help` registers the `train` subcommand without importing torch.
 _EXPORTS = {

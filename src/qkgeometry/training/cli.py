@@ -2,9 +2,7 @@
 
     qkgeometry train --arch encoder --init symmetric --seed 0 --steps 2000 --out runs/enc-sym-s0
     qkgeometry train --arch encoder --init default symmetric shared --seed 0 1 2 --steps 10000 --out results/B
-    torchrun --nproc_per_node=8 -m qkgeometry.training.cli --hidden 256 --seq-len 128 ... --out runs/paper
-    torchrun --nproc_per_node=8 -m qkgeometry train --hidden 256 --seq-len 128 ... --out runs/paper   (the
-    same)
+    torchrun --nproc_per_node=8 -m qkgeometry train --hidden 256 --seq-len 128 ... --out runs/paper
 
 With one (arch, init, seed) the run logs to ``--out``; with several, each logs to
 ``--out/<arch>-<init>-s<seed>`` and the runs advance ``--chunk`` steps each in turn. Runs resume from their
@@ -14,16 +12,14 @@ checkpoints (in the cache) unless ``--no-resume``. A folder that holds another r
     qkgeometry train-objectives --out results/ch3-objectives --seeds 0 1 2 3 4 --steps 500 --layers 4
 
 trains causal LM, masked LM and replaced-token detection from the same initialisations (chapter 3, "A fair test")
-and writes ``scores.csv``, ``gradients.csv`` and ``provenance.json``. ``python -m qkgeometry.training.objectives``
-runs the same command.
+and writes ``scores.csv``, ``gradients.csv`` and ``provenance.json``. Both are subcommands of the one ``qkgeometry``
+command (:func:`qkgeometry.cli.main`).
 
 The options are derived from :class:`~qkgeometry.training.config.TrainConfig` and
 :class:`~qkgeometry.training.config.ObjectiveConfig` (names, defaults, help texts and choices), so the command
 line and the library cannot disagree.
 
-Bitwise reproducibility on CPU: without Conditional Numerical Reproducibility, MKL's sgemm may pick a code
-path by memory alignment, so two runs with the same seed can differ in the last bits. This module sets
-``MKL_CBWR=AUTO`` (unless already set) before torch makes its first MKL call.
+Bitwise reproducibility on CPU: :mod:`qkgeometry.training` sets ``MKL_CBWR=AUTO`` (see there).
 """
 
 from __future__ import annotations
@@ -34,14 +30,11 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-os.environ.setdefault("MKL_CBWR", "AUTO")
-
 __all__ = ["GRID_FIELDS", "add_objectives_parser", "add_train_parser", "check_out_folders",
-           "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag", "main",
-           "objective_config_from_args", "objectives_main", "run_objectives", "run_train"]
+           "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag",
+           "objective_config_from_args", "run_objectives", "run_train"]
 
 
 #: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.config.TrainConfig` field.
@@ -218,23 +211,6 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_line_main(prog: str, configure, run, argv: Sequence[str] | None) -> int:
-    parser = configure(argparse.ArgumentParser(prog=prog, description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ValueError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m qkgeometry.training.cli ...`` (what ``torchrun -m`` needs): the ``train`` subcommand alone.
-    Invalid settings print one line and exit with status 2, like ``qkgeometry train``."""
-    return _one_line_main("qkgeometry train", configure_train_parser, run_train, argv)
-
-
 # -------------------------------------------------------------------------------- qkgeometry train-objectives
 def configure_objectives_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add to ``p`` one option per :class:`~qkgeometry.training.config.ObjectiveConfig` field plus the options of
@@ -304,13 +280,3 @@ def run_objectives(args: argparse.Namespace) -> int:
     record_runs(args.out, cfg, args.seeds, args.objectives, args.vocab_size, args.gradient_batches,
                 cache=args.cache)
     return 0
-
-
-def objectives_main(argv: Sequence[str] | None = None) -> int:
-    """``python -m qkgeometry.training.objectives ...``: the ``train-objectives`` subcommand alone. Invalid
-    settings print one line and exit with status 2, like ``qkgeometry train-objectives``."""
-    return _one_line_main("qkgeometry train-objectives", configure_objectives_parser, run_objectives, argv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 A plain PyTorch loop rather than HF ``Trainer``: the experiments need exact pairing (the same batches and masks for
 every init at a seed), masked-position-only MLM loss, and Q/K scores at every log step. It runs unchanged under
-``torchrun --nproc_per_node=N -m qkgeometry train ...`` (or ``-m qkgeometry.training.cli ...``) (each rank takes every N-th row of the global batch; rank 0
+``torchrun --nproc_per_node=N -m qkgeometry train ...`` (each rank takes every N-th row of the global batch; rank 0
 evaluates, logs and checkpoints; checked on CPU with ``gloo`` and 2 processes). Under DDP each rank's loss is the mean
 over its own rows, so the update is the average of per-rank means, not the mean over all masked tokens of the global
 batch; logged train losses are rank 0's.

@@ -15,16 +15,11 @@ the offline Wikipedia leads, once per objective. This module gathers the experim
 * :mod:`.objective_runs`: training, pairing by seed, summaries and recorded runs (:func:`compare_objectives`,
   :func:`run_medians`, :func:`seed_summaries`, :func:`record_runs`, :func:`read_recorded`).
 
-``qkgeometry train-objectives --out FOLDER ...`` records the runs; ``python -m qkgeometry.training.objectives
-...`` runs the same command (:func:`main`).
+``qkgeometry train-objectives --out FOLDER ...`` records the runs.
 """
 
 from __future__ import annotations
 
-import sys
-
-# first, before torch loads: the command line sets MKL's reproducibility mode
-from .cli import objectives_main as main
 from .config import ALL_OBJECTIVES, AUTHORS_DECODER, OBJECTIVES, SPARSE_CAUSAL, ObjectiveConfig
 from .objective_batches import ObjectiveBatch, make_objective_batch, objective_loss, unigram_probs
 from .objective_gradients import LayerGradient, attention_gradients, gradient_rows
@@ -56,7 +51,6 @@ __all__ = [
     "compare_objectives",
     "gradient_medians",
     "gradient_rows",
-    "main",
     "make_objective_batch",
     "median_null_band",
     "objective_loss",
@@ -68,6 +62,3 @@ __all__ = [
     "train_with_objective",
     "unigram_probs",
 ]
-
-if __name__ == "__main__":
-    sys.exit(main())
