@@ -44,11 +44,16 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", help="model folder, .gguf file, offline:<name> alias or Hub id")
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
     p.add_argument("--out", type=Path, help="write the tidy per-row results to this CSV file")
+    _add_scoring_options(p)
+    p.set_defaults(func=_cmd_score)
+
+
+def _add_scoring_options(p: argparse.ArgumentParser) -> None:
+    """The options that ``score`` and ``survey`` share: how to score, on which device, or only the plan."""
     p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
     _add_input_norm(p)
     _add_device(p)
     _add_plan(p)
-    p.set_defaults(func=_cmd_score)
 
 
 def _add_plan(p: argparse.ArgumentParser) -> None:
@@ -169,10 +174,7 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
                        help="score on the workers of a running dask.distributed cluster (e.g. tcp://host:8786; "
                             "needs `pip install qkgeometry[cluster]`); this process writes --out")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
-    p.add_argument("--num-std", type=float, default=2.0, help="directionality outlier threshold (default 2)")
-    _add_input_norm(p)
-    _add_device(p)
-    _add_plan(p)
+    _add_scoring_options(p)
     p.set_defaults(func=_cmd_survey)
 
 
