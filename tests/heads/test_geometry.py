@@ -6,17 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel
 
 import qkgeometry as qg
 from qkgeometry.heads import geometry
+from tiny_models import tiny_model
 
 
 def _tiny(model_type, **extra):
-    torch.manual_seed(0)
-    cfg = AutoConfig.for_model(model_type, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                               intermediate_size=64, vocab_size=60, max_position_embeddings=64, **extra)
-    return AutoModel.from_config(cfg, attn_implementation="eager").eval()
+    return tiny_model(model_type, attn_implementation="eager", hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=64, vocab_size=60, max_position_embeddings=64, **extra)
 
 
 def test_head_geometry_matches_the_score_functions():

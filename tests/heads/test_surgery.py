@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel
 
 import qkgeometry as qg
 from bounded import no_hang
 from qkgeometry.analyses.rotary import RopeSpec, rope_frequencies, rotation_matrix
 from qkgeometry.heads import surgery as hs
+from tiny_models import tiny_model
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
         "vocab_size": 60, "max_position_embeddings": 64}
@@ -24,9 +24,8 @@ HEAD_DIM = 8
 
 
 def _model(model_type: str, seed: int = 0):
-    torch.manual_seed(seed)
-    cfg = AutoConfig.for_model(model_type, **TINY, **MODELS[model_type])
-    model = AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
+    model = tiny_model(model_type, seed=seed, attn_implementation="eager", **TINY, **MODELS[model_type])
+    model = model.to(torch.float64)
     for m in hs.attention_modules(model):
         proj = (m.q_proj, m.k_proj) if hasattr(m, "q_proj") else (m.query, m.key)
         for p in proj:

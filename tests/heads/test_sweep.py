@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoModelForCausalLM
 
 from bounded import no_hang
 from qkgeometry.heads import surgery as hs
 from qkgeometry.heads.sweep import layer_inputs, logit_spread, tail_logits
+from tiny_models import tiny_model
 
 
 def _tiny(model_type):
-    torch.manual_seed(0)
-    cfg = AutoConfig.for_model(model_type, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                               num_key_value_heads=2, intermediate_size=64, vocab_size=60, max_position_embeddings=64)
-    return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
+    return tiny_model(model_type, AutoModelForCausalLM, attn_implementation="eager", hidden_size=32,
+                      num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                      vocab_size=60, max_position_embeddings=64).to(torch.float64)
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2"])
