@@ -121,3 +121,38 @@ def test_the_command_line_writes_resumes_plots_and_refuses(run_folder, tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and needle in err, err
     assert not (tmp_path / "t.txt").exists()
+
+
+def test_a_hub_repo_with_step_branches_scores_each_revision_once(run_folder, tmp_path, monkeypatch):
+    """Branches step0/step3/step6 of one repo (the checkpoints of the training run above), served by the loopback
+    Hub: the trajectory equals scoring each revision alone, fetches once per revision, and a re-run fetches
+    nothing; a revision that does not exist fails alone, in one line, while the others land."""
+    from hub_emulator import HubEmulator, hub_env
+
+    with HubEmulator() as hub:
+        for step in STEPS:
+            hub.add_repo("org/run", run_folder / f"checkpoint-{step}", branch=f"step{step}")
+        hub.add_repo("org/run", run_folder / f"checkpoint-{STEPS[-1]}", branch="main")
+        hub_env(monkeypatch, hub, tmp_path)
+        found = find_checkpoints("org/run")
+        assert [(c.name, c.step) for c in found] == [(f"step{s}", s) for s in STEPS]  # "main" names no step
+        store = tmp_path / "t.sqlite"
+        hub.reset_log()
+        frame = trajectory("org/run", cache=store)
+        assert list(frame["step"].unique()) == list(STEPS) and set(frame["run"]) == {"org/run"}
+        fetched = {r.path.split("/resolve/")[1].split("/")[0] for r in hub.data_requests() if "/resolve/" in r.path}
+        assert fetched <= {f"step{s}" for s in STEPS} | {hub.repos["org/run"].branches[f"step{s}"] for s in STEPS}
+        for step in STEPS:
+            alone = qg.score_model(f"hf://org/run@step{step}")
+            got = frame[frame["step"] == step].reset_index(drop=True)
+            assert (got["symmetry"] - alone["symmetry"]).abs().max() < 1e-12
+            local = qg.score_model(str(run_folder / f"checkpoint-{step}"))
+            assert (got["symmetry"] - local["symmetry"]).abs().max() < 1e-12
+        hub.reset_log()
+        again = trajectory("org/run", cache=store)
+        assert again.attrs["computed"] == [] and not hub.data_requests()
+        with pytest.warns(UserWarning, match="step99"):
+            partial = trajectory("org/run", revisions=["step0", "step99", "step6"], cache=store)
+        failures = partial.attrs["failures"]
+        assert list(partial["step"].unique()) == [0, 6] and len(failures) == 1
+        assert "step99" in failures["source"].iloc[0] and "\n" not in failures["message"].iloc[0]
