@@ -156,3 +156,18 @@ def test_a_hub_repo_with_step_branches_scores_each_revision_once(run_folder, tmp
         failures = partial.attrs["failures"]
         assert list(partial["step"].unique()) == [0, 6] and len(failures) == 1
         assert "step99" in failures["source"].iloc[0] and "\n" not in failures["message"].iloc[0]
+
+
+def test_revisions_that_hold_the_same_weights_are_reported(run_folder, tmp_path):
+    """A suite that serves one checkpoint under two steps (a mislabelled revision) is flagged, not drawn as a
+    plateau of training."""
+    import shutil
+
+    root = tmp_path / "run"
+    for step in STEPS:
+        shutil.copytree(run_folder / f"checkpoint-{step}", root / f"checkpoint-{step}")
+    shutil.copytree(run_folder / f"checkpoint-{STEPS[-1]}", root / "checkpoint-9")
+    with pytest.warns(UserWarning, match="checkpoint-6, checkpoint-9 have identical scores"):
+        frame = trajectory(root)
+    assert frame.attrs["identical"] == [["checkpoint-6", "checkpoint-9"]]
+    assert trajectory(run_folder).attrs["identical"] == []

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Checkpoint", "checkpoint_of", "find_checkpoints", "hub_checkpoints", "local_checkpoints",
-           "select_checkpoints", "trajectory", "with_steps"]
+__all__ = ["Checkpoint", "checkpoint_of", "find_checkpoints", "hub_checkpoints", "identical_checkpoints",
+           "local_checkpoints", "select_checkpoints", "trajectory", "with_steps"]
 
 _LOCAL = re.compile(r"checkpoint-(\d+)")
 _STEP = re.compile(r"(?:^|[^a-z])step[-_]?(\d+)", re.IGNORECASE)
@@ -198,6 +198,22 @@ def with_steps(frame: pd.DataFrame) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
+def identical_checkpoints(frame: pd.DataFrame) -> list[list[str]]:
+    """Groups of checkpoints (by name, in step order) whose scores are identical in every row: the same Q/K weights
+    served under different steps. Published suites have had such mislabelled revisions (a step branch that holds
+    the final weights); a trajectory through them would show a flat stretch that training did not make."""
+    if not len(frame):
+        return []
+    keyed = frame.sort_values(["component", "layer", "head"], kind="stable", na_position="first")
+    signature = keyed.groupby("checkpoint", sort=False)[["symmetry", "directionality"]] \
+        .apply(lambda g: g.to_numpy().tobytes())
+    order = frame.drop_duplicates("checkpoint").sort_values("step", kind="stable")["checkpoint"].tolist()
+    groups: dict[bytes, list[str]] = {}
+    for name in order:
+        groups.setdefault(signature[name], []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: int | None = None,
                log_spaced: int | None = None, per: str = "layer", cache: str | Path | None = None,
                num_std: float = 2.0, input_norm: str = "raw", executor: Any = None, device: Any = None,
@@ -207,8 +223,11 @@ def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: in
 
     ``per``, ``cache`` (a store: re-runs compute nothing), ``num_std``, ``input_norm``, ``executor``, ``device``
     and ``progress`` are those of :func:`qkgeometry.survey`; a checkpoint that fails is reported there
-    (``frame.attrs["failures"]``) while the others land. ``frame.attrs["checkpoints"]`` lists what was asked for.
+    (``frame.attrs["failures"]``) while the others land. ``frame.attrs["checkpoints"]`` lists what was asked for;
+    ``frame.attrs["identical"]`` the groups of :func:`identical_checkpoints`, each also reported by a warning.
     """
+    import warnings
+
     from .scoring import survey
 
     chosen = select_checkpoints(find_checkpoints(source, revisions), every, log_spaced)
@@ -224,6 +243,11 @@ def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: in
         out["step"] = pd.array([steps[s].step if s in steps else st for s, st in zip(out["source"], out["step"])],
                                dtype="Int64")
         out = out.sort_values(["step", "component", "layer", "head"], kind="stable").reset_index(drop=True)
-    out.attrs = {**attrs, "checkpoints": pd.DataFrame([vars(c) for c in chosen])}
+    identical = identical_checkpoints(out)
+    for group in identical:
+        warnings.warn(f"trajectory: checkpoints {', '.join(group)} have identical scores in every layer, so they "
+                      "hold the same Q/K weights; check that these revisions really are different steps.",
+                      stacklevel=2)
+    out.attrs = {**attrs, "checkpoints": pd.DataFrame([vars(c) for c in chosen]), "identical": identical}
     return out
 
