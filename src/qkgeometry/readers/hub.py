@@ -10,11 +10,21 @@ How a Hub model is read (the default, ``fetch="remote"``):
    that every ``qk_norm`` / ``input_norm`` choice reads from the same cache), grouped per layer;
 4. while the layers are scored, each layer's tensors are fetched by HTTP range requests (adjacent ranges joined into
    one request) and written into a local safetensors file per (repo, commit) under
-   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``). Fused QKV tensors
-   whose Q/K part is not a contiguous byte range (GPT-2's ``c_attn``, GPT-NeoX's ``query_key_value``, ModernBERT's
-   ``Wqkv``) are fetched whole; :func:`hub_plan` says which.
+   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``). Each file is
+   resolved once (one ``/resolve`` request) and its ranges are read from the storage URL that answer gives. Of a
+   row-fused QKV weight (GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj``, ModernBERT's ``Wqkv``) only the Q
+   and K rows are fetched; GPT-2's ``c_attn`` keeps Q, K and V side by side in columns and is fetched whole;
+   :func:`hub_plan` says which.
 
-A fetch that stops (a dropped network, Ctrl-C) keeps every tensor already written; the rerun fetches only the rest.
+Every header is checked as the local reader checks a file (the data starts after the header, tensors tile it
+without gap or overlap, nothing trails), and the commit the Hub reports must be a 40-digit commit id. The cache
+file is shared by every model open on that commit, in one process or several (a file lock serialises writers),
+and the sha256 of every fetched tensor is kept beside it: a cached tensor whose bytes changed is fetched again
+(or refused offline).
+
+A fetch that stops (a dropped network, Ctrl-C, a range slower than a minimum rate) keeps every tensor already
+written; the rerun fetches only the rest. A 429 answer is waited out as its ``Retry-After`` / ``RateLimit``
+headers say.
 A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all (the revision is
 remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
 ``snapshot_download`` instead (the huggingface_hub cache), for the rare checkpoint the remote path cannot read.
@@ -56,31 +66,34 @@ def hub_plan(source: str, revision: str | None = None) -> HubPlan:
     ``qkgeometry score ID --plan`` and ``qkgeometry survey --preset ... --plan`` print it."""
     repo_id, revision = parse_hub_source(source, revision)
     repo = remote.open_remote(repo_id, revision)
-    return _plan_remote(repo, HubCache(repo_id))[0]
+    return _plan_remote(remote.HubFiles(repo), HubCache(repo_id))[0]
 
 
-def _plan_remote(repo: remote.RemoteRepo, store: HubCache) -> tuple[HubPlan, Path]:
-    meta, sizes = remote.safetensors_headers(repo)
-    config_path = store.config(repo)
+def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path]:
+    repo = files.repo
+    headers, starts, weight_map = remote.safetensors_headers(files)
+    config_path = store.config(files)
     config = read_config(config_path)
     arch = get_architecture(config.model_type)
-    spans, infos = {}, {}
-    for file, fmeta in meta.files_metadata.items():
-        data_len = max((t.data_offsets[1] for t in fmeta.tensors.values()), default=0)
-        base = sizes[file] - data_len  # 8 + header length: safetensors data has no holes and ends the file
-        for name, t in fmeta.tensors.items():
-            if meta.weight_map.get(name, file) != file:
+    spans = {}
+    for file, entries in headers.items():
+        for name, t in entries.items():
+            if weight_map.get(name, file) != file:
                 continue
-            infos[name] = t
-            spans[name] = Span(name, file, base + t.data_offsets[0], base + t.data_offsets[1], t.dtype,
-                               tuple(t.shape))
+            begin, end = t["data_offsets"]
+            spans[name] = Span(name, file, starts[file] + begin, starts[file] + end, t["dtype"], tuple(t["shape"]))
     try:
-        groups, weights, fused, share = record_plans(arch, config, infos)
+        groups, weights, fused, share, rows = record_plans(arch, config, spans)
     except ConfigError as e:
         raise ConfigError(f"config.json of Hub repo {repo.repo_id!r}: {e}") from e
     needed = {n for g in groups for n in g}
+    for n, qk in rows.items():
+        row_bytes = spans[n].nbytes // spans[n].shape[0]
+        spans[n] = replace(spans[n], rows=tuple((a * row_bytes, b * row_bytes) for a, b in qk))
+    sizes = {f: files.sizes[f] for f in headers}
     plan = HubPlan(repo.repo_id, repo.revision, repo.commit, repo.gated, {n: spans[n] for n in sorted(needed)},
-                   groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes))
+                   groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes),
+                   header_requests=files.requests)
     plan.cached = store.done(repo.commit, plan)
     return plan, config_path
 
@@ -128,6 +141,12 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     store = HubCache(repo_id)
     if remote.is_offline():
         commit = store.commit_for(revision)
+        if commit is not None and not store.complete(commit):
+            changed = store.verified(commit)[1]
+            if changed:
+                raise SourceError(f"the cached Q/K of {repo_id!r} in {str(store.file(commit))!r} changed after they "
+                                  f"were fetched (tensor {changed[0]!r} no longer matches its sha256), and "
+                                  "HF_HUB_OFFLINE is set; unset HF_HUB_OFFLINE to fetch them again.")
         if commit is None or not store.complete(commit):
             raise SourceError(f"HF_HUB_OFFLINE is set and {repo_id!r} (revision {revision or 'main'!r}) is not in the "
                               f"qkgeometry cache ({str(store.root)!r}"
@@ -139,10 +158,12 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     store.remember(repo.revision, repo.commit)
     if store.complete(repo.commit):
         return _open_cached(store, repo.commit, repo_id, label, qk_norm)
-    plan, _config_path = _plan_remote(repo, store)
-    store.prepare(plan)
-    plan.cached = store.done(repo.commit, plan)
-    fetcher = Fetcher(repo, plan, store)
+    files = remote.HubFiles(repo)
+    plan, _config_path = _plan_remote(files, store)
+    with store.lock(repo.commit):
+        store.prepare(plan)
+        plan.cached = store.done(repo.commit, plan)
+    fetcher = Fetcher(files, plan, store)
     return _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.close)
 
 
