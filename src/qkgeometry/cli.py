@@ -59,21 +59,30 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
 def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", action="store_true",
                    help="print what scoring would fetch from the Hub (from the safetensors headers alone: checkpoint "
-                        "size, Q/K bytes, bytes still to fetch, cached, gated) and stop")
+                        "size, Q/K bytes, bytes still to fetch, cached, the HTTP requests a fetch sends, gated) and "
+                        "stop")
 
 
 def print_plan(sources: Sequence) -> int:
     """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB."""
+    import pandas as pd
+
     from .readers.hub import format_bytes, plan_table
 
     frame = plan_table(sources)
     headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
-               "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached",
-               "fused_whole": "fetched whole (fused QKV)", "note": "note"}
+               "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached", "requests": "requests",
+               "fused_whole": "fetched whole (fused QKV)", "rows_only": "Q/K rows only (fused QKV)",
+               "rows_saved_bytes": "V rows not fetched", "note": "note"}
     cols = [c for c in headers if c in frame]
     shown = frame[cols].rename(columns=headers)
-    for c in ("checkpoint", "Q/K", "to fetch", "cached"):
-        shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
+    if "requests" in shown:
+        shown["requests"] = shown["requests"].map(lambda v: "" if v != v else f"{int(v)}")
+    if not frame.get("rows_saved_bytes", pd.Series(dtype=float)).fillna(0).any():
+        shown = shown.drop(columns=["V rows not fetched", "Q/K rows only (fused QKV)"], errors="ignore")
+    for c in ("checkpoint", "Q/K", "to fetch", "cached", "V rows not fetched"):
+        if c in shown:
+            shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
     if "gated" in shown:
         shown["gated"] = shown["gated"].map(lambda v: "yes" if v is True else "no" if v is False else "")
     print(shown.fillna("").to_string(index=False))

@@ -72,6 +72,7 @@ def hub_plan(source: str, revision: str | None = None) -> HubPlan:
 def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path]:
     repo = files.repo
     headers, starts, weight_map = remote.safetensors_headers(files)
+    header_requests = files.requests + 1  # and config.json, read once (a cold start reads it)
     config_path = store.config(files)
     config = read_config(config_path)
     arch = get_architecture(config.model_type)
@@ -93,14 +94,15 @@ def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path
     sizes = {f: files.sizes[f] for f in headers}
     plan = HubPlan(repo.repo_id, repo.revision, repo.commit, repo.gated, {n: spans[n] for n in sorted(needed)},
                    groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes),
-                   header_requests=files.requests)
+                   header_requests=header_requests)
     plan.cached = store.done(repo.commit, plan)
     return plan, config_path
 
 
 def plan_table(sources: Iterable[Any]) -> Any:
-    """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; gated or
-    not; fused tensors fetched whole) and a total row, as a pandas DataFrame; local sources get a row that says
+    """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; the HTTP
+    requests a fetch sends; gated or not; fused tensors fetched whole, or only their Q/K rows and the V bytes that
+    saves) and a total row, as a pandas DataFrame; local sources get a row that says
     so. A source that cannot be planned gets its one-line reason in ``note``."""
     import pandas as pd
 
@@ -118,7 +120,7 @@ def plan_table(sources: Iterable[Any]) -> Any:
         except SourceError as e:
             rows.append({"model": label, "note": str(e)})
     frame = pd.DataFrame(rows)
-    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes")
+    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "requests", "rows_saved_bytes")
     for col in sizes:
         if col not in frame:
             frame[col] = float("nan")

@@ -4,6 +4,7 @@ of that commit (in one process or several), with the sha256 of every tensor's fe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -33,10 +34,15 @@ class HubCache:
     ``refs/REVISION`` files that remember which commit a branch or tag named (for ``HF_HUB_OFFLINE=1``)."""
 
     def __init__(self, repo_id: str, root: Path | None = None):
+        self.repo_id = repo_id
+        self._base = root
+
+    @functools.cached_property
+    def root(self) -> Path:
+        """The repo's folder; the cache folder is created on first use (not before a refusal)."""
         from ..catalogue.offline import cache_dir
 
-        self.repo_id = repo_id
-        self.root = (root or cache_dir() / "hub") / ("models--" + repo_id.replace("/", "--"))
+        return (self._base or cache_dir() / "hub") / ("models--" + self.repo_id.replace("/", "--"))
 
     def folder(self, commit: str) -> Path:
         if not COMMIT_RE.fullmatch(commit):  # a commit names a folder: nothing else may

@@ -156,6 +156,7 @@ class HubFiles:
                                  timeout=hub.constants.HF_HUB_DOWNLOAD_TIMEOUT, max_retries=3, base_wait_time=0.5,
                                  max_wait_time=4)
         hub.hf_raise_for_status(r)
+        self.requests += len(r.history)  # a redirect to the storage host is one more request
         return r.content
 
     def read(self, file: str, start: int, end: int, *, retries: int = RETRIES) -> bytes:
