@@ -24,7 +24,7 @@ TINY = {
     "qwen3": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                   intermediate_size=64, vocab_size=99, max_position_embeddings=32),
     # row-fused QKV weights: per-head interleaved (GPT-NeoX), blocked with grouped K/V (Phi-3), blocked (ModernBERT)
-    "gpt_neox": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
+    "gpt_neox": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
                      max_position_embeddings=32),
     "phi3": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=64, vocab_size=99, max_position_embeddings=32, pad_token_id=0),

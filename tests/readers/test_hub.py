@@ -13,6 +13,7 @@ from hub_models import hub_cache_root, llama_shards, one_line, same_scores
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
 from qkgeometry.readers.hub import hub_plan
+from qkgeometry.readers.hub_plan import coalesce
 
 
 # ------------------------------------------------------------------------------------------------ scores
@@ -185,3 +186,22 @@ def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
     err = one_line(capsys, ["score", "org/gguf"])
     assert "GGUF files (model-q8_0.gguf)" in err and "`hf download org/gguf model-q8_0.gguf`" in err
     assert not [r for r in hub.data_requests() if "gguf" in r.path]
+
+
+# ------------------------------------------------------------------------------------------------ row-fused QKV
+@pytest.mark.parametrize("kind, v_share", [("gpt_neox", 1 / 3), ("phi3", 2 / 8), ("modernbert", 1 / 3)])
+def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share):
+    plan = hub_plan(f"tiny/{kind}")
+    fused = sorted(plan.row_fused)
+    assert fused and not plan.fused - plan.row_fused  # every fused weight is fetched by rows
+    whole = sum(plan.spans[n].nbytes for n in fused)
+    assert plan.rows_saved_bytes == pytest.approx(v_share * whole)
+    hub.reset_log()
+    same_scores(qg.load_qk(f"tiny/{kind}"), qg.load_qk(folders[kind]))
+    sent = sum(r.sent for r in hub.data_requests() if "/_cdn/" in r.path and not r.range.startswith("bytes=0-"))
+    ranges = [c for g in plan.groups for c in coalesce([plan.spans[n] for n in g])]
+    assert sent == sum(end - start for _, start, end, _ in ranges)  # what the plan asked for, gaps of < 4 kB joined
+    assert sent < plan.total_bytes + 0.5 * plan.rows_saved_bytes  # the V rows do not travel
+    if kind == "phi3":  # the input-norm gains of GPT-NeoX and ModernBERT are not registered
+        kw = dict(input_norm="folded")
+        same_scores(qg.load_qk(f"tiny/{kind}", **kw), qg.load_qk(folders[kind], **kw))

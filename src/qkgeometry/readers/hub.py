@@ -164,6 +164,7 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     plan, _config_path = _plan_remote(files, store)
     with store.lock(repo.commit):
         store.prepare(plan)
+        store.forget_changed(repo.commit)
         plan.cached = store.done(repo.commit, plan)
     fetcher = Fetcher(files, plan, store)
     return _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.close)

@@ -153,6 +153,15 @@ class HubCache:
             fh.write(len(head).to_bytes(8, "little") + head)
             fh.truncate(8 + len(head) + sum(s.nbytes for s in plan.spans.values()))
 
+    def forget_changed(self, commit: str) -> list[str]:
+        """Drop from the manifest the tensors whose cached bytes no longer hash to it (so that they are fetched
+        again); returns their names. Call with the commit's lock held."""
+        _, bad = self.verified(commit)
+        if bad:
+            entries = {k: v for k, v in self.recorded(commit).items() if k not in bad}
+            write_bytes_atomic(self.manifest(commit), json.dumps(entries, sort_keys=True).encode())
+        return bad
+
     def record(self, commit: str, spans: Iterable[Span], hashes: dict[str, str]) -> None:
         """Add the sha256 of freshly written tensors to the manifest (call with the commit's lock held)."""
         entries = self.recorded(commit)
