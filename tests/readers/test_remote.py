@@ -175,3 +175,43 @@ def test_a_drip_that_never_ends_fails_in_bounded_time(hub, monkeypatch, capsys):
     err = one_line(capsys, ["score", "tiny/sharded"])
     assert time.monotonic() - start < 30
     assert "could not reach the Hugging Face Hub for 'tiny/sharded'" in err and "slower than" in err
+
+
+PLAN_WITHOUT_TORCH = r"""
+import json, os, sys
+import numpy as np
+from safetensors.numpy import save
+from hub_emulator import HubEmulator
+
+rng = np.random.default_rng(0)
+d, layers = 32, 2
+tensors = {"model.embed_tokens.weight": rng.standard_normal((50, d), dtype=np.float32)}
+for i in range(layers):
+    p = f"model.layers.{i}."
+    for n, shape in (("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (d, d)),
+                     ("self_attn.k_proj.weight", (d // 2, d)), ("self_attn.v_proj.weight", (d // 2, d))):
+        tensors[p + n] = rng.standard_normal(shape, dtype=np.float32)
+config = {"model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 50}
+with HubEmulator() as hub:
+    hub.add_repo("np/llama", {"config.json": json.dumps(config).encode(), "model.safetensors": save(tensors)})
+    os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=sys.argv[1] + "/hf", QKGEOMETRY_CACHE=sys.argv[1] + "/qk")
+    from qkgeometry.readers.hub import hub_plan
+    plan = hub_plan("np/llama")
+    print(plan.total_bytes, "torch" in sys.modules)
+"""
+
+
+def test_a_plan_imports_no_torch(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(qg.__file__).parents[1]), str(Path(__file__).parents[1])])
+    out = subprocess.run([sys.executable, "-c", PLAN_WITHOUT_TORCH, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=100)
+    assert out.returncode == 0, out.stderr[-2000:]
+    total, torch_loaded = out.stdout.split()
+    assert int(total) == 2 * 4 * (32 + 32 * 32 + 16 * 32) and torch_loaded == "False"

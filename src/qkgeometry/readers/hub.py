@@ -55,6 +55,7 @@ from .hub_plan import (
     looks_like_path,
     parse_hub_source,
     record_plans,
+    row_pieces,
 )
 
 __all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "format_bytes", "hub_plan", "is_hub_source", "looks_like_path",
@@ -89,8 +90,9 @@ def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path
         raise ConfigError(f"config.json of Hub repo {repo.repo_id!r}: {e}") from e
     needed = {n for g in groups for n in g}
     for n, qk in rows.items():
-        row_bytes = spans[n].nbytes // spans[n].shape[0]
-        spans[n] = replace(spans[n], rows=tuple((a * row_bytes, b * row_bytes) for a, b in qk))
+        pieces = row_pieces(qk, spans[n].nbytes // spans[n].shape[0])
+        if pieces != ((0, spans[n].nbytes),):
+            spans[n] = replace(spans[n], rows=pieces)
     sizes = {f: files.sizes[f] for f in headers}
     plan = HubPlan(repo.repo_id, repo.revision, repo.commit, repo.gated, {n: spans[n] for n in sorted(needed)},
                    groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes),

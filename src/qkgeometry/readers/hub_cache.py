@@ -23,6 +23,8 @@ __all__ = ["LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
 
 #: how long a fetch waits for another process that holds the same commit's lock
 LOCK_TIMEOUT_S = 900.0
+#: the last verification in this process: (file identity, size, times, manifest) -> (intact, changed)
+_VERIFIED: dict[tuple, tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
 class HubCache:
@@ -105,8 +107,13 @@ class HubCache:
         header = read_header(f)
         if header is None or (layout is not None and header[1] != layout) or f.stat().st_size != header[0]:
             return set(), []
-        good, bad = set(), []
         entries = self.recorded(commit)
+        st = f.stat()
+        key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, json.dumps(entries, sort_keys=True))
+        if key in _VERIFIED:  # the same file, unchanged since it was hashed in this process
+            good, bad = _VERIFIED[key]
+            return set(good), list(bad)
+        good, bad = set(), []
         data_start = header[2]
         with open(f, "rb") as fh:
             for name, e in entries.items():
@@ -119,6 +126,8 @@ class HubCache:
                     good.add(name)
                 else:
                     bad.append(name)
+        _VERIFIED.clear()  # one entry: the last file verified
+        _VERIFIED[key] = (frozenset(good), tuple(sorted(bad)))
         return good, sorted(bad)
 
     def complete(self, commit: str) -> bool:

@@ -38,9 +38,10 @@ HF_PREFIX = "hf://"
 #: a commit id: 40 hexadecimal digits (it names cache folders, so nothing else is accepted where one is expected)
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
-#: safetensors dtype tags -> torch dtype names, for the shape-only (meta) tensors a fetch plan is recorded with
-_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
-           "F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64",
+#: safetensors dtype tags -> the numpy dtype the local reader returns them as (BF16 and F8 are widened to float32),
+#: for the shape-only arrays a fetch plan is recorded with
+_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "float32", "F8_E4M3": "float32",
+           "F8_E5M2": "float32", "I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64",
            "BOOL": "bool"}
 _SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
 
@@ -130,6 +131,23 @@ class Span:
 
 #: ranges of one file closer than this are fetched in one request (the gap is read and dropped)
 COALESCE_GAP = 4096
+#: the Q/K row blocks of one fused weight are read as one piece across V rows shorter than this: one more request
+#: costs about as much time as reading 1 MiB on a typical link (50 ms at 20 MB/s), so skipping less saves nothing
+ROW_GAP = 2**20
+
+
+def row_pieces(rows: list[tuple[int, int]], row_bytes: int, gap: int | None = None) -> tuple[tuple[int, int], ...]:
+    """Byte pieces of a row-fused weight from its Q/K row ranges: rows times ``row_bytes``, joined across gaps
+    shorter than ``gap`` (default :data:`ROW_GAP`)."""
+    gap = ROW_GAP if gap is None else gap
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(rows):
+        a, b = a * row_bytes, b * row_bytes
+        if out and a - out[-1][1] < gap:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
 def coalesce(spans: Iterable[Span], gap: int = COALESCE_GAP
@@ -241,9 +259,9 @@ def record_plans(arch, config, infos: dict[str, Any]
     """Run every layer's split against shape-only tensors and record which tensors it reads: per-layer groups, the
     Q/K weight names, the fused names, the Q/K share of a fused tensor, and for row-fused weights (blocked
     ``[Q; K; V]`` or per-head interleaved ``(n_heads, 3, head_dim)`` along the output axis, as the converters in
-    :mod:`qkgeometry.architectures.layouts` read them) the row ranges that hold Q and K. (Shapes without memory: torch's meta
-    tensors, so recording a Hub model's fetch plan imports torch; reading the fetched tensors does not.)"""
-    import torch
+    :mod:`qkgeometry.architectures.layouts` read them) the row ranges that hold Q and K. (Shapes without memory:
+    numpy views of one zero with every stride 0, so that planning imports no torch and reads no weight.)"""
+    import numpy as np
 
     def fake(name: str) -> Any:
         info = infos[name]  # anything with .dtype (a safetensors tag) and .shape
@@ -252,7 +270,7 @@ def record_plans(arch, config, infos: dict[str, Any]
         if dtype is None:
             raise SourceError(f"tensor {name!r} is stored as {info.dtype}, which this reader cannot turn into real "
                               "values; score the unquantised checkpoint or a GGUF export.")
-        return torch.zeros(tuple(info.shape), dtype=getattr(torch, dtype), device="meta")
+        return np.broadcast_to(np.zeros((), dtype=dtype), tuple(info.shape))
 
     plans = resolve_plans(arch, config, set(infos), fake, "folded")
     groups, weights, fused, share, rows = [], set(), set(), 1.0, {}

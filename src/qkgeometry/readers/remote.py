@@ -1,9 +1,14 @@
 """Talking to the Hugging Face Hub through huggingface_hub: a repo's commit and files, its safetensors headers (by
 range request), byte ranges of its files, and every failure turned into one line a reader can act on.
 
-Every request goes through huggingface_hub's own session (``HfApi``, ``get_safetensors_metadata``,
-``http_backoff``), so tokens (``hf auth login`` or ``HF_TOKEN``), redirects to the storage host, retries and
-Xet-backed files are the library's business. :mod:`qkgeometry.readers.hub` builds on it.
+Every request goes through huggingface_hub's own functions and session (``HfApi.model_info``,
+``get_hf_file_metadata``, ``http_backoff`` / ``http_stream_backoff``), so tokens (``hf auth login`` or
+``HF_TOKEN``), redirects, retries of 5xx answers and the wait a 429 asks for (``Retry-After``, ``RateLimit``) are the
+library's business. What this module adds fits the Hub's rate limits: each file is resolved once (one ``/resolve``
+request; the Hub allows 3,000 per 5 minutes per IP anonymously) and its ranges are read from the signed storage URL
+that answer points to, resolved again when it expires; a range that drips in slower than a minimum rate is
+abandoned and retried. The huggingface_hub internals it calls are imported in one place (:func:`_hub`).
+:mod:`qkgeometry.readers.hub` builds on it.
 """
 
 from __future__ import annotations
