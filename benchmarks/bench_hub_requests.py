@@ -1,9 +1,10 @@
 """HTTP requests per model when the Q/K of a Hub checkpoint are fetched: ``/resolve`` requests (the ones the Hub
 rate-limits: 3,000 per 5 minutes per IP anonymously) and all requests, for two versions of the reader side by side.
 
-Two synthetic checkpoints with the headers of real ones and zero data generated as it is served (no disk, no memory):
-a Llama-2-7B-shaped bf16 checkpoint (2 shards and an index) and a Pythia-1.4B-shaped (GPT-NeoX, row-fused
-``query_key_value``) fp16 checkpoint. Each run is a fresh child process with empty caches that opens the model and
+Synthetic checkpoints with the headers of real ones and zero data generated as it is served (no disk, no memory):
+a Llama-2-7B-shaped bf16 checkpoint (2 shards and an index), a Pythia-1.4B-shaped (GPT-NeoX, row-fused
+``query_key_value``, interleaved per head) fp16 checkpoint and a Phi-3-mini-shaped (row-fused ``qkv_proj``, blocked)
+bf16 checkpoint. Each run is a fresh child process with empty caches that opens the model and
 reads every layer (``iter_layers``), against the loopback Hub emulator of the test suite. Run from the repository
 root:
 
@@ -78,6 +79,25 @@ def pythia_1b4() -> tuple[dict, dict]:
     return shards, {"config.json": json.dumps(config).encode()}
 
 
+def phi3_mini() -> tuple[dict, dict]:
+    d, heads, inter, vocab, layers = 3072, 32, 8192, 32064, 32
+    tensors = {"model.embed_tokens.weight": (vocab, d), "model.norm.weight": (d,), "lm_head.weight": (vocab, d)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        tensors.update({p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,),
+                        p + "self_attn.qkv_proj.weight": (3 * d, d), p + "self_attn.o_proj.weight": (d, d),
+                        p + "mlp.gate_up_proj.weight": (2 * inter, d), p + "mlp.down_proj.weight": (d, inter)})
+    names = sorted(tensors)
+    halves = {"model-00001-of-00002.safetensors": names[: 2 * len(names) // 3],
+              "model-00002-of-00002.safetensors": names[2 * len(names) // 3:]}
+    shards = {f: {n: ("BF16", tensors[n]) for n in part} for f, part in halves.items()}
+    index = {"metadata": {}, "weight_map": {n: f for f, part in halves.items() for n in part}}
+    config = {"model_type": "phi3", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
+              "num_key_value_heads": heads, "intermediate_size": inter, "vocab_size": vocab, "rms_norm_eps": 1e-5}
+    return shards, {"config.json": json.dumps(config).encode(),
+                    "model.safetensors.index.json": json.dumps(index).encode()}
+
+
 def run_child(repo: str, src: Path, hub, home: Path) -> dict:
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(home / "hf"), "QKGEOMETRY_CACHE": str(home / "qk"),
            "PYTHONPATH": str(src), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "OMP_NUM_THREADS": "1"}
@@ -96,6 +116,8 @@ def run_child(repo: str, src: Path, hub, home: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="the src folder of the version to compare with")
+    parser.add_argument("--models", nargs="*", default=["llama", "pythia", "phi3"],
+                        help="which checkpoints (llama, pythia, phi3; default all)")
     args = parser.parse_args()
     from hub_emulator import HubEmulator
 
@@ -103,7 +125,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-hub-requests-"))
     try:
         with HubEmulator() as hub:
-            repos = {"bench/llama-2-7b-shaped": llama_7b(), "bench/pythia-1.4b-shaped": pythia_1b4()}
+            makers = {"llama": ("bench/llama-2-7b-shaped", llama_7b), "pythia": ("bench/pythia-1.4b-shaped", pythia_1b4),
+                      "phi3": ("bench/phi-3-mini-shaped", phi3_mini)}
+            repos = {makers[m][0]: makers[m][1]() for m in args.models}
             for repo, (shards, files) in repos.items():
                 hub.add_synthetic(repo, shards, files)
             print(f"{'model':<26}{'version':<8}{'shards':>7}{'/resolve':>10}{'requests':>10}{'MB served':>11}"

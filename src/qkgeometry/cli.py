@@ -63,13 +63,19 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
                         "stop")
 
 
-def print_plan(sources: Sequence) -> int:
-    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB."""
+def print_plan(sources: Sequence, *, strict: bool = False) -> int:
+    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB. ``strict``: a source
+    that cannot be planned is an error (``score``), not a row with its reason (``survey``)."""
     import pandas as pd
 
+    from .errors import SourceError
     from .readers.hub import format_bytes, plan_table
 
     frame = plan_table(sources)
+    if strict and "note" in frame:
+        failed = [n for n in frame["note"].dropna() if n and not str(n).startswith("local")]
+        if failed:
+            raise SourceError(str(failed[0]))
     headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
                "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached", "requests": "requests",
                "fused_whole": "fetched whole (fused QKV)", "rows_only": "Q/K rows only (fused QKV)",
@@ -94,7 +100,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .surveying.scoring import score_model, spreadsheet_safe, summarize
 
     if args.plan:
-        return print_plan([args.source])
+        return print_plan([args.source], strict=True)
 
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")

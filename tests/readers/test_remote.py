@@ -215,3 +215,8 @@ def test_a_plan_imports_no_torch(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     total, torch_loaded = out.stdout.split()
     assert int(total) == 2 * 4 * (32 + 32 * 32 + 16 * 32) and torch_loaded == "False"
+
+
+def test_plan_of_a_missing_revision_is_an_error(hub, capsys):
+    err = one_line(capsys, ["score", "hf://tiny/llama@v9.9", "--plan"])
+    assert "revision 'v9.9' of Hub repo 'tiny/llama' was not found" in err
