@@ -63,7 +63,8 @@ frame[["component", "layer", "head", "symmetry", "directionality"]].to_csv(sys.a
 def test_two_processes_fetching_one_repo_give_the_single_process_scores(hub, folders, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "10", "HF_HUB_ETAG_TIMEOUT": "10",
            "PYTHONPATH": os.pathsep.join([str(Path(qg.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-    hub.fault("stall", "model-00001", times=1, seconds=1.5, after=10**9)  # slow the first shard: the runs overlap
+    # the first data range stalls 1.5 s, then is cut and retried: whoever holds the lock then makes the other wait
+    hub.fault("stall", "model-0000", times=1, seconds=1.5, after=0)
     outs = [tmp_path / f"p{k}.csv" for k in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(o)], env=env, stderr=subprocess.PIPE, text=True)
              for o in outs]
@@ -125,3 +126,17 @@ def test_a_fifo_in_the_cache_folder_does_not_block_a_rerun(hub, folders, name):
     target.unlink(missing_ok=True)
     os.mkfifo(target)
     same_scores(qg.load_qk("tiny/llama"), qg.load_qk(folders["llama"]))  # the test's time limit catches a hang
+
+
+def test_a_lock_held_too_long_gives_one_line(hub, folders, monkeypatch, capsys):
+    from filelock import FileLock
+
+    from qkgeometry.readers import hub_cache
+
+    commit = hub.repos["tiny/llama"].branches["main"]
+    folder = hub_cache_root() / "models--tiny--llama" / commit
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(hub_cache, "LOCK_TIMEOUT_S", 0.2)
+    with FileLock(str(folder / "qk.lock")):  # another process's fetch, as far as the lock can tell
+        err = one_line(capsys, ["score", "tiny/llama"])
+    assert "another process has been fetching 'tiny/llama'" in err and "then rerun" in err

@@ -4,12 +4,13 @@ of that commit (in one process or several), with the sha256 of every tensor's fe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -57,13 +58,24 @@ class HubCache:
     def manifest(self, commit: str) -> Path:
         return self.folder(commit) / "qk.sha256.json"
 
-    def lock(self, commit: str) -> Any:
-        """The commit's lock (a ``filelock`` lock file, an OS lock on every platform); creates the folder."""
-        from filelock import FileLock
+    @contextlib.contextmanager
+    def lock(self, commit: str) -> Iterator[None]:
+        """Hold the commit's lock (a ``filelock`` lock file, an OS lock on every platform); creates the folder."""
+        from filelock import FileLock, Timeout
 
         folder = self.folder(commit)
         folder.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(folder / "qk.lock"), timeout=LOCK_TIMEOUT_S)
+        lock = FileLock(str(folder / "qk.lock"), timeout=LOCK_TIMEOUT_S)
+        try:
+            lock.acquire()
+        except Timeout as e:
+            raise SourceError(f"another process has been fetching {self.repo_id!r} into {str(folder)!r} for "
+                              f"{LOCK_TIMEOUT_S:.0f} s (it holds {str(folder / 'qk.lock')!r}); wait for it to "
+                              "finish, or stop it, then rerun.") from e
+        try:
+            yield
+        finally:
+            lock.release()
 
     def remember(self, revision: str, commit: str) -> None:
         check_revision(revision)

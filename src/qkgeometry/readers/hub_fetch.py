@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+from ..errors import SourceError
 from . import remote
 from .hub_cache import HubCache, cache_layout, digest, read_header
 from .hub_plan import COALESCE_GAP, HubPlan, coalesce, format_bytes
@@ -28,7 +29,10 @@ class Fetcher:
                 self.group_of.setdefault(n, k)
         self.offsets = {n: e["data_offsets"][0] for n, e in cache_layout(plan).items()}
         header = read_header(store.file(plan.commit))
-        self.data_start = header[2] if header is not None else 0
+        if header is None:
+            raise SourceError(f"the cache file {str(store.file(plan.commit))!r} of {plan.repo_id!r} cannot be read back "
+                              "(removed or replaced while it was opened?); rerun.")
+        self.data_start = header[2]
         self.bar = None
 
     def ensure(self, name: str) -> None:
