@@ -220,3 +220,12 @@ def test_a_plan_imports_no_torch(tmp_path):
 def test_plan_of_a_missing_revision_is_an_error(hub, capsys):
     err = one_line(capsys, ["score", "hf://tiny/llama@v9.9", "--plan"])
     assert "revision 'v9.9' of Hub repo 'tiny/llama' was not found" in err
+
+
+def test_signed_urls_are_renewed_a_minute_before_they_expire():
+    now = time.time()
+    assert remote._expires(f"https://cdn/x?Expires={int(now) + 3600}&Signature=s") == pytest.approx(now + 3540, abs=2)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    amz = remote._expires(f"https://cas/x?X-Amz-Date={stamp}&X-Amz-Expires=3600&X-Amz-Signature=s")
+    assert amz == pytest.approx(now + 3540, abs=2)
+    assert remote._expires("https://cdn/x") == pytest.approx(now + remote.URL_MAX_AGE_S, abs=2)

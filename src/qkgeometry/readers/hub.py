@@ -4,17 +4,18 @@
 How a Hub model is read (the default, ``fetch="remote"``):
 
 1. one API call resolves the revision to a commit;
-2. the safetensors headers are read by range request (``get_safetensors_metadata``; a stale
-   ``consolidated.safetensors`` next to the shard index is never touched), and ``config.json`` is downloaded;
+2. each weight file (``model.safetensors``, or the shards ``model.safetensors.index.json`` lists: a stale
+   ``consolidated.safetensors`` next to the index is never touched) is resolved once and its safetensors header
+   read by one range request; ``config.json`` is downloaded (one request);
 3. the plan: which tensors scoring needs (Q and K, the query bias, the QK-norm gains and the input-norm gains, so
    that every ``qk_norm`` / ``input_norm`` choice reads from the same cache), grouped per layer;
 4. while the layers are scored, each layer's tensors are fetched by HTTP range requests (adjacent ranges joined into
    one request) and written into a local safetensors file per (repo, commit) under
-   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``). Each file is
-   resolved once (one ``/resolve`` request) and its ranges are read from the storage URL that answer gives. Of a
+   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``), read from the
+   storage URL the file's one ``/resolve`` request gave (so ``/resolve`` requests per model are the shards + 2). Of a
    row-fused QKV weight (GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj``, ModernBERT's ``Wqkv``) only the Q
-   and K rows are fetched; GPT-2's ``c_attn`` keeps Q, K and V side by side in columns and is fetched whole;
-   :func:`hub_plan` says which.
+   and K rows are fetched (V blocks shorter than 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
+   Q, K and V side by side in columns and is fetched whole; :func:`hub_plan` says which.
 
 Every header is checked as the local reader checks a file (the data starts after the header, tensors tile it
 without gap or overlap, nothing trails), and the commit the Hub reports must be a 40-digit commit id. The cache
@@ -24,8 +25,7 @@ and the sha256 of every fetched tensor is kept beside it: a cached tensor whose 
 
 A fetch that stops (a dropped network, Ctrl-C, a range slower than a minimum rate) keeps every tensor already
 written; the rerun fetches only the rest. A 429 answer is waited out as its ``Retry-After`` / ``RateLimit``
-headers say.
-A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all (the revision is
+headers say. A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all (the revision is
 remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
 ``snapshot_download`` instead (the huggingface_hub cache), for the rare checkpoint the remote path cannot read.
 Chapter 4 ("Models from the Hub") shows the plan and what it costs.

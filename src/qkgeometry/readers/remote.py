@@ -13,6 +13,7 @@ abandoned and retried. The huggingface_hub internals it calls are imported in on
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import json
 import logging
@@ -66,7 +67,7 @@ def _expires(url: str) -> float:
         if "expires" in q:
             return float(q["expires"]) - 60
         if "x-amz-expires" in q:
-            t = time.mktime(time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ")) - time.timezone
+            t = calendar.timegm(time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ"))
             return t + float(q["x-amz-expires"]) - 60
     return time.time() + URL_MAX_AGE_S
 
