@@ -58,7 +58,8 @@ class Blob:
         self.data = data
         self.zeros = zeros  # synthetic files: ``data`` (a header) followed by this many zero bytes, never stored
         self.size = (len(data) + zeros) if isinstance(data, bytes) else Path(data).stat().st_size
-        key = data if isinstance(data, bytes) and not zeros else f"{id(data)}:{self.size}".encode()
+        key = (data + f":{zeros}".encode() if zeros else data) if isinstance(data, bytes) \
+            else f"{data}:{self.size}".encode()
         self.sha256 = hashlib.sha256(key).hexdigest()
         self.sha1 = hashlib.sha1(b"blob %d\0" % self.size + key).hexdigest()
 

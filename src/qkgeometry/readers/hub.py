@@ -25,8 +25,8 @@ and the sha256 of every fetched tensor is kept beside it: a cached tensor whose 
 
 A fetch that stops (a dropped network, Ctrl-C, a range slower than a minimum rate) keeps every tensor already
 written; the rerun fetches only the rest. A 429 answer is waited out as its ``Retry-After`` / ``RateLimit``
-headers say. A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all (the revision is
-remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
+headers say. A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all
+(the revision is remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
 ``snapshot_download`` instead (the huggingface_hub cache), for the rare checkpoint the remote path cannot read.
 Chapter 4 ("Models from the Hub") shows the plan and what it costs.
 """

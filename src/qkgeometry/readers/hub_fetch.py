@@ -30,8 +30,8 @@ class Fetcher:
         self.offsets = {n: e["data_offsets"][0] for n, e in cache_layout(plan).items()}
         header = read_header(store.file(plan.commit))
         if header is None:
-            raise SourceError(f"the cache file {str(store.file(plan.commit))!r} of {plan.repo_id!r} cannot be read back "
-                              "(removed or replaced while it was opened?); rerun.")
+            raise SourceError(f"the cache file {str(store.file(plan.commit))!r} of {plan.repo_id!r} cannot be read "
+                              "back (removed or replaced while it was opened?); rerun.")
         self.data_start = header[2]
         self.bar = None
 
@@ -53,8 +53,9 @@ class Fetcher:
         except Exception as e:
             self.close()
             n, total = len(self.done), len(self.plan.spans)
-            cached = (f"; {n} of {total} tensors ({format_bytes(sum(self.plan.spans[m].fetch_nbytes for m in self.done))})"
-                      f" are cached in {str(self.store.folder(self.plan.commit))!r}" if n else "; nothing was cached yet")
+            have = format_bytes(sum(self.plan.spans[m].fetch_nbytes for m in self.done))
+            cached = (f"; {n} of {total} tensors ({have}) are cached in {str(self.store.folder(self.plan.commit))!r}"
+                      if n else "; nothing was cached yet")
             raise remote.hub_error(e, self.repo.repo_id, self.repo.revision, cached=cached) from e
 
     def _fetch(self, names: list[str]) -> None:
