@@ -217,3 +217,11 @@ def test_short_v_blocks_between_heads_are_read_rather_than_skipped(hub):
         s = plan.spans[n]
         assert len(s.pieces) == 1 and s.fetch_nbytes == s.nbytes * (1 - 1 / (3 * 4))
     assert plan.fetch_ranges <= 2 * 2  # per layer: the norm, and the fused weight with its bias
+
+
+def test_snapshot_works_offline_once_downloaded(hub, folders, monkeypatch):
+    qg.load_qk("tiny/gpt2", fetch="snapshot")
+    go_offline(monkeypatch)
+    hub.reset_log()
+    same_scores(qg.load_qk("tiny/gpt2", fetch="snapshot"), qg.load_qk(folders["gpt2"]))
+    assert hub.log == []

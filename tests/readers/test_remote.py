@@ -34,6 +34,15 @@ def test_a_commit_that_is_not_40_hex_digits_is_refused_before_any_write(hub, fol
     assert not hub.resolves()
 
 
+def test_a_lying_commit_is_refused_by_the_snapshot_path_too(hub, folders, tmp_path):
+    hub.add_repo("org/evil", folders["llama"])
+    hub.repos["org/evil"].api_sha = "../../../outside/pwned"
+    before = tree(tmp_path)
+    with pytest.raises(SourceError, match="not a 40-digit hexadecimal commit id"):
+        qg.load_qk("org/evil", fetch="snapshot")
+    assert tree(tmp_path) == before
+
+
 @pytest.mark.parametrize("revision", ["..", ".", "/etc", "a/../b", "refs/../../x", "a//b", ".hidden",
                                       "v1\\..\\x", "a b"])
 def test_a_revision_with_path_syntax_is_refused_before_any_write(hub, tmp_path, capsys, revision):

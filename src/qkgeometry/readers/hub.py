@@ -211,6 +211,9 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
 
     from .safetensors import open_folder
 
+    # online, the commit the endpoint reports is checked before huggingface_hub names folders by it (and its
+    # refs/REVISION file keeps an offline rerun working); offline no endpoint is asked
+    repo = None if remote.is_offline() else remote.open_remote(repo_id, revision)
     try:
         with remote.quiet_retries():
             folder = snapshot_download(repo_id, revision=revision,
@@ -218,6 +221,6 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
     except Exception as e:
         raise remote.hub_error(e, repo_id, revision) from e
     if not any(Path(folder).glob("*.safetensors")):
-        raise remote.no_safetensors_error(remote.open_remote(repo_id, revision))
+        raise remote.no_safetensors_error(repo or remote.open_remote(repo_id, revision))
     opened = open_folder(Path(folder), label, qk_norm)
     return replace(opened, source=repo_id, revision=Path(folder).name)  # the snapshot folder is the commit hash
