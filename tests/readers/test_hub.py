@@ -225,3 +225,13 @@ def test_snapshot_works_offline_once_downloaded(hub, folders, monkeypatch):
     hub.reset_log()
     same_scores(qg.load_qk("tiny/gpt2", fetch="snapshot"), qg.load_qk(folders["gpt2"]))
     assert hub.log == []
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2", "qwen3", "sharded", "gpt_neox", "phi3", "modernbert"])
+def test_plans_recorded_on_numpy_and_on_torch_agree(hub, kind, monkeypatch):
+    plans = {}
+    for backend in ("numpy", "torch"):
+        monkeypatch.setattr(hub_plan_module, "PLAN_BACKEND", backend)
+        p = hub_plan(f"tiny/{kind}")
+        plans[backend] = (p.spans, p.groups, p.weights, p.fused)
+    assert plans["numpy"] == plans["torch"]

@@ -254,14 +254,29 @@ def name_template(name: str) -> str:
     return re.sub(r"\.\d+\.", ".{i}.", name)
 
 
+#: Q/K weight entries (all layers) up to which a plan is recorded on numpy views (folding gains into them costs
+#: about 10 ns an entry: 3·10⁸ entries, a 3B model, take about as long as importing torch)
+NUMPY_PLAN_LIMIT = 300_000_000
+#: "numpy" or "torch" to force the stand-ins a plan is recorded with; None chooses as :func:`record_plans` says
+PLAN_BACKEND: str | None = None
+
+
 def record_plans(arch, config, infos: dict[str, Any]
                  ) -> tuple[list[tuple[str, ...]], set[str], set[str], float, dict[str, list[tuple[int, int]]]]:
     """Run every layer's split against shape-only tensors and record which tensors it reads: per-layer groups, the
     Q/K weight names, the fused names, the Q/K share of a fused tensor, and for row-fused weights (blocked
     ``[Q; K; V]`` or per-head interleaved ``(n_heads, 3, head_dim)`` along the output axis, as the converters in
-    :mod:`qkgeometry.architectures.layouts` read them) the row ranges that hold Q and K. (Shapes without memory:
-    numpy views of one zero with every stride 0, so that planning imports no torch and reads no weight.)"""
+    :mod:`qkgeometry.architectures.layouts` read them) the row ranges that hold Q and K.
+
+    Shapes without weights: numpy views of one zero with every stride 0, so that planning imports no torch; a split
+    that folds gains into them does compute on full-size arrays, though, so when that would cost more than
+    importing torch (above :data:`NUMPY_PLAN_LIMIT` Q/K entries in all) or torch is already imported, torch's
+    ``meta`` tensors stand in (shapes only, no computing)."""
+    import sys
+
     import numpy as np
+
+    backend = {"torch": PLAN_BACKEND == "torch" or (PLAN_BACKEND is None and "torch" in sys.modules)}
 
     def fake(name: str) -> Any:
         info = infos[name]  # anything with .dtype (a safetensors tag) and .shape
@@ -270,9 +285,17 @@ def record_plans(arch, config, infos: dict[str, Any]
         if dtype is None:
             raise SourceError(f"tensor {name!r} is stored as {info.dtype}, which this reader cannot turn into real "
                               "values; score the unquantised checkpoint or a GGUF export.")
+        if backend["torch"]:
+            import torch
+
+            return torch.zeros(tuple(info.shape), dtype=getattr(torch, dtype), device="meta")
         return np.broadcast_to(np.zeros((), dtype=dtype), tuple(info.shape))
 
     plans = resolve_plans(arch, config, set(infos), fake, "folded")
+    entries = sum(p.dims.n_layers * (p.dims.n_heads + p.dims.n_kv_heads) * p.dims.head_dim * p.dims.d_model
+                  for p in plans)
+    if PLAN_BACKEND is None:
+        backend["torch"] = backend["torch"] or entries > NUMPY_PLAN_LIMIT
     groups, weights, fused, share, rows = [], set(), set(), 1.0, {}
     for plan in plans:
         variants = [plan]
@@ -283,7 +306,7 @@ def record_plans(arch, config, infos: dict[str, Any]
         for i in range(d.n_layers):
             touched: list[str] = []
             for v in variants:
-                v.split(i)  # on meta tensors: shapes are checked, nothing is computed
+                v.split(i)  # on shape-only tensors: shapes are checked
             q = plan.block.q.format(i=i)
             k = plan.block.k.format(i=i) if plan.block.k else None
             names = list(dict.fromkeys(touched))
