@@ -115,6 +115,8 @@ class Fault:
     skip: int = 0
     #: "data" (file content, on either host) or "resolve" (``/resolve`` requests; "429" only)
     where: str = "data"
+    #: a "429" sends ``Retry-After`` (else only the ``RateLimit`` headers say when to come back)
+    retry_after: bool = True
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Request:
     range: str | None
     status: int
     sent: int  # body bytes written
+    at: float = 0.0  # time.monotonic() when the answer was sent
 
     @property
     def is_data(self) -> bool:
@@ -288,7 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
         with self.hub._lock:
-            self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent))
+            self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent,
+                                        time.monotonic()))
 
     def _error(self, status: int, code: str | None, message: str, head: bool = False) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message}
@@ -458,7 +462,8 @@ class _Handler(BaseHTTPRequestHandler):
         """The Hub's 429: ``Retry-After`` and the IETF ``RateLimit`` headers (nothing left, reset in `seconds`)."""
         wait = int(fault.seconds)
         self._send(429, b"" if head else b'{"error": "rate limited"}',
-                   {"Retry-After": str(wait), "RateLimit": f'"resolvers";r=0;t={wait}',
+                   {**({"Retry-After": str(wait)} if fault.retry_after else {}),
+                    "RateLimit": f'"resolvers";r=0;t={wait}',
                     "RateLimit-Policy": '"fixed window";"resolvers";q=3000;w=300',
                     "X-Error-Message": "You have been rate-limited", "Content-Type": "application/json"}, head=head)
 
