@@ -195,9 +195,10 @@ class HubEmulator:
         return [r for r in self.log if "/resolve/" in r.path]
 
     def add_synthetic(self, repo_id: str, shards: dict[str, dict[str, tuple[str, tuple[int, ...]]]],
-                      files: dict[str, bytes]) -> str:
+                      files: dict[str, bytes], branch: str = "main") -> str:
         """A repo of synthetic safetensors shards (file -> tensor -> (dtype, shape)): real headers, zero data that is
-        generated as it is served (a 13 GB checkpoint costs no memory), plus the small ``files`` (config.json ...)."""
+        generated as it is served (a 13 GB checkpoint costs no memory), plus the small ``files`` (config.json ...),
+        as a commit on ``branch``."""
         sizes = {"F32": 4, "F16": 2, "BF16": 2}
         blobs: dict[str, Blob] = {k: Blob(v) for k, v in files.items()}
         for file, tensors in shards.items():
@@ -211,7 +212,7 @@ class HubEmulator:
             raw = json.dumps(header).encode()
             raw += b" " * (-len(raw) % 8)
             blobs[file] = Blob(len(raw).to_bytes(8, "little") + raw, zeros=offset)
-        return self.add_repo(repo_id, blobs)
+        return self.add_repo(repo_id, blobs, branch=branch)
 
     def bytes_served(self, *, data_only: bool = True) -> int:
         return sum(r.sent for r in self.log if r.is_data or not data_only)
