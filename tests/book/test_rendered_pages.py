@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the helpers of tests/ when run as a script
-from figure_panels import blank_panels
+from figure_panels import MIN_FIGURE_TEXT_PX, blank_panels, figure_text_px, figure_text_px_per_pt
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
@@ -98,38 +98,6 @@ TQDM = re.compile(r"\d+%\|[^|\n]{0,80}\||\d+(?:\.\d+)?\s*(?:it/s|s/it)\]")
 PY_WARNING = re.compile(r"\.py:\d+: \w*Warning\b")
 IMAGE_FILE = re.compile(r"\.(?:png|svg|jpe?g|gif|webp)$|^_images/|^[0-9a-f]{16,}$|/", re.IGNORECASE)
 SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
-
-#: Smallest readable figure text on the screen (CSS px): a figure shown smaller than this makes its smallest text
-#: (tick labels, legends) unreadable.
-MIN_FIGURE_TEXT_PX = 7.0
-
-
-def figure_text_px_per_pt() -> tuple[float, float]:
-    """(CSS px per point of a figure's PNG at its natural size, the book style's smallest font in points).
-
-    Figures are drawn at ``figure.dpi`` and stored at twice that (retina), so a point is ``2 * dpi / 72`` image
-    pixels; the smallest font is the smallest of the style's tick-label and legend sizes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import rcParams
-    from matplotlib.font_manager import FontProperties
-
-    from qkgeometry import plotting
-
-    plotting.use_style()
-    sizes = [FontProperties(size=rcParams[k]).get_size_in_points()
-             for k in ("xtick.labelsize", "ytick.labelsize", "legend.fontsize")]
-    return 2 * rcParams["figure.dpi"] / 72, min(sizes)
-
-
-def figure_text_px(img: dict, px_per_pt: float, smallest_pt: float) -> float | None:
-    """The smallest figure text of ``img`` as shown (CSS px), or None for an image not shown or not loaded."""
-    w, nw = img.get("shownWidth") or 0, img.get("naturalWidth") or 0
-    if min(w, nw) < 8:
-        return None
-    return smallest_pt * px_per_pt * w / nw
-
 
 #: Bold text longer than this many words is a whole sentence in bold.
 BOLD_WORDS = 10
