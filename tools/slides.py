@@ -202,6 +202,18 @@ def _title(nb) -> str:
     return "Untitled chapter"
 
 
+def png_width(png: bytes) -> int:
+    """The width in pixels of a PNG (from its header; 0 for bytes that are not a PNG). The book's figures are
+    stored at twice their display size.
+
+    >>> png_width(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\x00\\x00\\x00\\rIHDR" + (640).to_bytes(4, "big") + bytes(4))
+    640
+    """
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        return 0
+    return int.from_bytes(png[16:20], "big")
+
+
 def slide_caption(caption: str) -> str:
     """A figure's caption without its sentences about the page around the figure ("the table above", "hover").
 
@@ -291,7 +303,15 @@ section.slide h1 { font-size: clamp(1.6rem, 4vw, 2.8rem); margin: 0 0 0.4em 0; }
 section.slide h2 { font-size: clamp(1.2rem, 3vw, 2rem); margin: 0 0 0.6em 0; }
 section.slide li, section.slide p { font-size: clamp(0.95rem, 2vw, 1.3rem); line-height: 1.45; overflow-wrap: anywhere; }
 section.slide figure { margin: 0; }
-section.slide img { width: 100%; max-height: 70vh; object-fit: contain; display: block; margin: 0 auto; }
+section.slide img { max-width: 100%; max-height: 72vh; width: auto; height: auto; display: block; margin: 0 auto; }
+@media (max-width: 600px) {
+  /* on a phone a figure keeps readable text (a share of its natural size) and scrolls sideways */
+  section.slide figure { overflow-x: auto; }
+  section.slide img { max-width: none; max-height: none; width: calc(var(--qkg-natural) * 0.55); }
+  section.slide figure::before { content: "Scroll sideways to see the whole figure →"; display: block;
+                                 font-size: 0.8rem; color: #555; position: sticky; left: 0; }
+  section.slide figcaption { position: sticky; left: 0; max-width: calc(100vw - 12vw); }
+}
 section.slide figcaption { font-size: clamp(0.8rem, 1.5vw, 1rem); color: #555; margin-top: 0.6em; }
 .qkg-deck-note { color: #555; }
 mjx-container { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
@@ -335,13 +355,14 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
                     for c in nb.cells if c.cell_type == "code"
                     and str(c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name", "")).startswith("fig-")
                     and any(o.get("data", {}).get("image/png") for o in c.get("outputs", []))]
-    for k, (_, caption, alt) in enumerate(figures):
+    for k, (png, caption, alt) in enumerate(figures):
         if figure_files is None or k >= len(figure_files):
             break
         heading = _inline(slide_title(raw_captions[k]), glued, labels, citations) if k < len(raw_captions) else ""
+        natural = f' style="--qkg-natural: {png_width(png) // 2}px"' if png_width(png) else ""
         slides.append(f'<section class="slide"><h2>Figure {k + 1}: {heading}</h2><figure>'
-                      f'<img src="{html.escape(figure_files[k], quote=True)}" alt="{html.escape(alt, quote=True)}">'
-                      f"<figcaption>{caption}</figcaption></figure></section>")
+                      f'<img src="{html.escape(figure_files[k], quote=True)}" alt="{html.escape(alt, quote=True)}"'
+                      f"{natural}><figcaption>{caption}</figcaption></figure></section>")
     for k, exercise in enumerate(_exercises(nb, glued, labels, citations), 1):
         slides.append(f'<section class="slide"><h2>Exercise {k}</h2>{exercise}'
                       '<p class="qkg-deck-note">Work it in the chapter\'s notebook; the checker says what is '
