@@ -81,9 +81,11 @@ def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = N
 class ModeNote:
     """A note box that says how the page was built, computed from the run's own ``QUICK`` flag (never typed).
 
-    Displays as ``<div class="admonition note qkg-mode-note" data-mode="quick|full">``; the mode attribute lets a
-    reader's browser (and the book's page check) compare the note with the build it sits in. An empty note (full
-    scale with nothing to add) displays as nothing.
+    A quick-mode note displays as a box, ``<div class="admonition note qkg-mode-note" data-mode="quick">`` titled
+    "Quick build" (the page is a smoke test, and says so up front); a full-scale note is one muted line of text,
+    ``<p class="qkg-mode-note" data-mode="full">`` (how the numbers were drawn, not a warning). The mode attribute
+    lets a reader's browser (and the book's page check) compare the note with the build it sits in. An empty note
+    (full scale with nothing to add) displays as nothing.
     """
 
     def __init__(self, mode: str, text: str):
@@ -96,8 +98,9 @@ class ModeNote:
 
         if not self.text:
             return ""
-        return (f'<div class="admonition note qkg-mode-note" data-mode="{self.mode}">'
-                f'<p class="admonition-title">{"Quick build" if self.mode == "quick" else "Full build"}</p>'
+        if self.mode == "full":
+            return f'<p class="qkg-mode-note" data-mode="full">{html.escape(self.text)}</p>'
+        return ('<div class="admonition note qkg-mode-note" data-mode="quick"><p class="admonition-title">Quick build</p>'
                 f"<p>{html.escape(self.text)}</p></div>")
 
     def __repr__(self) -> str:
@@ -112,7 +115,7 @@ def mode_note(quick: bool, quick_text: str, full_text: str = "") -> ModeNote:
     >>> mode_note(True, "A smoke test.", "Full scale.").mode, repr(mode_note(False, "A smoke test."))
     ('quick', '')
     >>> print(mode_note(False, "quick", "20,000 draws per check.")._repr_html_())
-    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>20,000 draws per check.</p></div>
+    <p class="qkg-mode-note" data-mode="full">20,000 draws per check.</p>
     """
     if not isinstance(quick, (bool, np.bool_)):
         raise TypeError(f"quick: expected the notebook's QUICK flag (True or False), got {quick!r}.")
