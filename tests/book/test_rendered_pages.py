@@ -11,6 +11,7 @@ After MathJax has finished typesetting, each page must show:
 - no whole sentence in bold in running text (more than ``BOLD_WORDS`` words of a bold run or glued value);
 - no blank figure panel: a framed panel of a figure's PNG with (almost) nothing inside it (``figure_panels``);
 - no table rendered inside a caption (``<figcaption>``: small, muted caption text);
+- no page wider than the window (a page that scrolls sideways as a whole, at either width);
 - figure text readable at every width: the book style's smallest font, scaled as the figure is shown, is at
   least ``MIN_FIGURE_TEXT_PX`` pixels;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
@@ -202,7 +203,8 @@ return {
   fullText: article.innerText,
   sidebar: visibleText(sidebar),
   errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error, [data-mjx-error]')].map(describe),
-  wide: wide, images: images, rawTables: rawTables, tablesInCaptions: tablesInCaptions, tableText: tableText, outputs: outputs,
+  wide: wide, images: images, rawTables: rawTables, tablesInCaptions: tablesInCaptions,
+  pageWidth: document.documentElement.scrollWidth, windowWidth: document.documentElement.clientWidth, tableText: tableText, outputs: outputs,
   mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, interactive: interactive, network: network, modeNotes: modeNotes,
   textOutsideModeNotes: outside.textContent.replace(/\s+/g, ' '),
   build: buildMeta ? buildMeta.getAttribute('content') : 'unknown',
@@ -341,6 +343,8 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
         for m in list(pattern.finditer(visible))[:3]:
             start = max(0, m.start() - 40)
             add(f"internal word {name!r}", repr(visible[start:m.end() + 40].replace("\n", " ").strip()))
+    if probe.get("pageWidth", 0) > probe.get("windowWidth", 0) + 1 and probe.get("windowWidth"):
+        add("page wider than the window", f"{probe['pageWidth']} px > {probe['windowWidth']} px: the whole page scrolls sideways")
     for table in probe.get("tablesInCaptions", []):
         add("table rendered inside a caption", table)
     for table in probe["rawTables"]:
@@ -531,10 +535,11 @@ def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():
     """A numbered table rendered as caption text, and a wide figure shrunk to a phone's column."""
     wide = {"src": "../_images/w.png", "alt": "Six strip plots", "caption": True, "numbered": True,
             "naturalWidth": 2200, "naturalHeight": 1400, "shownWidth": 358, "shownHeight": 358 * 1400 / 2200}
-    probe = _probe(images=[wide], tablesInCaptions=['figure#tbl-ch2-null-spread "Table 2.1 Both scores"'])
+    probe = _probe(images=[wide], tablesInCaptions=['figure#tbl-ch2-null-spread "Table 2.1 Both scores"'],
+                   pageWidth=662, windowWidth=390)
     scale = figure_text_px_per_pt()
     kinds = {f.kind for f in findings_for("notebooks/07_head_behaviour.html", 390, probe, scale)}
-    assert {"table rendered inside a caption", "figure text too small to read"} <= kinds
+    assert {"table rendered inside a caption", "figure text too small to read", "page wider than the window"} <= kinds
     readable = dict(wide, shownWidth=1210, shownHeight=1210 * 1400 / 2200)  # scrolled at a readable size
     assert findings_for("notebooks/07_head_behaviour.html", 390, _probe(images=[readable]), scale) == []
     px_per_pt, smallest = scale
