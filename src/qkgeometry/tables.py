@@ -146,7 +146,8 @@ class StatsBox:
 
         rows = []
         for v, label in zip(self.verdicts, self.labels):
-            cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>" for k, t in v.details.items())
+            cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>"
+                            for k, t in _rounded_details(v).items())
             head = f"<p class=\"qkg-stats-label\">{html.escape(label)}</p>" if label else ""
             rows.append(f"{head}<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
         lead = f"<p class=\"qkg-verdict\">{html.escape(self.sentence)}</p>" if self.with_sentence else ""
@@ -156,6 +157,21 @@ class StatsBox:
         return self.sentence
 
     __repr__ = __str__
+
+
+def _rounded_details(verdict) -> dict[str, str]:
+    """A verdict's statistics with its interval's ends at the precision of the interval (``[-0.0073, 0.0042]``,
+    not ``[-0.0073485, 0.00422155]``)."""
+    from .stats import format_number
+
+    rows = dict(verdict.details)
+    interval = verdict.interval
+    scale = (interval.high - interval.low) / 2 or None
+    for key, text in rows.items():
+        if key.endswith("% interval"):
+            method = text.split("] ", 1)[1] if "] " in text else ""
+            rows[key] = f"[{format_number(interval.low, scale)}, {format_number(interval.high, scale)}] {method}".rstrip()
+    return rows
 
 
 def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None) -> StatsBox:
@@ -170,6 +186,8 @@ def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | Non
     >>> str(box)
     'A higher: gap 0.25 (95% CI 0.13 to 0.37).'
     >>> "<summary>Full statistics</summary>" in box._repr_html_()
+    True
+    >>> "<td>[0.13, 0.37] (Student t)</td>" in box._repr_html_()  # the interval at its own precision
     True
     """
     return StatsBox(verdicts, with_sentence, labels)
