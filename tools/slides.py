@@ -237,6 +237,22 @@ def slide_title(caption: str) -> str:
     return first[:TITLE_CHARS].rsplit(" ", 1)[0].rstrip(",;") + " …"
 
 
+def _blocks(body: str, glued: dict[str, str], labels=None, citations=None) -> str:
+    """A statement's body as HTML: paragraphs, and numbered items ("1. ...") as an ordered list."""
+    lines = [line for line in body.splitlines() if not line.startswith(":")]
+    out = []
+    for block in "\n".join(lines).split("\n\n"):
+        if not block.strip():
+            continue
+        items = re.split(r"(?m)^\s*\d+\.\s+", block)
+        if len(items) > 2 and not items[0].strip():
+            out.append("<ol>" + "".join(f"<li>{_inline(' '.join(i.split()), glued, labels, citations)}</li>"
+                                        for i in items[1:]) + "</ol>")
+        else:
+            out.append(f"<p>{_inline(' '.join(block.split()), glued, labels, citations)}</p>")
+    return "".join(out)
+
+
 def _theory(nb, glued: dict[str, str], labels, citations) -> list[tuple[str, str]]:
     """(title, body HTML) of the chapter's first :data:`MAX_THEORY` theorems, propositions and corollaries."""
     found = []
@@ -249,7 +265,7 @@ def _theory(nb, glued: dict[str, str], labels, citations) -> list[tuple[str, str
                 continue
             title = m.group(0).split("\n", 1)[0].split("}", 1)[1].strip()
             heading = f"{kind.capitalize()}: {title}" if title else kind.capitalize()
-            body = "".join(f"<p>{p}</p>" for p in _paragraphs(m.group("body"), glued, labels, citations))
+            body = _blocks(m.group("body"), glued, labels, citations)
             found.append((_inline(heading, glued, labels, citations), body))
     return found[:MAX_THEORY]
 
@@ -314,7 +330,10 @@ section.slide img { max-width: 100%; max-height: 72vh; width: auto; height: auto
 }
 section.slide figcaption { font-size: clamp(0.8rem, 1.5vw, 1rem); color: #555; margin-top: 0.6em; }
 .qkg-deck-note { color: #555; }
+section.slide > * { min-width: 0; max-width: 100%; }
+section.slide p, section.slide li { overflow-x: auto; overflow-y: hidden; }
 mjx-container { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
+mjx-container[display="true"] { display: block; }
 """
 
 _SCRIPT = """
