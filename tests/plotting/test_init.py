@@ -68,6 +68,7 @@ EMPTY_CALLS = {
     "survival_grid": ((_empty("arch", "lr_max", "init", "step", "symmetry_mean"),), "frame"),
     "paired_difference_curve": ((_empty("arch", "step", "n", "diff_mean", "ci_low", "ci_high"),), "curve"),
     "trajectories_vs_paper": ((_empty("fraction", "init", "seed", "symmetry"), FULL), "ours"),
+    "trajectory_curves": ((_empty("run", "step", "layer", "symmetry", "directionality"),), "frame"),
 }
 
 

@@ -16,6 +16,7 @@ from qkgeometry.surveying.trajectories import (
     find_checkpoints,
     select_checkpoints,
     trajectory,
+    trajectory_plan,
 )
 from tiny_models import tiny_model
 
@@ -136,6 +137,9 @@ def test_a_hub_repo_with_step_branches_scores_each_revision_once(run_folder, tmp
         hub_env(monkeypatch, hub, tmp_path)
         found = find_checkpoints("org/run")
         assert [(c.name, c.step) for c in found] == [(f"step{s}", s) for s in STEPS]  # "main" names no step
+        plan = trajectory_plan("org/run")
+        assert list(plan["model"]) == [*(f"hf://org/run@step{s}" for s in STEPS), "total"]
+        assert plan["requests"].iloc[-1] == plan["requests"].iloc[:-1].sum() > 0
         store = tmp_path / "t.sqlite"
         hub.reset_log()
         frame = trajectory("org/run", cache=store)

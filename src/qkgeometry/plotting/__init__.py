@@ -13,6 +13,8 @@ module per chapter's figures.
   fallback (:func:`interactive_score_plane`);
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
+* :mod:`~qkgeometry.plotting.trajectory`: scores across training, chapter 3 and ``qkgeometry plot --trajectory``
+  (:func:`trajectory_curves`);
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
   :func:`edit_losses`).
 
@@ -67,12 +69,14 @@ from .style import (
     use_style,
 )
 from .training import PANEL_WORDS, init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
+from .trajectory import trajectory_curves
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
 FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
            "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "survey_head_heatmaps",
-           "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper")
+           "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper",
+           "trajectory_curves")
 
 __all__ = [
     "DIVERGING",
@@ -125,5 +129,6 @@ __all__ = [
     "survey_twins",
     "survival_grid",
     "trajectories_vs_paper",
+    "trajectory_curves",
     "use_style",
 ]

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Checkpoint", "checkpoint_of", "find_checkpoints", "hub_checkpoints", "identical_checkpoints",
-           "local_checkpoints", "select_checkpoints", "trajectory", "with_steps"]
+           "local_checkpoints", "select_checkpoints", "trajectory", "trajectory_plan", "with_steps"]
 
 _LOCAL = re.compile(r"checkpoint-(\d+)")
 _STEP = re.compile(r"(?:^|[^a-z])step[-_]?(\d+)", re.IGNORECASE)
@@ -196,6 +196,18 @@ def with_steps(frame: pd.DataFrame) -> pd.DataFrame:
     out["tokens"] = pd.array([found[s].tokens for s in out["source"].astype(str)], dtype="Int64")
     return out.sort_values(["step", "component", "layer", "head"], kind="stable", na_position="last") \
         .reset_index(drop=True)
+
+
+def trajectory_plan(source: Any, *, revisions: Sequence[str] | None = None, every: int | None = None,
+                    log_spaced: int | None = None) -> pd.DataFrame:
+    """What a trajectory costs before any tensor is fetched: one row per checkpoint with the bytes of its checkpoint,
+    of its Q/K weights and still to fetch, and the HTTP requests a cold fetch sends, plus a total row
+    (:func:`qkgeometry.readers.hub.plan_table`, from each revision's safetensors header; local checkpoints cost
+    nothing). Arguments as for :func:`trajectory`."""
+    from ..readers.hub import plan_table
+
+    chosen = select_checkpoints(find_checkpoints(source, revisions), every, log_spaced)
+    return plan_table([c.source for c in chosen])
 
 
 def identical_checkpoints(frame: pd.DataFrame) -> list[list[str]]:

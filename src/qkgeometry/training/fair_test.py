@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FAMILY", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "OBJECTIVE_SHORT", "OUTCOME_WORDS", "SCORES", "UNVERIFIABLE", "WAYS",
            "Contrast", "Decision", "change_claims", "contrast_family", "family_table", "learning_table", "mask_or_density", "matched_steps",
-           "matched_summaries", "plateaus", "read_fair_test"]
+           "matched_summaries", "plateaus", "read_fair_test", "trajectory_rows"]
 
 #: The two scores, in the order every table lists them.
 SCORES = ("symmetry", "directionality")
@@ -330,3 +330,35 @@ def matched_summaries(per_run: pandas.DataFrame, steps: pandas.DataFrame) -> pan
     return (pd.concat([hit.drop(columns="matched_step"), missing.rename(columns={"matched_step": "step"})],
                       ignore_index=True)
             .sort_values(["objective", "seed"], ignore_index=True))
+
+
+def trajectory_rows(scores: pandas.DataFrame, cfg, objectives: Sequence[str] = ("mlm", "causal"),
+                    paper: pandas.DataFrame | None = None, paper_size: str = "bert-small") -> pandas.DataFrame:
+    """The chapter's runs as trajectories, for :func:`qkgeometry.plotting.trajectory.trajectory_curves`: one run per
+    objective (its layer rows over every seed, spread over seeds, with the model's shapes for the null band) and,
+    with ``paper`` (:func:`qkgeometry.catalogue.paper_per_layer` of ``"custom-models"``), the authors' encoder and
+    decoder runs of ``paper_size`` (spread over their datasets; no null band, their shapes are not in their
+    files). Chapter 3, "Scores across training"."""
+    import pandas as pd
+
+    layer_rows = scores[scores["head"] < 0]
+    parts = []
+    for objective in objectives:
+        part = layer_rows[layer_rows["objective"] == objective]
+        n = part["seed"].nunique()
+        parts.append(pd.DataFrame({
+            "run": f"ours, {OBJECTIVE_PROSE[objective]} ({n} seeds)", "step": part["step"].astype(int),
+            "layer": part["layer"], "head": np.nan, "seed": part["seed"].astype(str), "band_unit": "seed",
+            "symmetry": part["symmetry"], "directionality": part["directionality"], "d_model": cfg.d_model,
+            "head_dim": cfg.head_dim, "n_heads": cfg.n_heads}))
+    if paper is not None:
+        for arch in ("encoder", "decoder"):
+            part = paper[paper["model"].str.startswith(f"{paper_size}-{arch}-")]
+            if not len(part):
+                raise ValueError(f"paper: has no {paper_size} {arch} runs; pass paper_per_layer('custom-models').")
+            datasets = part["model"].str.removeprefix(f"{paper_size}-{arch}-")
+            parts.append(pd.DataFrame({
+                "run": f"authors' {paper_size} {arch} ({datasets.nunique()} datasets)",
+                "step": part["step"].astype(int), "layer": part["layer"], "head": np.nan, "seed": datasets,
+                "band_unit": "dataset", "symmetry": part["symmetry"], "directionality": part["directionality"]}))
+    return pd.concat(parts, ignore_index=True)
