@@ -320,3 +320,35 @@ def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, t
     else:
         os.kill(hanging, signal.SIGKILL)
         pytest.fail("the worker stuck in a model was left running after Ctrl-C")
+
+
+# ------------------------------------------------------------------------------------------------ issue: spreadsheets
+def _bare_breaks_outside_quotes(text: str) -> list[int]:
+    """Offsets of what a spreadsheet would misread: a carriage return outside a quoted field (a row ends there), and
+    a row (or a cell) that begins, outside quotes, with a formula character."""
+    found, quoted = [], False
+    for i, c in enumerate(text):
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and (c == "\r" or (c in "\n," and text[i + 1:i + 2] in ("=", "+", "@", "\t"))):
+            found.append(i)
+    return found
+
+
+def test_a_carriage_return_in_a_name_stays_inside_its_cell_in_every_csv_written(tmp_path, capsys):
+    names = ["\r=1+1", "x\r=1+1", "y\r\n@SUM(1)"]
+    sources = [str(make_model(tmp_path / name, seed=k)) for k, name in enumerate(names)]
+    csv_store = tmp_path / "r.csv"
+    frame = qg.survey(sources, cache=csv_store, progress=False)
+    sqlite_store = tmp_path / "r.sqlite"
+    qg.survey(sources, cache=sqlite_store, progress=False)
+    assert main(["export", str(sqlite_store), "--csv", str(tmp_path / "e.csv")]) == 0
+    assert main(["score", sources[1], "--out", str(tmp_path / "s.csv")]) == 0
+    capsys.readouterr()
+    for path in (csv_store, tmp_path / "e.csv", tmp_path / "s.csv"):
+        text = path.read_bytes().decode()
+        assert "\r" in text and not _bare_breaks_outside_quotes(text), f"{path.name}: {text[:300]!r}"
+    back = read_cache(csv_store)
+    assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False, check_exact=True)
+    assert qg.survey(sources, cache=csv_store, progress=False).attrs["computed"] == []
