@@ -288,6 +288,11 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
                                    "twins, per-head heatmaps when the CSV is per head) as PNG files.")
     p.add_argument("results", type=Path, help="a store (.sqlite) or CSV written by `qkgeometry survey`")
     p.add_argument("--out-dir", type=Path, default=Path("figures"), help="folder for the PNG files (default figures)")
+    p.add_argument("--per", choices=("layer", "head"), help="plot these rows only (needed when the file holds both)")
+    p.add_argument("--input-norm", choices=("raw", "folded"),
+                   help="plot this form only (needed when the file holds both)")
+    p.add_argument("--qk-norm", choices=("raw", "folded"),
+                   help="plot this QK-norm form only (needed when the file holds both)")
     p.set_defaults(func=_cmd_plot)
 
 
@@ -303,6 +308,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
     _check_plotted_scores(args.results)
+    from .surveying.identity import one_view
+
+    frame = one_view(frame, repr(str(args.results)),
+                     {"per": args.per, "input_norm": args.input_norm, "qk_norm": args.qk_norm})
     check_writable_dir(args.out_dir, "--out-dir")
     import matplotlib
 

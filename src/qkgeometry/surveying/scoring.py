@@ -24,6 +24,7 @@ from ..errors import SurveyInterrupted, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
 from ..readers import load_qk
 from ..scores import layer_scores
+from .identity import distinct_labels, source_identity
 from .store import (
     CACHE_KEY,
     COLUMNS,
@@ -96,7 +97,8 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4.
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4. Models of
+    different sources that share a name are told apart (:func:`~qkgeometry.surveying.identity.distinct_labels`).
 
     ``frame``: a score or survey frame (at least the columns model, family, component, symmetry, directionality).
     """
@@ -108,7 +110,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"`frame` lacks the column(s) {missing}; pass the frame of qkgeometry.score_model or "
                          "qkgeometry.survey (one row per layer or head, with both scores).")
-    grouped = frame.groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
+    grouped = distinct_labels(frame).groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
     out = grouped.size().rename("n").to_frame()
     median, q25, q75 = grouped.median(), grouped.quantile(0.25), grouped.quantile(0.75)  # vectorised per group
     for score in ("symmetry", "directionality"):
@@ -355,7 +357,7 @@ def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFra
     """The frame :func:`survey` returns, in the order of its sources, with its failures, computed models and
     repeats in ``attrs``."""
     parts = [o["frame"] for o in outcomes if o["status"] != "failed"]
-    out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
+    out = distinct_labels(pd.concat(parts, ignore_index=True)) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
     out.attrs["failures"] = pd.DataFrame([o["failure"] for o in outcomes if o["status"] == "failed"],
                                          columns=["source", "name", "error", "message"])
@@ -379,27 +381,20 @@ def _label(entry: Any) -> str:
 
 
 def _source_key(entry: Any) -> str:
-    """The ``source`` column a model's rows carry."""
+    """The ``source`` column a model's rows carry: its resolved identity (a local path made absolute)."""
     source = _source_of(entry)
-    return source.source if isinstance(source, QKModel) else str(source)
+    return source.source if isinstance(source, QKModel) else source_identity(source)
 
 
 def _distinct(entries: list[Any]) -> tuple[list[Any], list[str]]:
-    """``entries`` without repeats (the first of each kept, in order), and the repeated sources. Local paths are
-    compared as resolved paths (``./m`` and ``m`` are one model), a QKModel by identity."""
-    import os
-
+    """``entries`` without repeats (the first of each kept, in order), and the repeated sources. Sources are
+    compared by :func:`~qkgeometry.surveying.identity.source_identity` (``./m`` and ``m`` are one model), a QKModel
+    by identity."""
     seen: set[Any] = set()
     kept, repeated = [], []
     for entry in entries:
         source = _source_of(entry)
-        if isinstance(source, QKModel):
-            ident: Any = ("model", id(source))
-        else:
-            text = str(source)
-            prefix = RANDOM_PREFIX if text.startswith(RANDOM_PREFIX) else ""
-            rest = text[len(prefix):]
-            ident = prefix + (os.path.realpath(rest) if os.path.exists(rest) else rest)
+        ident: Any = ("model", id(source)) if isinstance(source, QKModel) else source_identity(source)
         if ident in seen:
             repeated.append(_source_key(entry))
             continue
@@ -432,7 +427,7 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
     try:
         model = _open(source, settings["qk_norm"], settings["device"], settings["input_norm"])
         with contextlib.nullcontext() if isinstance(source, QKModel) else model:  # the caller closes theirs
-            key = {"source": model.source if isinstance(source, QKModel) else str(source),
+            key = {"source": _source_key(entry),
                    "revision": str(model.revision), "qkgeometry_version": version, "per": per,
                    "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
             hit = _complete_rows(stored, key, model, per)
