@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -87,6 +88,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if args.plan:
         return print_plan([args.source])
 
+    _check_scoring_options(args)
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
     frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty(),
@@ -172,7 +174,8 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
                             "process)")
     where.add_argument("--dask-scheduler", metavar="ADDRESS",
                        help="score on the workers of a running dask.distributed cluster (e.g. tcp://host:8786; "
-                            "needs `pip install qkgeometry[cluster]`); this process writes --out")
+                            "needs `pip install qkgeometry[cluster]`); this process writes --out. The wait for "
+                            "the scheduler is bounded by QKGEOMETRY_DASK_TIMEOUT (default 30s)")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
     _add_scoring_options(p)
     p.set_defaults(func=_cmd_survey)
@@ -185,18 +188,24 @@ def _cmd_survey(args: argparse.Namespace) -> int:
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
+    if args.max_params is not None and not args.max_params > 0:  # nan is not above 0 either
+        raise ValueError(f"--max-params must be a number of billions of parameters above 0 (e.g. 2); got "
+                         f"{args.max_params}.")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
     if args.plan:
         return print_plan(entries)
     from .surveying.store import STORE_SUFFIXES, open_store
 
+    _check_scoring_options(args)  # every refusal before the store is created
+    if args.dask_scheduler is not None:
+        _check_scheduler_address(args.dask_scheduler)
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
-    open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
-    with _executor(args) as executor:
+    with _executor(args) as executor:  # an unreachable scheduler is refused before the store is created
+        open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
         frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
                        device=args.device, input_norm=args.input_norm, executor=executor)
     computed = frame.attrs["computed"]
@@ -222,18 +231,46 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     return 1 if len(failures) and not len(frame) else 0
 
 
+#: what a dask.distributed scheduler address looks like: [protocol://]host:port (a host name, IPv4 or [IPv6])
+_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
+                                r"\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
+
+
+def _check_scheduler_address(address: str) -> None:
+    """Refuse a --dask-scheduler value that is not an address (empty, no port, a port over 65535, a URL of another
+    protocol) before anything is created or contacted."""
+    match = _SCHEDULER_ADDRESS.match(address)
+    if match is None or not 0 < int(match.group(1)) < 65536:
+        raise ValueError(f"--dask-scheduler {address!r} is not a scheduler address; pass tcp://HOST:PORT (e.g. "
+                         "tcp://10.0.0.5:8786, the address the scheduler prints), or leave the option out to "
+                         "score in this process.")
+
+
+def _check_scoring_options(args: argparse.Namespace) -> None:
+    """--num-std and --device checked with the options' names (``score`` and ``survey``), before any file is made."""
+    from ._validation import check_num_std
+    from .devices import resolve_device
+
+    try:
+        check_num_std(args.num_std)
+    except ValueError:
+        raise ValueError(f"--num-std must be a finite number >= 0 (the paper uses 2); got {args.num_std}.") from None
+    if args.device is not None:
+        resolve_device(args.device, "--device")
+
+
 @contextlib.contextmanager
 def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
     """None (serial), a process pool of --workers, or the executor of a dask.distributed client."""
-    if args.dask_scheduler:
+    if args.dask_scheduler is not None:
         try:
             from distributed import Client
         except ImportError as e:
             raise ValueError("--dask-scheduler needs dask.distributed; install it with `pip install "
                              "qkgeometry[cluster]` (or `pip install distributed`).") from e
         try:
-            client = Client(args.dask_scheduler, timeout="30s")
-        except (OSError, TimeoutError) as e:
+            client = Client(args.dask_scheduler, timeout=os.environ.get("QKGEOMETRY_DASK_TIMEOUT", "30s"))
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
             raise ValueError(f"--dask-scheduler {args.dask_scheduler!r}: cannot reach the scheduler "
                              f"({_one_line(e)}); check the address (tcp://host:8786) and that it runs.") from e
         try:
