@@ -22,3 +22,10 @@ def hang_on(name: str, marker_dir: str) -> None:
         return real(model, *args, **kwargs)
 
     s.score_layers = maybe_hang
+
+
+def hang_on_after(name: str, marker_dir: str, initializer=None, initargs: tuple = ()) -> None:
+    """:func:`hang_on` after the pool's own ``initializer`` (so that a test pool keeps what the package sets up)."""
+    if initializer is not None:
+        initializer(*initargs)
+    hang_on(name, marker_dir)

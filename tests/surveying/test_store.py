@@ -277,9 +277,9 @@ _HANGING_WORKERS = textwrap.dedent("""
     import concurrent.futures as cf, sys
     import survey_workers
     class Hanging(cf.ProcessPoolExecutor):  # every pool's workers hang on the model named in argv[1]
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, initializer=survey_workers.hang_on, initargs=(sys.argv[1], sys.argv[2]),
-                             **kwargs)
+        def __init__(self, *args, initializer=None, initargs=(), **kwargs):
+            super().__init__(*args, initializer=survey_workers.hang_on_after,
+                             initargs=(sys.argv[1], sys.argv[2], initializer, initargs), **kwargs)
     cf.ProcessPoolExecutor = Hanging
     from qkgeometry.cli import main
     sys.exit(main(sys.argv[3:]))
