@@ -352,3 +352,46 @@ def test_a_carriage_return_in_a_name_stays_inside_its_cell_in_every_csv_written(
     assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
     pd.testing.assert_frame_equal(back, frame, check_dtype=False, check_exact=True)
     assert qg.survey(sources, cache=csv_store, progress=False).attrs["computed"] == []
+
+
+_KILL_MID_CSV_WRITE = textwrap.dedent("""
+    import sys, time
+    import pandas as pd
+    marker = sys.argv[1]
+    real = pd.DataFrame.to_csv
+    def slow(self, path, *args, **kwargs):
+        real(self, path, *args, **kwargs)
+        if str(path).endswith(".tmp"):  # the temporary is written, not yet renamed: hang here
+            open(marker, "w").close()
+            time.sleep(300)
+    pd.DataFrame.to_csv = slow
+    from qkgeometry.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_kill_9_of_a_csv_survey_leaves_no_temporary_file_for_good(models, tmp_path):
+    csv = tmp_path / "k.csv"
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_MID_CSV_WRITE, str(marker), "survey", models[0], "--out",
+                             str(csv)], env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not marker.exists():
+            time.sleep(0.1)
+        assert marker.exists(), "the survey never reached its CSV write"
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    temps = [p.name for p in tmp_path.iterdir() if p.name.startswith(".k.csv.") and p.name.endswith(".tmp")]
+    assert len(temps) == 1 and temps[0].startswith(f".k.csv.{proc.pid}."), temps  # what the kill left
+    read_cache(csv)  # reading alone changes nothing
+    assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == ["m1"]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # a survey that only reuses what is stored cleans up too
+    (tmp_path / temps[0]).write_text("left by a dead writer")
+    assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

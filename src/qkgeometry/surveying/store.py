@@ -140,6 +140,9 @@ class SurveyStore:
         self._what = what
         self._csv = self.path.suffix.lower() == ".csv" and not is_store_file(self.path)
         if self._csv:  # the CSV is import and export: the rows live in a database in memory
+            from .._files import remove_stale_temps
+
+            remove_stale_temps(resolve_output(self.path))  # a survey killed mid-export leaves its temporary file
             self._stamp: tuple[int, int, int] | None = None
             self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             self._conn.executescript(_SCHEMA)
