@@ -41,7 +41,7 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     markers = tmp_path / "markers"
     markers.mkdir()
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=survey_workers.hang_on, initargs=("m1", str(markers)))
+                               initializer=survey_workers.hang_on, initargs=("m1", str(markers), 1.0))
     killed = []
 
     def kill_the_hanging_worker():  # at once: m0 is running or done, m2..m4 are queued
