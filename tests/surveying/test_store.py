@@ -395,3 +395,111 @@ def test_kill_9_of_a_csv_survey_leaves_no_temporary_file_for_good(models, tmp_pa
     (tmp_path / temps[0]).write_text("left by a dead writer")
     assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == []
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------------------------------------ issue: store access
+def _unprivileged() -> list[str]:
+    """A command prefix under which file permissions apply: nothing for an ordinary user; for root, ``setpriv``
+    without the capabilities that let root read and write any file."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: file permissions cannot be made to apply")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def test_a_read_only_store_is_exported_and_plotted(models, tmp_path):
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    store = shelf / "r.sqlite"
+    frame = qg.survey(models[:2], per="head", cache=store, progress=False)
+    before = sorted(p.name for p in shelf.iterdir())
+    content = store.read_bytes()
+    store.chmod(0o444)
+    shelf.chmod(0o555)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS]), "MPLCONFIGDIR": str(out / "mpl")}
+    try:
+        probe = subprocess.run([*_unprivileged(), sys.executable, "-c", f"open({str(store)!r}, 'ab')"],
+                               capture_output=True, text=True, env=env)
+        assert probe.returncode != 0 and "Permission denied" in probe.stderr, "the store is still writable"
+        for args in (["export", str(store), "--csv", str(out / "e.csv")],
+                     ["plot", str(store), "--out-dir", str(out / "figs")]):
+            res = subprocess.run([*_unprivileged(), sys.executable, "-m", "qkgeometry.cli", *args],
+                                 capture_output=True, text=True, env=env, timeout=300)
+            assert res.returncode == 0, res.stderr
+        assert sorted(p.name for p in shelf.iterdir()) == before and store.read_bytes() == content
+    finally:
+        shelf.chmod(0o755)
+        store.chmod(0o644)
+    pd.testing.assert_frame_equal(read_cache(out / "e.csv"), frame, check_dtype=False, check_exact=True)
+    assert (out / "figs" / "head_heatmaps_symmetry.png").exists()
+
+
+_OPEN_AT_ONCE = textwrap.dedent("""
+    import sys, time
+    from qkgeometry.surveying.store import SurveyStore
+    start, root, n = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    refused = 0
+    for j in range(n):
+        while time.time() < start + 0.25 * j:
+            pass
+        try:
+            with SurveyStore(f"{root}/s{j}.sqlite") as s:
+                assert s.counts() == (0, 0)
+        except Exception as e:
+            refused += 1
+            print(type(e).__name__, e, file=sys.stderr)
+    print(refused)
+""")
+
+
+def test_six_processes_opening_one_new_store_in_the_same_instant_all_succeed(tmp_path):
+    n = 12
+    start = time.time() + 4
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, str(start), str(tmp_path), str(n)],
+                              env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    results = [p.communicate(timeout=240) for p in procs]
+    refused = sum(int(out.strip() or n) for out, _ in results)
+    assert refused == 0, f"{refused} of {6 * n} opens refused: " + " | ".join(err for _, err in results if err)
+    for j in range(n):
+        with SurveyStore(tmp_path / f"s{j}.sqlite") as s:
+            assert s.counts() == (0, 0)
+
+
+def test_no_message_advises_deleting_a_store(models, tmp_path, capsys):
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all, just text\n" * 40)
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("a,b\n1,2\n")
+    for path in (other, garbage, bad_csv):
+        for args in (["plot", str(path)], ["survey", models[0], "--out", str(path)],
+                     ["export", str(path), "--csv", str(tmp_path / "e.csv")]):
+            line = one_line_error(capsys, main(args), str(path))
+            assert "delete" not in line.lower() and "remove" not in line.lower(), line
+    assert other.exists() and garbage.exists() and bad_csv.read_text() == "a,b\n1,2\n"
+
+
+@pytest.mark.parametrize("column, value", [("symmetry", float("nan")), ("directionality", float("inf")),
+                                           ("model", None), ("layer", None)])
+def test_putting_rows_the_store_cannot_hold_is_refused_clearly(models, tmp_path, column, value):
+    frame = qg.survey(models[:1], per="head", progress=False)
+    store = tmp_path / "r.sqlite"
+    bad = frame.copy()
+    bad[column] = bad[column].astype(object)
+    bad.loc[2, column] = value
+    with SurveyStore(store) as s:
+        with pytest.raises(ValueError, match=rf"`frame`: {column} .*row 2"):
+            s.put(bad)
+        with pytest.raises(ValueError, match=rf"`frame`: {column} .*row 2"):
+            s.put_many(bad)
+        assert s.counts() == (0, 0)
+        s.put(frame)
+        assert s.counts() == (1, len(frame))
