@@ -109,7 +109,7 @@ def test_damaged_recorded_data_is_one_clear_error_naming_the_file(tmp_path, dama
     with pytest.raises(RecordError, match=needle) as info:
         rec.logs(inits=("default", "symmetric"))
     line = str(info.value)
-    assert ("\n" not in line and str(run) in line and "reinstall" in line) or "permissions" in line
+    assert "\n" not in line and str(run) in line and ("reinstall" in line or "permissions" in line), line
 
 
 def test_damaged_training_records_are_one_clear_error_naming_the_file(tmp_path):
