@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
-from bounded import no_hang, one_line_error
+from bounded import no_hang, one_line_error, unprivileged
 from qkgeometry.cli import main
 from qkgeometry.surveying.scoring import SURVEY_COLUMNS, read_cache, worker_pool
 from qkgeometry.surveying.store import SurveyStore, is_store_file, open_store
@@ -398,18 +398,6 @@ def test_kill_9_of_a_csv_survey_leaves_no_temporary_file_for_good(models, tmp_pa
 
 
 # ------------------------------------------------------------------------------------------------ issue: store access
-def _unprivileged() -> list[str]:
-    """A command prefix under which file permissions apply: nothing for an ordinary user; for root, ``setpriv``
-    without the capabilities that let root read and write any file."""
-    if os.geteuid() != 0:
-        return []
-    import shutil
-
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: file permissions cannot be made to apply")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 def test_a_read_only_store_is_exported_and_plotted(models, tmp_path):
     shelf = tmp_path / "shelf"
     shelf.mkdir()
@@ -423,12 +411,12 @@ def test_a_read_only_store_is_exported_and_plotted(models, tmp_path):
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS]), "MPLCONFIGDIR": str(out / "mpl")}
     try:
-        probe = subprocess.run([*_unprivileged(), sys.executable, "-c", f"open({str(store)!r}, 'ab')"],
+        probe = subprocess.run([*unprivileged(), sys.executable, "-c", f"open({str(store)!r}, 'ab')"],
                                capture_output=True, text=True, env=env)
         assert probe.returncode != 0 and "Permission denied" in probe.stderr, "the store is still writable"
         for args in (["export", str(store), "--csv", str(out / "e.csv")],
                      ["plot", str(store), "--out-dir", str(out / "figs")]):
-            res = subprocess.run([*_unprivileged(), sys.executable, "-m", "qkgeometry.cli", *args],
+            res = subprocess.run([*unprivileged(), sys.executable, "-m", "qkgeometry.cli", *args],
                                  capture_output=True, text=True, env=env, timeout=300)
             assert res.returncode == 0, res.stderr
         assert sorted(p.name for p in shelf.iterdir()) == before and store.read_bytes() == content
