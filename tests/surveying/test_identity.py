@@ -61,14 +61,18 @@ def test_one_relative_name_in_two_working_folders_is_two_models(tmp_path, monkey
     assert summary["model"].tolist() == ["a/model", "b/model"] and summary["n"].tolist() == [LAYERS, LAYERS]
 
 
-def test_two_folders_of_one_name_are_two_rows_of_every_table(tmp_path, monkeypatch):
+def test_two_folders_of_one_name_are_two_rows_of_every_table(tmp_path, monkeypatch, capsys):
     make_model(tmp_path / "x" / "m", seed=3)
     make_model(tmp_path / "y" / "m", seed=4)
     monkeypatch.chdir(tmp_path)
     frame = qg.survey(["x/m", "y/m"], per="head", progress=False)
-    assert frame["model"].unique().tolist() == ["x/m", "y/m"]
+    assert frame["model"].unique().tolist() == ["x/m", "y/m"] and frame.attrs["computed"] == ["x/m", "y/m"]
     summary = qg.summarize(frame)
     assert summary["model"].tolist() == ["x/m", "y/m"] and (summary["n"] == LAYERS * HEADS).all()
+    capsys.readouterr()
+    assert main(["survey", "x/m", "y/m", "--out", str(tmp_path / "r.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "computed 2 model(s), reused 0" in out and "x/m [self]" in out and "y/m [self]" in out, out
     alone = qg.score_model("y/m", per="head")
     assert summary["symmetry_median"].iloc[1] == pytest.approx(alone["symmetry"].median(), abs=1e-12)
 

@@ -357,7 +357,8 @@ def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFra
     out["head"] = out["head"].astype("Int64")
     out.attrs["failures"] = pd.DataFrame([o["failure"] for o in outcomes if o["status"] == "failed"],
                                          columns=["source", "name", "error", "message"])
-    out.attrs["computed"] = [str(o["frame"]["model"].iloc[0]) for o in outcomes if o["status"] == "computed"]
+    label = dict(zip(out["source"], out["model"]))  # one label per source (distinct where names are shared)
+    out.attrs["computed"] = [str(label[o["frame"]["source"].iloc[0]]) for o in outcomes if o["status"] == "computed"]
     out.attrs["repeated"] = repeated
     return out
 
