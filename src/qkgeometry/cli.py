@@ -5,7 +5,7 @@
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head]
                       [--out results.sqlite|F.csv] [--workers N | --dask-scheduler ADDRESS] [--input-norm raw|folded]
                       [--plan]
-    qkgeometry plot results.sqlite [--out-dir DIR]
+    qkgeometry plot results.sqlite [--out-dir DIR] [--per layer|head] [--input-norm raw|folded] [--qk-norm raw|folded]
     qkgeometry export results.sqlite --csv results.csv      (or OLD.csv --store NEW.sqlite)
     qkgeometry offline install [all|models|wikipedia|ALIAS...] [--dry-run]   (the offline models and corpus)
     qkgeometry offline list
