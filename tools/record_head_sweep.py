@@ -1,7 +1,7 @@
 """Record chapter 7's head sweep for one offline model: ``python -m tools.record_head_sweep --model ALIAS --out DIR``.
 
 Writes ``heads.csv``, and for decoders ``interventions.csv`` and ``sequence_deltas.csv``, with ``provenance.json``
-(see :func:`qkgeometry.heads.sweep.sweep`). The recorded folders live in ``qkgeometry/data/recorded/ch7-*``.
+(see :func:`qkgeometry.heads.model_sweep.sweep`). The recorded folders live in ``qkgeometry/data/recorded/ch7-*``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from qkgeometry.heads.model_sweep import sweep
 from qkgeometry.heads.models import FORWARD_MODELS
-from qkgeometry.heads.sweep import sweep
 
 
 def main(argv: Sequence[str] | None = None) -> int:

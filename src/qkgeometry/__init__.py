@@ -26,7 +26,7 @@ _EXPORTS = {
     "directionality_score_factored": "scores", "layer_scores": "scores", "scores_factored": "scores",
     "symmetry_score": "scores", "symmetry_score_factored": "scores",
     "recorded": "recorded_runs", "score_model": "surveying.scoring", "summarize": "surveying.scoring",
-    "survey": "surveying.scoring",
+    "survey": "surveying.scoring", "trajectory": "surveying.trajectories",
 }
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "survey",
     "symmetry_score",
     "symmetry_score_factored",
+    "trajectory",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager imports)
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover (static analysers and IDEs see the eager i
         symmetry_score_factored,
     )
     from .surveying.scoring import score_model, summarize, survey
+    from .surveying.trajectories import trajectory
 
 
 def __getattr__(name: str) -> Any:

@@ -259,6 +259,103 @@ def _check_scoring_options(args: argparse.Namespace) -> None:
         resolve_device(args.device, "--device")
 
 
+def _add_trajectory(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trajectory", help="score one model's checkpoints across training into one resumable store",
+                       description="Score every checkpoint of one training run: a folder of checkpoint-<step>/ "
+                                   "folders (the transformers Trainer layout) or a Hub repo whose branches name "
+                                   "steps (Pythia's step0 ... step143000). Each checkpoint is read and scored as "
+                                   "`score` does (only its Q/K bytes from the Hub) and stored as `survey` does; "
+                                   "rerunning computes nothing that finished.")
+    p.add_argument("source", help="a folder of checkpoint-<step>/ folders, or a Hub id")
+    p.add_argument("--revisions", nargs="+", metavar="REV",
+                   help="the Hub branches or tags to read (default: every one whose name says a step)")
+    thin = p.add_mutually_exclusive_group()
+    thin.add_argument("--every", type=int, metavar="N", help="keep the checkpoints whose step is a multiple of N")
+    thin.add_argument("--log-spaced", type=int, metavar="K",
+                      help="keep K checkpoints spread evenly in log(step) (step 0 counts as one)")
+    p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
+    p.add_argument("--out", type=Path, required=True, help="the store of results (.sqlite, or .csv)")
+    p.add_argument("--figure", type=Path, help="also draw both scores against step into this PNG file")
+    p.add_argument("--event", action="append", default=[], metavar="NAME=STEP",
+                   help="mark a named step on the figure, e.g. 'induction heads=1500' (repeatable)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="score N checkpoints at a time in N worker processes (default 1: in this process)")
+    where.add_argument("--dask-scheduler", metavar="ADDRESS",
+                       help="score on the workers of a running dask.distributed cluster; this process writes --out")
+    _add_scoring_options(p)
+    p.set_defaults(func=_cmd_trajectory)
+
+
+def _events(items: Sequence[str]) -> dict[str, int]:
+    events = {}
+    for item in items:
+        name, sep, step = item.rpartition("=")
+        if not sep or not name.strip() or not step.strip().isdigit():
+            raise ValueError(f"--event must be NAME=STEP with a whole step, e.g. 'induction heads=1500'; got {item!r}.")
+        events[name.strip()] = int(step)
+    return events
+
+
+def _cmd_trajectory(args: argparse.Namespace) -> int:
+    from ._files import check_writable_file
+    from .surveying.store import STORE_SUFFIXES, open_store
+    from .surveying.trajectories import find_checkpoints, select_checkpoints, trajectory
+
+    events = _events(args.event)
+    if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
+        raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
+    chosen = select_checkpoints(find_checkpoints(str(args.source), args.revisions), args.every, args.log_spaced)
+    if not chosen:
+        raise ValueError(f"no checkpoint of {str(args.source)!r} is left after --every/--log-spaced; choose fewer.")
+    if args.plan:
+        return print_plan([c.source for c in chosen])
+    _check_scoring_options(args)  # every refusal before the store is created
+    if args.dask_scheduler is not None:
+        _check_scheduler_address(args.dask_scheduler)
+    check_writable_file(args.out, "--out")
+    if args.figure is not None:
+        check_writable_file(args.figure, "--figure")
+    pairs = [(c.source, c.step) for c in chosen] if all(c.step is not None for c in chosen) else str(args.source)
+    with _executor(args) as executor:  # an unreachable scheduler is refused before the store is created
+        open_store(args.out, "--out").close()
+        frame = trajectory(pairs, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
+                           executor=executor, device=args.device, progress=sys.stderr.isatty())
+    if len(frame):
+        table = frame.groupby(["step", "checkpoint"], sort=True)[["symmetry", "directionality"]].median()
+        print(f"median over {'heads' if args.per == 'head' else 'layers'} of each checkpoint:")
+        print(table.round(3).reset_index().to_string(index=False))
+    computed = frame.attrs.get("computed", [])
+    print(f"computed {len(computed)} checkpoint(s), reused {len(chosen) - len(computed) - len(frame.attrs['failures'])}"
+          f" from {args.out}")
+    if len(frame.attrs["failures"]):
+        print(f"{len(frame.attrs['failures'])} checkpoint(s) failed and were skipped:")
+        print(frame.attrs["failures"].to_string(index=False))
+    if args.figure is not None and len(frame):
+        _save_trajectory_figure(frame, events, args.figure)
+    return 1 if len(frame.attrs["failures"]) and not len(frame) else 0
+
+
+def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting import plt, use_style
+    from .plotting.trajectory import trajectory_curves
+
+    use_style()
+    first = frame[frame["component"] == frame["component"].iloc[0]]
+    fig = trajectory_curves(first, events=events)
+    try:
+        fig.savefig(path, bbox_inches="tight")
+    except OSError as e:
+        raise OSError(e.errno, f"could not write figure: {e.strerror}", str(path)) from e
+    finally:
+        plt.close(fig)
+    print(f"wrote {path}")
+
 @contextlib.contextmanager
 def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
     """None (serial), a process pool of --workers, or the executor of a dask.distributed client."""
@@ -330,6 +427,9 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
                    help="plot this form only (needed when the file holds both)")
     p.add_argument("--qk-norm", choices=("raw", "folded"),
                    help="plot this QK-norm form only (needed when the file holds both)")
+    p.add_argument("--trajectory", action="store_true",
+                   help="draw the store as training trajectories (written by `qkgeometry trajectory`): both scores "
+                        "against step, one figure per run and attention stack")
     p.set_defaults(func=_cmd_plot)
 
 
@@ -356,7 +456,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plotting import plt, survey_figures, use_style
 
     use_style()
-    for stem, fig in survey_figures(frame).items():
+    figures = _trajectory_figures(frame) if args.trajectory else survey_figures(frame)
+    for stem, fig in figures.items():
         path = args.out_dir / f"{stem}.png"
         try:
             fig.savefig(path, bbox_inches="tight")
@@ -366,6 +467,25 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             plt.close(fig)
         print(f"wrote {path}")
     return 0
+
+
+def _trajectory_figures(frame: pd.DataFrame) -> dict:
+    """One trajectory figure per (run, attention stack) of a store's rows whose sources name a training step."""
+    import re
+
+    from .plotting.trajectory import trajectory_curves
+    from .surveying.trajectories import with_steps
+
+    rows = with_steps(frame)
+    rows = rows[rows["step"].notna()]
+    if not len(rows):
+        raise ValueError("--trajectory: no row of the store names a training step (checkpoint-<step> folders or Hub "
+                         "revisions such as step1000); write one with `qkgeometry trajectory SOURCE --out STORE`.")
+    out = {}
+    for (run, component), part in rows.groupby(["run", "component"], sort=False):
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"trajectory-{run}-{component}").strip("-")
+        out[stem] = trajectory_curves(part)
+    return out
 
 
 def _add_offline(sub: argparse._SubParsersAction) -> None:
@@ -439,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_architectures(sub)
     _add_survey(sub)
+    _add_trajectory(sub)
     _add_plot(sub)
     _add_offline(sub)
     _add_export(sub)

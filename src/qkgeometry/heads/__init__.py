@@ -5,7 +5,7 @@
 * :mod:`~qkgeometry.heads.hypotheses` — AUC separations and the chapter's hypotheses as two Holm families;
 * :mod:`~qkgeometry.heads.surgery` — a head cut to its symmetric or skew part inside a running model;
 * :mod:`~qkgeometry.heads.models` — the chapter's forward models, rebuilt from the offline weights, and held-out text;
-* :mod:`~qkgeometry.heads.sweep` — behaviour, geometry and interventions for every head of one model.
+* :mod:`~qkgeometry.heads.model_sweep` — behaviour, geometry and interventions for every head of one model.
 
 Each module is imported on its own (``from qkgeometry.heads import behaviour``); this package imports none of them.
 """

@@ -1,4 +1,4 @@
-"""heads.sweep: re-running only the layers after an edited head gives the logits of the full edited forward pass;
+"""heads.model_sweep: re-running only the layers after an edited head gives the logits of the full edited forward pass;
 the rebuilt GGUF decoders against the package's own GGUF reader and a scrambled control (slow)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from bounded import no_hang
 from qkgeometry.heads import surgery as hs
-from qkgeometry.heads.sweep import layer_inputs, logit_spread, tail_logits
+from qkgeometry.heads.model_sweep import layer_inputs, logit_spread, tail_logits
 from tiny_models import tiny_model
 
 
@@ -54,8 +54,8 @@ def test_rebuilt_decoder_matches_the_gguf_reader_and_predicts_text(alias):
 
 
 def test_bad_models_are_refused_with_one_line():
+    from qkgeometry.heads.model_sweep import intervene, settings_for, sweep
     from qkgeometry.heads.models import forward_model
-    from qkgeometry.heads.sweep import intervene, settings_for, sweep
 
     with pytest.raises(ValueError, match="--model: 'gpt-5'"):
         sweep("gpt-5")

@@ -260,7 +260,7 @@ def sweep(alias: str, out: Path | None = None, quick: bool = False, heads=None, 
         folder.mkdir(parents=True, exist_ok=True)
         for name, frame in result.items():
             frame.to_csv(folder / f"{name}.csv", index=False, float_format="%.6g")
-        prov = {"command": command or f"qkgeometry.heads.sweep.sweep({alias!r})",
+        prov = {"command": command or f"qkgeometry.heads.model_sweep.sweep({alias!r})",
                 "model": alias, "settings": dict(s), "threads": threads,
                 "text_tokens": s["n_texts"] * s["length"], "repeat_tokens": s["n_repeat"] * (2 * s["half"] + 1),
                 "heads_edited": 0 if "interventions" not in result else int(len(result["interventions"])
