@@ -20,16 +20,14 @@ SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
-    from concurrent.futures import Executor
 
     import pandas as pd
 
@@ -185,6 +183,7 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .catalogue import preset
     from .surveying.scoring import summarize, survey
+    from .surveying.workers import check_scheduler_address, executor_for
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
@@ -198,13 +197,13 @@ def _cmd_survey(args: argparse.Namespace) -> int:
 
     _check_scoring_options(args)  # every refusal before the store is created
     if args.dask_scheduler is not None:
-        _check_scheduler_address(args.dask_scheduler)
+        check_scheduler_address(args.dask_scheduler)
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
-    with _executor(args) as executor:  # an unreachable scheduler is refused before the store is created
+    with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
         open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
         frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
                        device=args.device, input_norm=args.input_norm, executor=executor)
@@ -229,21 +228,6 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     print(f"this run: {len(frame)} rows for {frame['model'].nunique() if len(frame) else 0} model(s); {args.out} "
           f"holds {n_rows} rows for {n_models} model(s)")
     return 1 if len(failures) and not len(frame) else 0
-
-
-#: what a dask.distributed scheduler address looks like: [protocol://]host:port (a host name, IPv4 or [IPv6])
-_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
-                                r"\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
-
-
-def _check_scheduler_address(address: str) -> None:
-    """Refuse a --dask-scheduler value that is not an address (empty, no port, a port over 65535, a URL of another
-    protocol) before anything is created or contacted."""
-    match = _SCHEDULER_ADDRESS.match(address)
-    if match is None or not 0 < int(match.group(1)) < 65536:
-        raise ValueError(f"--dask-scheduler {address!r} is not a scheduler address; pass tcp://HOST:PORT (e.g. "
-                         "tcp://10.0.0.5:8786, the address the scheduler prints), or leave the option out to "
-                         "score in this process.")
 
 
 def _check_scoring_options(args: argparse.Namespace) -> None:
@@ -301,6 +285,7 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .surveying.store import STORE_SUFFIXES, open_store
     from .surveying.trajectories import find_checkpoints, select_checkpoints, trajectory
+    from .surveying.workers import check_scheduler_address, executor_for
 
     events = _events(args.event)
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
@@ -314,12 +299,12 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
         return print_plan([c.source for c in chosen])
     _check_scoring_options(args)  # every refusal before the store is created
     if args.dask_scheduler is not None:
-        _check_scheduler_address(args.dask_scheduler)
+        check_scheduler_address(args.dask_scheduler)
     check_writable_file(args.out, "--out")
     if args.figure is not None:
         check_writable_file(args.figure, "--figure")
     pairs = [(c.source, c.step) for c in chosen] if all(c.step is not None for c in chosen) else str(args.source)
-    with _executor(args) as executor:  # an unreachable scheduler is refused before the store is created
+    with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
         open_store(args.out, "--out").close()
         frame = trajectory(pairs, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
                            executor=executor, device=args.device, progress=sys.stderr.isatty())
@@ -355,33 +340,6 @@ def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: P
     finally:
         plt.close(fig)
     print(f"wrote {path}")
-
-@contextlib.contextmanager
-def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
-    """None (serial), a process pool of --workers, or the executor of a dask.distributed client."""
-    if args.dask_scheduler is not None:
-        try:
-            from distributed import Client
-        except ImportError as e:
-            raise ValueError("--dask-scheduler needs dask.distributed; install it with `pip install "
-                             "qkgeometry[cluster]` (or `pip install distributed`).") from e
-        try:
-            client = Client(args.dask_scheduler, timeout=os.environ.get("QKGEOMETRY_DASK_TIMEOUT", "30s"))
-        except (OSError, TimeoutError, ValueError, TypeError) as e:
-            raise ValueError(f"--dask-scheduler {args.dask_scheduler!r}: cannot reach the scheduler "
-                             f"({_one_line(e)}); check the address (tcp://host:8786) and that it runs.") from e
-        try:
-            yield client.get_executor()
-        finally:
-            client.close()
-    elif args.workers > 1:
-        from .surveying.scoring import worker_pool
-
-        with worker_pool(args.workers) as pool:
-            yield pool
-    else:
-        yield None
-
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
@@ -471,7 +429,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _trajectory_figures(frame: pd.DataFrame) -> dict:
     """One trajectory figure per (run, attention stack) of a store's rows whose sources name a training step."""
-    import re
 
     from .plotting.trajectory import trajectory_curves
     from .surveying.trajectories import with_steps

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -28,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_tasks", "watch_parent", "worker_pool"]
+__all__ = ["check_scheduler_address", "executor_for", "run_tasks", "watch_parent", "worker_pool"]
 
 #: seconds between two checks of a worker that its parent is still alive
 PARENT_POLL_S = 0.5
@@ -75,6 +76,52 @@ def worker_pool(workers: int) -> Iterator[Executor]:
         raise
     else:
         pool.shutdown(wait=True)
+
+
+#: what a dask.distributed scheduler address looks like: [protocol://]host:port (a host name, IPv4 or [IPv6])
+_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
+                                r"\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
+
+
+def check_scheduler_address(address: str, what: str = "--dask-scheduler") -> None:
+    """Refuse a scheduler address that is not one (empty, no port, a port over 65535, a URL of another protocol)
+    before anything is created or contacted; the message names ``what``."""
+    match = _SCHEDULER_ADDRESS.match(address)
+    if match is None or not 0 < int(match.group(1)) < 65536:
+        raise ValueError(f"{what} {address!r} is not a scheduler address; pass tcp://HOST:PORT (e.g. "
+                         "tcp://10.0.0.5:8786, the address the scheduler prints), or leave the option out to "
+                         "score in this process.")
+
+
+@contextlib.contextmanager
+def executor_for(workers: int = 1, dask_scheduler: str | None = None) -> Iterator[Executor | None]:
+    """What ``qkgeometry survey`` / ``trajectory`` score on: None (this process), a :func:`worker_pool` of
+    ``workers`` processes, or the executor of a ``dask.distributed`` client of ``dask_scheduler`` (the wait for the
+    scheduler is bounded by ``QKGEOMETRY_DASK_TIMEOUT``, default 30s; one that cannot be reached raises
+    ``ValueError`` naming ``--dask-scheduler``)."""
+    from ..errors import first_line
+
+    if dask_scheduler is not None:
+        check_scheduler_address(dask_scheduler)
+        try:
+            from distributed import Client
+        except ImportError as e:
+            raise ValueError("--dask-scheduler needs dask.distributed; install it with `pip install "
+                             "qkgeometry[cluster]` (or `pip install distributed`).") from e
+        try:
+            client = Client(dask_scheduler, timeout=os.environ.get("QKGEOMETRY_DASK_TIMEOUT", "30s"))
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
+            raise ValueError(f"--dask-scheduler {dask_scheduler!r}: cannot reach the scheduler ({first_line(e)}); "
+                             "check the address (tcp://host:8786) and that it runs.") from e
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+    elif workers > 1:
+        with worker_pool(workers) as pool:
+            yield pool
+    else:
+        yield None
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
