@@ -143,3 +143,18 @@ def test_max_params_that_selects_nothing_is_refused(tmp_path, capsys, value):
 
     with pytest.raises(ValueError, match="`max_params_b` must be"):
         qg.catalogue.preset("offline", max_params_b=float(value))
+
+
+@pytest.mark.parametrize("options, needle", [
+    (["--num-std", "nan"], "--num-std must be a finite number"),
+    (["--device", "bogus"], "--device must be 'cpu', 'cuda', 'cuda:N'"),
+    (["--dask-scheduler", ""], "--dask-scheduler '' is not a scheduler address"),
+])
+def test_bad_trajectory_options_are_refused_before_the_store_is_created(tmp_path, capsys, options, needle):
+    from bounded import one_line_error
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _tiny_folder(run / "checkpoint-10")
+    one_line_error(capsys, main(["trajectory", str(run), *options, "--out", str(tmp_path / "t.sqlite")]), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
