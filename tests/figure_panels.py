@@ -1,4 +1,5 @@
-"""Blank figure panels, found in the PNG a reader sees (used by ``test_rendered_pages.py``).
+"""Blank figure panels, found in the PNG a reader sees, and the size a figure's text is shown at (used by
+``test_rendered_pages.py``).
 
 A panel is located by its frame: every axes of the book's style (and of matplotlib's default one) draws a left
 and a bottom spine, and the two meet at the panel's lower-left corner. So the detector looks for an "L": a long
@@ -155,3 +156,35 @@ def _ink_share(inside: np.ndarray) -> float:
 def blank_panels(image) -> list[Panel]:
     """The panels of ``image`` that hold nothing a reader can see (see the module's docstring)."""
     return [p for p in panels(image) if p.blank]
+
+
+#: Smallest readable figure text on the screen (CSS px): a figure shown smaller than this makes its smallest text
+#: (tick labels, legends) unreadable.
+MIN_FIGURE_TEXT_PX = 7.0
+
+
+def figure_text_px_per_pt() -> tuple[float, float]:
+    """(CSS px per point of a figure's PNG at its natural size, the book style's smallest font in points).
+
+    Figures are drawn at ``figure.dpi`` and stored at twice that (retina), so a point is ``2 * dpi / 72`` image
+    pixels; the smallest font is the smallest of the style's tick-label and legend sizes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import rcParams
+    from matplotlib.font_manager import FontProperties
+
+    from qkgeometry import plotting
+
+    plotting.use_style()
+    sizes = [FontProperties(size=rcParams[k]).get_size_in_points()
+             for k in ("xtick.labelsize", "ytick.labelsize", "legend.fontsize")]
+    return 2 * rcParams["figure.dpi"] / 72, min(sizes)
+
+
+def figure_text_px(img: dict, px_per_pt: float, smallest_pt: float) -> float | None:
+    """The smallest figure text of ``img`` as shown (CSS px), or None for an image not shown or not loaded."""
+    w, nw = img.get("shownWidth") or 0, img.get("naturalWidth") or 0
+    if min(w, nw) < 8:
+        return None
+    return smallest_pt * px_per_pt * w / nw

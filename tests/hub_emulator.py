@@ -11,7 +11,11 @@ It serves what the installed huggingface_hub asks for (read from its source: ``h
 * the Hub's error codes and headers: ``X-Error-Code: RepoNotFound`` (401 without a token, as the Hub does),
   ``GatedRepo`` (401 without a token, 403 with a token that has not accepted the licence), ``EntryNotFound``,
   ``RevisionNotFound`` (404);
-* injected faults on data requests: a connection cut after some bytes, a stall, a 503.
+* signed storage URLs (``?Expires=...``) that the "CDN" refuses with 403 once expired (``url_lifetime``);
+* injected faults on data requests: a connection cut after some bytes, a stall, a 503, a 429 with ``Retry-After``
+  and ``RateLimit`` headers (also on ``/resolve``), an expired signed URL, a slow drip of one byte at a time;
+* synthetic checkpoints (``add_synthetic``): real safetensors headers of any shapes over zero data generated as it
+  is served, for counting the requests a full-size model costs.
 
 Every request is logged (method, path, range, status, body bytes sent), so tests can count data requests and bytes.
 
@@ -36,23 +40,41 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-#: files at least this large are "LFS" files: their resolve answers 302 to the CDN path, as on the Hub
+#: files at least this large are "LFS" files: their resolve answers 302 to the CDN path, as on the Hub (text files
+#: such as config.json and the shard index are kept in git and served by the Hub itself)
 LFS_THRESHOLD = 1024
+TEXT_SUFFIXES = (".json", ".md", ".txt")
+
+
+def is_lfs(name: str, blob: Blob) -> bool:
+    return blob.size >= LFS_THRESHOLD and not name.endswith(TEXT_SUFFIXES)
 
 
 class Blob:
     """A served file: bytes in memory, or a file on disk read by range (large synthetic checkpoints; their hashes
     are of the path and size, not the content, so that serving 13 GB does not mean hashing it)."""
 
-    def __init__(self, data: bytes | Path):
+    def __init__(self, data: bytes | Path, *, zeros: int = 0):
         self.data = data
-        self.size = len(data) if isinstance(data, bytes) else Path(data).stat().st_size
-        key = data if isinstance(data, bytes) else f"{data}:{self.size}".encode()
+        self.zeros = zeros  # synthetic files: ``data`` (a header) followed by this many zero bytes, never stored
+        self.size = (len(data) + zeros) if isinstance(data, bytes) else Path(data).stat().st_size
+        key = (data + f":{zeros}".encode() if zeros else data) if isinstance(data, bytes) \
+            else f"{data}:{self.size}".encode()
         self.sha256 = hashlib.sha256(key).hexdigest()
         self.sha1 = hashlib.sha1(b"blob %d\0" % self.size + key).hexdigest()
 
     def chunks(self, start: int, end: int, step: int = 8 * 2**20):
         """Bytes [start, end) in pieces of at most ``step``."""
+        if isinstance(self.data, bytes) and self.zeros:
+            n = len(self.data)
+            if start < n:
+                yield self.data[start:min(end, n)]
+                start = n
+            while start < end:
+                k = min(step, end - start)
+                yield bytes(k)
+                start += k
+            return
         if isinstance(self.data, bytes):
             yield self.data[start:end]
             return
@@ -73,11 +95,16 @@ class Repo:
     branches: dict[str, str]  # branch -> sha
     gated: str | bool = False  # False, "auto" or "manual"
     private: bool = False
+    #: what the API reports as the commit, when a test makes the endpoint lie (None: the real sha)
+    api_sha: str | None = None
 
 
 @dataclass
 class Fault:
-    kind: str  # "cut" (close the connection after `after` body bytes), "stall" (sleep `seconds`), "503"
+    #: "cut" (close the connection after `after` body bytes), "stall" (sleep `seconds`), "503", "429" (with
+    #: ``Retry-After: seconds`` and a ``RateLimit`` header; also on ``/resolve``), "expire" (a signed storage URL
+    #: refused as expired, 403), "drip" (the body one byte every `seconds`)
+    kind: str
     match: str  # substring of the file name the fault applies to
     times: int = 1
     after: int = 0
@@ -86,6 +113,10 @@ class Fault:
     headers: bool = False
     #: matching requests let through before the fault starts
     skip: int = 0
+    #: "data" (file content, on either host) or "resolve" (``/resolve`` requests; "429" only)
+    where: str = "data"
+    #: a "429" sends ``Retry-After`` (else only the ``RateLimit`` headers say when to come back)
+    retry_after: bool = True
 
 
 @dataclass
@@ -95,6 +126,7 @@ class Request:
     range: str | None
     status: int
     sent: int  # body bytes written
+    at: float = 0.0  # time.monotonic() when the answer was sent
 
     @property
     def is_data(self) -> bool:
@@ -109,6 +141,8 @@ class HubEmulator:
     tokens: dict[str, set[str]] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     log: list[Request] = field(default_factory=list)
+    #: seconds a signed storage URL stays valid (its ``Expires`` query parameter; the Hub's last about an hour)
+    url_lifetime: float = 3600.0
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -134,7 +168,7 @@ class HubEmulator:
         Adding to an existing repo makes a new commit on that branch (older commits stay reachable by sha).
         ``on_disk``: serve the folder's files from disk by range instead of holding them in memory."""
         if isinstance(source, dict):
-            files = {k: Blob(v) for k, v in source.items()}
+            files = {k: v if isinstance(v, Blob) else Blob(v) for k, v in source.items()}
         else:
             files = {p.relative_to(source).as_posix(): Blob(p if on_disk else p.read_bytes())
                      for p in sorted(Path(source).rglob("*")) if p.is_file()}
@@ -156,6 +190,30 @@ class HubEmulator:
     def data_requests(self) -> list[Request]:
         return [r for r in self.log if r.is_data]
 
+    def resolves(self) -> list[Request]:
+        """Requests to ``/resolve`` URLs (the ones the Hub rate-limits hardest), HEAD or GET."""
+        return [r for r in self.log if "/resolve/" in r.path]
+
+    def add_synthetic(self, repo_id: str, shards: dict[str, dict[str, tuple[str, tuple[int, ...]]]],
+                      files: dict[str, bytes], branch: str = "main") -> str:
+        """A repo of synthetic safetensors shards (file -> tensor -> (dtype, shape)): real headers, zero data that is
+        generated as it is served (a 13 GB checkpoint costs no memory), plus the small ``files`` (config.json ...),
+        as a commit on ``branch``."""
+        sizes = {"F32": 4, "F16": 2, "BF16": 2}
+        blobs: dict[str, Blob] = {k: Blob(v) for k, v in files.items()}
+        for file, tensors in shards.items():
+            header, offset = {}, 0
+            for name, (dtype, shape) in tensors.items():
+                n = sizes[dtype]
+                for d in shape:
+                    n *= d
+                header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+                offset += n
+            raw = json.dumps(header).encode()
+            raw += b" " * (-len(raw) % 8)
+            blobs[file] = Blob(len(raw).to_bytes(8, "little") + raw, zeros=offset)
+        return self.add_repo(repo_id, blobs, branch=branch)
+
     def bytes_served(self, *, data_only: bool = True) -> int:
         return sum(r.sent for r in self.log if r.is_data or not data_only)
 
@@ -175,11 +233,11 @@ class HubEmulator:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def take_fault(self, name: str, range_header: str | None) -> Fault | None:
+    def take_fault(self, name: str, range_header: str | None, where: str = "data") -> Fault | None:
         header_read = (range_header or "").replace(" ", "").startswith("bytes=0-")
         with self._lock:
             for f in self.faults:
-                if f.times > 0 and f.match in name and (f.headers or not header_read):
+                if f.times > 0 and f.where == where and f.match in name and (f.headers or not header_read):
                     if f.skip > 0:
                         f.skip -= 1
                         return None
@@ -206,7 +264,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         sent = 0
         if not head and end > start:
-            if fault is not None and fault.kind in ("cut", "stall"):
+            if fault is not None and fault.kind == "drip":
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    for piece in blob.chunks(start, end):
+                        for k in range(len(piece)):
+                            self.wfile.write(piece[k:k + 1])
+                            self.wfile.flush()
+                            sent += 1
+                            time.sleep(fault.seconds)
+            elif fault is not None and fault.kind in ("cut", "stall"):
                 piece = b"".join(blob.chunks(start, min(end, start + fault.after)))
                 self.wfile.write(piece)
                 self.wfile.flush()
@@ -225,7 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
         with self.hub._lock:
-            self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent))
+            self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent,
+                                        time.monotonic()))
 
     def _error(self, status: int, code: str | None, message: str, head: bool = False) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message}
@@ -306,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/api/models/"):
             return self._model_info(path[len("/api/models/"):], parse_qs(url.query), head)
         if path.startswith("/_cdn/"):
-            return self._cdn(path, head)
+            return self._cdn(path, parse_qs(url.query), head)
         if "/resolve/" in path:
             repo_id, rest = path[1:].split("/resolve/", 1)
             rev, _, filename = rest.partition("/")
@@ -331,10 +399,10 @@ class _Handler(BaseHTTPRequestHandler):
             s: dict = {"rfilename": name}
             if blobs:
                 s.update(size=blob.size, blobId=blob.sha1)
-                if blob.size >= LFS_THRESHOLD:
+                if is_lfs(name, blob):
                     s["lfs"] = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
             siblings.append(s)
-        body = {"_id": sha[:24], "id": repo.repo_id, "modelId": repo.repo_id, "sha": sha, "private": repo.private,
+        body = {"_id": sha[:24], "id": repo.repo_id, "modelId": repo.repo_id, "sha": repo.api_sha or sha, "private": repo.private,
                 "gated": repo.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": [], "siblings": siblings,
                 "lastModified": "2025-01-01T00:00:00.000Z", "createdAt": "2025-01-01T00:00:00.000Z"}
         self._send(200, b"" if head else json.dumps(body).encode(), {"Content-Type": "application/json"},
@@ -379,15 +447,32 @@ class _Handler(BaseHTTPRequestHandler):
         sha, files = commit
         if filename not in files:
             return self._error(404, "EntryNotFound", "Entry not found", head)
+        fault = self.hub.take_fault(filename, None, "resolve")
+        if fault is not None and fault.kind == "429":
+            return self._too_many(fault, head)
         blob = files[filename]
-        if blob.size >= LFS_THRESHOLD:  # large files live on the CDN host: 302 there, as the Hub does
-            location = f"{self.hub.cdn_url}/_cdn/{repo_id}/{sha}/{filename}"
+        if is_lfs(filename, blob):  # large files live on the CDN host: 302 there, as the Hub does
+            expires = int(time.time() + self.hub.url_lifetime)
+            location = f"{self.hub.cdn_url}/_cdn/{repo_id}/{sha}/{filename}?Expires={expires}&Signature=emulated"
             return self._send(302, b"", {"Location": location, "X-Repo-Commit": sha,
                                          "X-Linked-Etag": f'"{blob.sha256}"', "X-Linked-Size": str(blob.size),
                                          "ETag": f'"{blob.sha1}"'}, head=head)
         self._body(blob, filename, head, {"ETag": f'"{blob.sha1}"', "X-Repo-Commit": sha})
 
-    def _cdn(self, path: str, head: bool) -> None:
+    def _too_many(self, fault: Fault, head: bool) -> None:
+        """The Hub's 429: ``Retry-After`` and the IETF ``RateLimit`` headers (nothing left, reset in `seconds`)."""
+        wait = int(fault.seconds)
+        self._send(429, b"" if head else b'{"error": "rate limited"}',
+                   {**({"Retry-After": str(wait)} if fault.retry_after else {}),
+                    "RateLimit": f'"resolvers";r=0;t={wait}',
+                    "RateLimit-Policy": '"fixed window";"resolvers";q=3000;w=300',
+                    "X-Error-Message": "You have been rate-limited", "Content-Type": "application/json"}, head=head)
+
+    def _cdn(self, path: str, query: dict, head: bool) -> None:
+        expires = query.get("Expires", [""])[0]
+        if expires and float(expires) < time.time():
+            return self._send(403, b"" if head else b"<Error><Code>AccessDenied</Code><Message>Request has expired"
+                              b"</Message></Error>", {"Content-Type": "application/xml"}, head=head)
         parts = unquote(path[len("/_cdn/"):]).split("/")
         # repo ids have one slash at most; the commit is 40 hex digits
         k = next((i for i, p in enumerate(parts) if re.fullmatch(r"[0-9a-f]{40}", p)), None)
@@ -403,6 +488,11 @@ class _Handler(BaseHTTPRequestHandler):
         fault = None if head else self.hub.take_fault(name, self.headers.get("Range"))
         if fault is not None and fault.kind == "503":
             return self._error(503, None, "Service Unavailable", head)
+        if fault is not None and fault.kind == "429":
+            return self._too_many(fault, head)
+        if fault is not None and fault.kind == "expire":
+            return self._send(403, b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>",
+                              {"Content-Type": "application/xml"}, head=head)
         rng = self.headers.get("Range")
         if rng:
             m = re.fullmatch(r"\s*bytes=(\d*)-(\d*)\s*", rng)
@@ -451,6 +541,6 @@ def go_offline(monkeypatch) -> None:
 def _entry(path: str, blob: Blob) -> dict:
     """A paths-info / tree entry, as the Hub writes it."""
     entry = {"type": "file", "oid": blob.sha1, "size": blob.size, "path": path}
-    if blob.size >= LFS_THRESHOLD:
+    if is_lfs(path, blob):
         entry["lfs"] = {"oid": blob.sha256, "size": blob.size, "pointerSize": 134}
     return entry

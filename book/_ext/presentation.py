@@ -168,11 +168,37 @@ def tables_from_outputs(doctree: nodes.Node) -> int:
 
 
 def _visit_numbered_table(self, node: nodes.Element) -> None:
+    self.context.append(len(self.body))
     self.visit_figure(node)
 
 
+def close_caption(body: list[str], start: int) -> list[str]:
+    """``body`` (an HTML writer's output pieces) with the ``<figcaption>`` opened at or after ``start`` closed
+    right after its caption paragraph, so that the table that follows sits beside the caption, not inside it.
+
+    The HTML writer closes a figure's ``<figcaption>`` only when the figure ends (a figure's caption is its last
+    child, so everything after it is a legend); a numbered table's caption comes first, and the whole table would
+    otherwise render as caption text (small, muted). The permalink says "table" instead of "image".
+
+    >>> close_caption(["<figure>", "<figcaption>\n", "<p>", "Table 1", "</p>\n", "<table/>"], 0)
+    ['<figure>', '<figcaption>\n', '<p>', 'Table 1', '</p>\n', '</figcaption>\n', '<table/>']
+    """
+    out = list(body)
+    try:
+        opened = out.index("<figcaption>\n", start)
+        closed = out.index("</p>\n", opened)
+    except ValueError:
+        return out
+    out.insert(closed + 1, "</figcaption>\n")
+    for k in range(opened, closed + 1):
+        out[k] = out[k].replace("Link to this image", "Link to this table")
+    return out
+
+
 def _depart_numbered_table(self, node: nodes.Element) -> None:
-    self.depart_figure(node)
+    start = self.context.pop()
+    self.body[start:] = close_caption(self.body[start:], 0)
+    self.body.append("</figure>\n")
 
 
 # ---------------------------------------------------------------------------------------------------- math

@@ -58,21 +58,36 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
 def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", action="store_true",
                    help="print what scoring would fetch from the Hub (from the safetensors headers alone: checkpoint "
-                        "size, Q/K bytes, bytes still to fetch, cached, gated) and stop")
+                        "size, Q/K bytes, bytes still to fetch, cached, the HTTP requests a fetch sends, gated) and "
+                        "stop")
 
 
-def print_plan(sources: Sequence) -> int:
-    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB."""
+def print_plan(sources: Sequence, *, strict: bool = False) -> int:
+    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB. ``strict``: a source
+    that cannot be planned is an error (``score``), not a row with its reason (``survey``)."""
+    import pandas as pd
+
+    from .errors import SourceError
     from .readers.hub import format_bytes, plan_table
 
     frame = plan_table(sources)
+    if strict and "note" in frame:
+        failed = [n for n in frame["note"].dropna() if n and not str(n).startswith("local")]
+        if failed:
+            raise SourceError(str(failed[0]))
     headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
-               "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached",
-               "fused_whole": "fetched whole (fused QKV)", "note": "note"}
+               "qk_bytes": "Q/K", "fetch_bytes": "to fetch", "cached_bytes": "cached", "requests": "requests",
+               "fused_whole": "fetched whole (fused QKV)", "rows_only": "Q/K rows only (fused QKV)",
+               "rows_saved_bytes": "V rows not fetched", "note": "note"}
     cols = [c for c in headers if c in frame]
     shown = frame[cols].rename(columns=headers)
-    for c in ("checkpoint", "Q/K", "to fetch", "cached"):
-        shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
+    if "requests" in shown:
+        shown["requests"] = shown["requests"].map(lambda v: "" if v != v else f"{int(v)}")
+    if not frame.get("rows_saved_bytes", pd.Series(dtype=float)).fillna(0).any():
+        shown = shown.drop(columns=["V rows not fetched", "Q/K rows only (fused QKV)"], errors="ignore")
+    for c in ("checkpoint", "Q/K", "to fetch", "cached", "V rows not fetched"):
+        if c in shown:
+            shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
     if "gated" in shown:
         shown["gated"] = shown["gated"].map(lambda v: "yes" if v is True else "no" if v is False else "")
     print(shown.fillna("").to_string(index=False))
@@ -84,7 +99,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .surveying.scoring import score_model, spreadsheet_safe, summarize
 
     if args.plan:
-        return print_plan([args.source])
+        return print_plan([args.source], strict=True)
 
     _check_scoring_options(args)
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work

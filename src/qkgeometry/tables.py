@@ -81,9 +81,11 @@ def show_table(frame: Any, columns: Mapping[str, str] | Sequence[str] | None = N
 class ModeNote:
     """A note box that says how the page was built, computed from the run's own ``QUICK`` flag (never typed).
 
-    Displays as ``<div class="admonition note qkg-mode-note" data-mode="quick|full">``; the mode attribute lets a
-    reader's browser (and the book's page check) compare the note with the build it sits in. An empty note (full
-    scale with nothing to add) displays as nothing.
+    A quick-mode note displays as a box, ``<div class="admonition note qkg-mode-note" data-mode="quick">`` titled
+    "Quick build" (the page is a smoke test, and says so up front); a full-scale note is one muted line of text,
+    ``<p class="qkg-mode-note" data-mode="full">`` (how the numbers were drawn, not a warning). The mode attribute
+    lets a reader's browser (and the book's page check) compare the note with the build it sits in. An empty note
+    (full scale with nothing to add) displays as nothing.
     """
 
     def __init__(self, mode: str, text: str):
@@ -96,8 +98,9 @@ class ModeNote:
 
         if not self.text:
             return ""
-        return (f'<div class="admonition note qkg-mode-note" data-mode="{self.mode}">'
-                f'<p class="admonition-title">{"Quick build" if self.mode == "quick" else "Full build"}</p>'
+        if self.mode == "full":
+            return f'<p class="qkg-mode-note" data-mode="full">{html.escape(self.text)}</p>'
+        return ('<div class="admonition note qkg-mode-note" data-mode="quick"><p class="admonition-title">Quick build</p>'
                 f"<p>{html.escape(self.text)}</p></div>")
 
     def __repr__(self) -> str:
@@ -112,7 +115,7 @@ def mode_note(quick: bool, quick_text: str, full_text: str = "") -> ModeNote:
     >>> mode_note(True, "A smoke test.", "Full scale.").mode, repr(mode_note(False, "A smoke test."))
     ('quick', '')
     >>> print(mode_note(False, "quick", "20,000 draws per check.")._repr_html_())
-    <div class="admonition note qkg-mode-note" data-mode="full"><p class="admonition-title">Full build</p><p>20,000 draws per check.</p></div>
+    <p class="qkg-mode-note" data-mode="full">20,000 draws per check.</p>
     """
     if not isinstance(quick, (bool, np.bool_)):
         raise TypeError(f"quick: expected the notebook's QUICK flag (True or False), got {quick!r}.")
@@ -143,7 +146,8 @@ class StatsBox:
 
         rows = []
         for v, label in zip(self.verdicts, self.labels):
-            cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>" for k, t in v.details.items())
+            cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(t)}</td></tr>"
+                            for k, t in _rounded_details(v).items())
             head = f"<p class=\"qkg-stats-label\">{html.escape(label)}</p>" if label else ""
             rows.append(f"{head}<table class=\"qkg-stats-table\"><tbody>{cells}</tbody></table>")
         lead = f"<p class=\"qkg-verdict\">{html.escape(self.sentence)}</p>" if self.with_sentence else ""
@@ -153,6 +157,21 @@ class StatsBox:
         return self.sentence
 
     __repr__ = __str__
+
+
+def _rounded_details(verdict) -> dict[str, str]:
+    """A verdict's statistics with its interval's ends at the precision of the interval (``[-0.0073, 0.0042]``,
+    not ``[-0.0073485, 0.00422155]``)."""
+    from .stats import format_number
+
+    rows = dict(verdict.details)
+    interval = verdict.interval
+    scale = (interval.high - interval.low) / 2 or None
+    for key, text in rows.items():
+        if key.endswith("% interval"):
+            method = text.split("] ", 1)[1] if "] " in text else ""
+            rows[key] = f"[{format_number(interval.low, scale)}, {format_number(interval.high, scale)}] {method}".rstrip()
+    return rows
 
 
 def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | None = None) -> StatsBox:
@@ -167,6 +186,8 @@ def stats_box(*verdicts, with_sentence: bool = True, labels: Sequence[str] | Non
     >>> str(box)
     'A higher: gap 0.25 (95% CI 0.13 to 0.37).'
     >>> "<summary>Full statistics</summary>" in box._repr_html_()
+    True
+    >>> "<td>[0.13, 0.37] (Student t)</td>" in box._repr_html_()  # the interval at its own precision
     True
     """
     return StatsBox(verdicts, with_sentence, labels)

@@ -60,7 +60,10 @@ def _tiny_project(root: Path, page: str = PAGE) -> Path:
     (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - glob: notebooks/*\n")
     cells = [nbformat.v4.new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
              nbformat.v4.new_markdown_cell("# Tiny notebook"),
-             nbformat.v4.new_code_cell("print('QUICK is', QUICK)")]
+             nbformat.v4.new_code_cell("print('QUICK is', QUICK)"),
+             nbformat.v4.new_code_cell(
+                 "import pandas as pd\npd.DataFrame({'width': [64, 384], 'mean': [0.016, 0.003]}).style.hide(axis='index')",
+                 metadata={"mystnb": {"figure": {"name": "tbl-tiny", "caption": "A numbered table"}}})]
     nb = nbformat.v4.new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, str(root / "notebooks" / "01_tiny.ipynb"))
@@ -149,6 +152,17 @@ def test_mathjax_is_loaded_on_pages_without_math(tiny_html: Path):
     # the sidebar can show chapter titles with math on any page, so every page loads MathJax
     for page in ("search.html", "genindex.html", "notebooks/01_tiny.html"):
         assert "_static/mathjax/tex-chtml.js" in (tiny_html / page).read_text(), page
+
+
+@pytest.mark.slow
+def test_numbered_table_renders_beside_its_caption_not_inside_it(tiny_html: Path):
+    """A numbered table's caption comes first; the table must not render as caption text (inside <figcaption>)."""
+    page = (tiny_html / "notebooks" / "01_tiny.html").read_text()
+    start = page.index('id="tbl-tiny"')
+    caption = page[page.index("<figcaption>", start):page.index("</figcaption>", start)]
+    assert "Table 1" in caption and "A numbered table" in caption
+    assert "<table" not in caption
+    assert "<table" in page[page.index("</figcaption>", start):page.index("</figure>", start)]
 
 
 @pytest.mark.slow

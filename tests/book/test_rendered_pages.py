@@ -10,6 +10,10 @@ After MathJax has finished typesetting, each page must show:
 - every figure at its true shape: rendered aspect ratio within 3% of the image file's, at both widths;
 - no whole sentence in bold in running text (more than ``BOLD_WORDS`` words of a bold run or glued value);
 - no blank figure panel: a framed panel of a figure's PNG with (almost) nothing inside it (``figure_panels``);
+- no table rendered inside a caption (``<figcaption>``: small, muted caption text);
+- no page wider than the window (a page that scrolls sideways as a whole, at either width);
+- figure text readable at every width: the book style's smallest font, scaled as the figure is shown, is at
+  least ``MIN_FIGURE_TEXT_PX`` pixels;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
 - no build artefacts (``ARTEFACTS``: tracebacks, file names of the build, version banners, bare notes);
 - every interactive figure has drawn, and no page requests anything from the network;
@@ -41,7 +45,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the helpers of tests/ when run as a script
-from figure_panels import blank_panels
+from figure_panels import MIN_FIGURE_TEXT_PX, blank_panels, figure_text_px, figure_text_px_per_pt
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
@@ -151,6 +155,8 @@ const images = [...article.querySelectorAll('img')].map(img => ({
   numbered: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number')),
 }));
 const rawTables = [...article.querySelectorAll('table.dataframe')].map(describe);
+// A table inside <figcaption> renders as caption text (small, muted): a numbered table must sit beside its caption.
+const tablesInCaptions = [...article.querySelectorAll('figcaption table')].map(t => describe(t.closest('figure') || t));
 const tableText = [...article.querySelectorAll('table')].map(t => t.textContent).join('\n');
 const outputs = [...article.querySelectorAll('.cell_output pre, .output pre')].map(p => p.textContent);
 // Boxes (theorems, proofs, exercises, notes): inline math or text that reaches past the box's inner right edge
@@ -197,7 +203,8 @@ return {
   fullText: article.innerText,
   sidebar: visibleText(sidebar),
   errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error, [data-mjx-error]')].map(describe),
-  wide: wide, images: images, rawTables: rawTables, tableText: tableText, outputs: outputs,
+  wide: wide, images: images, rawTables: rawTables, tablesInCaptions: tablesInCaptions,
+  pageWidth: document.documentElement.scrollWidth, windowWidth: document.documentElement.clientWidth, tableText: tableText, outputs: outputs,
   mathjax: !!window.MathJax, cut: cut, bareNotes: bareNotes, interactive: interactive, network: network, modeNotes: modeNotes,
   textOutsideModeNotes: outside.textContent.replace(/\s+/g, ' '),
   build: buildMeta ? buildMeta.getAttribute('content') : 'unknown',
@@ -266,8 +273,9 @@ def visible_of(probe: dict) -> str:
     return "\n".join([probe["text"], *probe["outputs"], probe["title"]])
 
 
-def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
-    """Turn the browser's probe of one page into findings (pure Python, unit-tested below)."""
+def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, float] | None = None) -> list[Finding]:
+    """Turn the browser's probe of one page into findings (pure Python, unit-tested below). ``text_scale``:
+    :func:`figure_text_px_per_pt` (the figure-text check is skipped without it)."""
     found: list[Finding] = []
 
     def add(kind: str, detail: str) -> None:
@@ -290,6 +298,11 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
             add("image without real alt text", f"src={img['src']!r} alt={alt!r}")
         if is_chapter(page) and not (img["caption"] and img["numbered"]):
             add("chapter figure without a numbered caption", f"src={img['src']!r}")
+        shown = figure_text_px(img, *text_scale) if text_scale else None
+        if shown is not None and shown < MIN_FIGURE_TEXT_PX:
+            add("figure text too small to read",
+                f"its smallest text shows at {shown:.1f} px (< {MIN_FIGURE_TEXT_PX:g}): {img['shownWidth']:.0f} px "
+                f"shown of {img['naturalWidth']} px: src={img['src']!r}")
         ratio = aspect_ratio(img)
         if ratio is not None and abs(ratio - 1) > ASPECT_TOLERANCE:
             add("figure not at its true shape",
@@ -330,6 +343,10 @@ def findings_for(page: str, width: int, probe: dict) -> list[Finding]:
         for m in list(pattern.finditer(visible))[:3]:
             start = max(0, m.start() - 40)
             add(f"internal word {name!r}", repr(visible[start:m.end() + 40].replace("\n", " ").strip()))
+    if probe.get("pageWidth", 0) > probe.get("windowWidth", 0) + 1 and probe.get("windowWidth"):
+        add("page wider than the window", f"{probe['pageWidth']} px > {probe['windowWidth']} px: the whole page scrolls sideways")
+    for table in probe.get("tablesInCaptions", []):
+        add("table rendered inside a caption", table)
     for table in probe["rawTables"]:
         add("raw pandas table (use qkgeometry.tables.show_table)", table)
     for m in list(SCIENTIFIC.finditer(probe["tableText"]))[:3]:
@@ -400,6 +417,7 @@ def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
     found: list[Finding] = []
     names = [p for p in pages(html) if not only or p in only]
     blank_cache: dict = {}
+    text_scale = figure_text_px_per_pt()
     driver = make_driver(widths[0])  # one browser for every width: starting Chromium is the slow part
     try:
         for width in widths:
@@ -409,7 +427,7 @@ def check_pages(html: Path, widths=WIDTHS, only: list[str] | None = None,
                 driver.execute_async_script(WAIT_MATHJAX)
                 probe = driver.execute_script(PROBE)
                 probe["blankPanels"] = blank_panels_of(html, page, probe["images"], blank_cache)
-                found += findings_for(page, width, probe)
+                found += findings_for(page, width, probe, text_scale)
                 if screenshots is not None:
                     screenshots.mkdir(parents=True, exist_ok=True)
                     driver.save_screenshot(str(screenshots / f"{page.replace('/', '__')[:-5]}-{width}.png"))
@@ -511,6 +529,21 @@ def test_findings_logic_flags_the_presentation_kinds():
     fine = _probe(images=[true_shape], build="full", modeNotes=[note], textOutsideModeNotes="Two scores.")
     assert findings_for("notebooks/06_beyond_the_paper.html", 390, fine) == []
     assert aspect_ratio(dict(squashed, shownWidth=0, shownHeight=0)) is None  # a collapsed figure is not judged
+
+
+def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():
+    """A numbered table rendered as caption text, and a wide figure shrunk to a phone's column."""
+    wide = {"src": "../_images/w.png", "alt": "Six strip plots", "caption": True, "numbered": True,
+            "naturalWidth": 2200, "naturalHeight": 1400, "shownWidth": 358, "shownHeight": 358 * 1400 / 2200}
+    probe = _probe(images=[wide], tablesInCaptions=['figure#tbl-ch2-null-spread "Table 2.1 Both scores"'],
+                   pageWidth=662, windowWidth=390)
+    scale = figure_text_px_per_pt()
+    kinds = {f.kind for f in findings_for("notebooks/07_head_behaviour.html", 390, probe, scale)}
+    assert {"table rendered inside a caption", "figure text too small to read", "page wider than the window"} <= kinds
+    readable = dict(wide, shownWidth=1210, shownHeight=1210 * 1400 / 2200)  # scrolled at a readable size
+    assert findings_for("notebooks/07_head_behaviour.html", 390, _probe(images=[readable]), scale) == []
+    px_per_pt, smallest = scale
+    assert px_per_pt > 2 and 6 <= smallest <= 14  # a retina PNG; the style's tick and legend sizes
 
 
 def test_findings_logic_spares_ordinary_english():

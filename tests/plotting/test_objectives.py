@@ -28,3 +28,17 @@ def test_objective_losses_draws_one_panel_per_objective_with_its_plateau():
     assert list(mean_line.get_xdata()) == [10, 20] and list(mean_line.get_ydata()) == [7.1, 6.6]
     with pytest.raises(ValueError, match="plateaus: no reference loss for \\['rtd'\\]"):
         plotting.objective_losses(frame, {"mlm": ("unigram", 6.9)})
+
+
+def test_chapter3_legends_sit_beside_the_data_not_over_it():
+    import numpy as np
+
+    steps = np.arange(0, 1001, 50)
+    rows = [{"objective": o, "seed": seed, "step": int(t), "symmetry": a * (1 - np.exp(-t / 300)) + 0.01 * seed,
+             "directionality": -a * t / 1000 + 0.01 * seed, "loss": 7 - b * np.log1p(t / 100) + 0.01 * seed}
+            for o, a, b in (("mlm", 0.4, 0.5), ("causal", -0.1, 0.6)) for seed in range(3) for t in steps]
+    frame = pd.DataFrame(rows)
+    figures = [plotting.objective_trajectories(frame, null_bands={"symmetry": (-0.05, 0.05)}),
+               plotting.objective_losses(frame, {"mlm": ("unigram", 6.0), "causal": ("unigram", 5.9)})]
+    for fig in figures:
+        assert plotting.legend_overlaps(fig) == []

@@ -61,3 +61,28 @@ def test_the_papers_runs_use_the_family_colours():
     from qkgeometry.plotting import training
 
     assert "#ff7f0e" not in inspect.getsource(training)  # the decoder was orange in chapter 5
+
+
+def test_legend_overlaps_finds_a_legend_over_data_and_spares_one_beside_it():
+    import numpy as np
+
+    from qkgeometry import plotting
+
+    x = np.linspace(0, 1, 200)
+    fig, ax = plotting.plt.subplots(figsize=(4, 3))
+    ax.plot(x, np.full_like(x, 0.5), label="flat line through the middle")
+    ax.axhline(0.52, color="0.5")  # a reference line is not data
+    ax.set_ylim(0, 1)
+    ax.legend(loc="center")
+    assert plotting.legend_overlaps(fig) and "flat line" in plotting.legend_overlaps(fig)[0]
+    ax.get_legend().remove()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes, over the reference line's end
+    assert plotting.legend_overlaps(fig) == []
+    ax.get_legend().remove()
+    ax.legend(loc="upper right")  # a corner the line does not reach
+    assert plotting.legend_overlaps(fig) == []
+    fig2, ax2 = plotting.plt.subplots(figsize=(4, 3))
+    ax2.fill_between(x, -1, 1, label="band")
+    ax2.legend(loc="center")
+    assert plotting.legend_overlaps(fig2) == ["legend 'band' covers a band of axes 0"]
+    plotting.plt.close("all")

@@ -4,109 +4,17 @@ resume, and every failure a Colab user can meet gives one line that says what to
 
 from __future__ import annotations
 
-import json
-import signal
-
 import pandas as pd
 import pytest
-import torch
-from safetensors.torch import save_file
 
 import qkgeometry as qg
-from hub_emulator import HubEmulator, go_offline, hub_env
+from hub_emulator import go_offline
+from hub_models import hub_cache_root, llama_shards, one_line, same_scores
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
+from qkgeometry.readers import hub_plan as hub_plan_module
 from qkgeometry.readers.hub import hub_plan
-from tiny_models import tiny_folder as tiny_factory_folder
-
-TIME_LIMIT_S = 120  # per test: a request that hangs fails the test instead of the run
-
-TINY = {
-    "bert": dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
-                 max_position_embeddings=32),
-    "llama": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
-                  intermediate_size=64, vocab_size=99, max_position_embeddings=32),
-    "gpt2": dict(n_embd=48, n_layer=2, n_head=4, vocab_size=99, n_positions=32),
-    "qwen3": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                  intermediate_size=64, vocab_size=99, max_position_embeddings=32),
-}
-
-
-def tiny_folder(model_type: str, folder, **save):
-    # norms are ones at init: give the gains something to fold
-    return tiny_factory_folder(model_type, folder, save=save, norm_jitter=True, **TINY[model_type])
-
-
-def llama_shards(folder, layers=4, d=256, heads=8, kv=2, inter=512, vocab=512, shard_bytes=600_000):
-    """A Llama-shaped bf16 checkpoint split over shards with an index (every tensor a real Llama keeps)."""
-    hd = d // heads
-    gen = torch.Generator().manual_seed(1)
-
-    def r(*shape):
-        return torch.randn(*shape, generator=gen).to(torch.bfloat16)
-
-    tensors = {"model.embed_tokens.weight": r(vocab, d), "model.norm.weight": r(d), "lm_head.weight": r(vocab, d)}
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        tensors.update({p + "input_layernorm.weight": r(d), p + "post_attention_layernorm.weight": r(d),
-                        p + "self_attn.q_proj.weight": r(heads * hd, d), p + "self_attn.k_proj.weight": r(kv * hd, d),
-                        p + "self_attn.v_proj.weight": r(kv * hd, d), p + "self_attn.o_proj.weight": r(d, d),
-                        p + "mlp.gate_proj.weight": r(inter, d), p + "mlp.up_proj.weight": r(inter, d),
-                        p + "mlp.down_proj.weight": r(d, inter)})
-    folder.mkdir(parents=True, exist_ok=True)
-    shards, current, size = [], {}, 0
-    for name in sorted(tensors):
-        current[name] = tensors[name]
-        size += tensors[name].numel() * 2
-        if size >= shard_bytes:
-            shards.append(current)
-            current, size = {}, 0
-    if current:
-        shards.append(current)
-    weight_map = {}
-    for k, shard in enumerate(shards):
-        file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, str(folder / file), metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(shard, file))
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "llama", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
-        "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "rms_norm_eps": 1e-5}))
-    return folder, tensors
-
-
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hub-models")
-    out = {t: tiny_folder(t, root / t) for t in TINY}
-    out["sharded"] = llama_shards(root / "sharded")[0]
-    return out
-
-
-@pytest.fixture
-def hub(folders, tmp_path, monkeypatch):
-    def expired(*_):
-        raise TimeoutError(f"a Hub test ran past {TIME_LIMIT_S} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TIME_LIMIT_S)
-    try:
-        with HubEmulator() as emulator:
-            for t, folder in folders.items():
-                emulator.add_repo(f"tiny/{t}", folder)
-            hub_env(monkeypatch, emulator, tmp_path)
-            yield emulator
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def same_scores(a, b):
-    for per in ("layer", "head"):
-        fa, fb = qg.score_model(a, per=per), qg.score_model(b, per=per)
-        cols = ["component", "layer", "head", "symmetry", "directionality"]
-        pd.testing.assert_frame_equal(fa[cols].reset_index(drop=True), fb[cols].reset_index(drop=True),
-                                      check_exact=True)
+from qkgeometry.readers.hub_plan import coalesce
 
 
 # ------------------------------------------------------------------------------------------------ scores
@@ -143,7 +51,7 @@ def test_sharded_bytes_are_the_qk_bytes(hub, folders):
     hub.reset_log()
     qg.score_model(qg.load_qk("tiny/sharded"))
     header = [r for r in hub.data_requests() if r.range and r.range.startswith("bytes=0-")]
-    data = [r for r in hub.data_requests() if r not in header and "/_cdn/" in r.path]
+    data = [r for r in hub.data_requests() if r not in header and "/_cdn/" in r.path and r.path.endswith(".safetensors")]
     header_bytes = sum(r.sent for r in header)
     data_bytes = sum(r.sent for r in data)
     snapshot = sum(p.stat().st_size for p in folders["sharded"].glob("*.safetensors"))
@@ -180,12 +88,6 @@ def test_damaged_cache_is_refetched(hub, folders):
     assert hub.data_requests()
 
 
-def hub_cache_root():
-    from qkgeometry.catalogue import cache_dir
-
-    return cache_dir() / "hub"
-
-
 # ------------------------------------------------------------------------------------------------ faults
 def test_cut_connection_resumes_at_tensor_granularity(hub, folders):
     hub.fault("cut", "model-", skip=4, times=20, after=100)  # after 4 ranges, every request is cut mid-tensor
@@ -213,13 +115,6 @@ def test_a_single_cut_a_stall_and_a_503_are_retried(hub, folders):
 
 
 # ------------------------------------------------------------------------------------------------ errors
-def one_line(capsys, argv):
-    code = cli.main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and "Traceback" not in err, err
-    return err
-
-
 def test_repo_not_found(hub, capsys):
     err = one_line(capsys, ["score", "tiny/nope"])
     assert "'tiny/nope' was not found" in err and "check the spelling, or the model is private" in err
@@ -292,3 +187,51 @@ def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
     err = one_line(capsys, ["score", "org/gguf"])
     assert "GGUF files (model-q8_0.gguf)" in err and "`hf download org/gguf model-q8_0.gguf`" in err
     assert not [r for r in hub.data_requests() if "gguf" in r.path]
+
+
+# ------------------------------------------------------------------------------------------------ row-fused QKV
+@pytest.mark.parametrize("kind, v_share", [("gpt_neox", 1 / 3), ("phi3", 2 / 8), ("modernbert", 1 / 3)])
+def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share, monkeypatch):
+    monkeypatch.setattr(hub_plan_module, "ROW_GAP", 1)  # skip every V block, however short
+    plan = hub_plan(f"tiny/{kind}")
+    fused = sorted(plan.row_fused)
+    assert fused and not plan.fused - plan.row_fused  # every fused weight is fetched by rows
+    whole = sum(plan.spans[n].nbytes for n in fused)
+    assert plan.rows_saved_bytes == pytest.approx(v_share * whole)
+    hub.reset_log()
+    same_scores(qg.load_qk(f"tiny/{kind}"), qg.load_qk(folders[kind]))
+    sent = sum(r.sent for r in hub.data_requests() if "/_cdn/" in r.path and not r.range.startswith("bytes=0-"))
+    ranges = [c for g in plan.groups for c in coalesce([plan.spans[n] for n in g])]
+    assert sent == sum(end - start for _, start, end, _ in ranges)  # what the plan asked for, gaps of < 4 kB joined
+    assert sent < plan.total_bytes + 0.5 * plan.rows_saved_bytes  # the V rows do not travel
+    if kind == "phi3":  # the input-norm gains of GPT-NeoX and ModernBERT are not registered
+        kw = dict(input_norm="folded")
+        same_scores(qg.load_qk(f"tiny/{kind}", **kw), qg.load_qk(folders[kind], **kw))
+
+
+def test_short_v_blocks_between_heads_are_read_rather_than_skipped(hub):
+    """GPT-NeoX interleaves Q, K, V per head: V blocks shorter than ROW_GAP are read through (one request per
+    layer, not one per head); only the last head's V block is left out."""
+    plan = hub_plan("tiny/gpt_neox")
+    for n in plan.row_fused:
+        s = plan.spans[n]
+        assert len(s.pieces) == 1 and s.fetch_nbytes == s.nbytes * (1 - 1 / (3 * 4))
+    assert plan.fetch_ranges <= 2 * 2  # per layer: the norm, and the fused weight with its bias
+
+
+def test_snapshot_works_offline_once_downloaded(hub, folders, monkeypatch):
+    qg.load_qk("tiny/gpt2", fetch="snapshot")
+    go_offline(monkeypatch)
+    hub.reset_log()
+    same_scores(qg.load_qk("tiny/gpt2", fetch="snapshot"), qg.load_qk(folders["gpt2"]))
+    assert hub.log == []
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2", "qwen3", "sharded", "gpt_neox", "phi3", "modernbert"])
+def test_plans_recorded_on_numpy_and_on_torch_agree(hub, kind, monkeypatch):
+    plans = {}
+    for backend in ("numpy", "torch"):
+        monkeypatch.setattr(hub_plan_module, "PLAN_BACKEND", backend)
+        p = hub_plan(f"tiny/{kind}")
+        plans[backend] = (p.spans, p.groups, p.weights, p.fused)
+    assert plans["numpy"] == plans["torch"]

@@ -45,11 +45,12 @@ def test_deck_fills_in_the_chapters_numbers_and_shows_its_figures_and_exercises(
     text = deck.read_text()
     assert "0.12 above its twin" in text and "No detectable difference: d 0.1 (95% CI -0.2 to 0.3)." in text
     assert r"\(W_{qk}\)" in text and "<strong>Directionality</strong>" in text and "{glue" not in text
-    assert "{numref}" not in text and "fig-x" in text  # a role shows its text, not its markup
+    assert "{numref}" not in text and "fig-x" not in text and "see Figure 1)" in text  # a reference reads as words
     assert 'src="session-2/figure-1.png" alt="A scatter of the two scores"' in text
     assert (tmp_path / "slides" / "session-2" / "figure-1.png").read_bytes() == PNG
     assert "Scores of 0.1 layers." in text
     assert "<code>my_score(M)</code>" in text and "Exercise 1" in text
+    assert "<h2>Figure 1: Scores of 0.1 layers</h2>" in text  # titled by its caption, not "Figure 1" alone
     assert not re.search(r"""(?:src|href)=["'](?:https?:)?//""", text)  # nothing from the network
     assert 'src="../_static/mathjax/tex-chtml.js"' in text and 'href="../book/instructor.html"' in text
 
@@ -68,3 +69,24 @@ def test_every_session_of_the_course_module_has_a_deck_linked_from_the_teachers_
     for session in slides.SESSIONS:
         assert (ROOT / "notebooks" / f"{session.notebook}.ipynb").is_file()
         assert f'href="../slides/{session.file_name}"' in teachers
+
+
+def test_deck_reads_references_as_words_shows_theory_and_escapes_paths():
+    nb = _chapter()
+    theory = ("```{prf:corollary} Energies of the parts\n:label: cor-energies\n\n$\\|M\\|^2 = \\|M_s\\|^2 + "
+              "\\|M_n\\|^2$.\n```\n\nBy {prf:ref}`cor-energies` and {cite:t}`saponati2025`, see "
+              "{doc}`../book/notation` and {doc}`chapter two <02_scores>`.")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(theory))
+    nb.cells[0].source = nb.cells[0].source.replace("{numref}`fig-x`", "{prf:ref}`cor-energies`; {doc}`../book/notation`")
+    nb.cells[2].metadata["mystnb"]["figure"]["caption"] = "Scores per layer. Hover over a point; the table above lists them."
+    session = slides.Session(1, "The decomposition", "01_toeplitz_decomposition")
+    text = slides.deck_html(nb, session, ['a"><script>x</script>.png'], chapter_page='p.html"><script>y</script>',
+                            citations={"saponati2025": "Saponati et al. 2025"})
+    assert "<script>x</script>" not in text and "<script>y</script>" not in text
+    assert "&quot;&gt;&lt;script&gt;" in text
+    assert "cor-energies" not in text and "../book/notation" not in text and "saponati2025" not in text
+    assert "Corollary ‘Energies of the parts’" in text and "the notation page" in text
+    assert "<h2>Corollary: Energies of the parts</h2>" in text  # a theory slide
+    assert "Hover" not in text and "table above" not in text and "Scores per layer." in text
+    bib = (ROOT / "book" / "references.bib").read_text()
+    assert slides.citation_names(bib)["saponati2025"] == "Saponati et al. 2025"

@@ -1,4 +1,5 @@
 // qkgeometry book: a table wider than its box scrolls inside it; mark that box so that a hint above it says so.
+// A wide figure on a phone keeps readable text and scrolls sideways inside its figure.
 (function () {
   function mark() {
     document.querySelectorAll(".qkg-scrolls").forEach(function (box) { box.classList.remove("qkg-scrolls"); });
@@ -12,6 +13,26 @@
       }
     });
   }
+  // A multi-panel figure shrunk to a phone's column has unreadable text: below READABLE of its natural width it is
+  // shown at that share instead (never above its natural size), and its figure scrolls sideways with a hint.
+  var READABLE = 0.55;
+  function figures() {
+    document.querySelectorAll("article figure img").forEach(function (img) {
+      var figure = img.closest("figure");
+      img.classList.remove("qkg-wide-figure");
+      figure.classList.remove("qkg-figure-scrolls");
+      img.style.minWidth = "";
+      var natural = parseFloat(img.getAttribute("width")) || img.naturalWidth / 2;
+      if (!natural || !figure) return;
+      if (figure.clientWidth < READABLE * natural) {
+        img.classList.add("qkg-wide-figure");
+        figure.classList.add("qkg-figure-scrolls");
+        img.style.minWidth = Math.round(READABLE * natural) + "px";
+      }
+    });
+  }
+  window.addEventListener("load", figures);
+  window.addEventListener("resize", figures);
   window.addEventListener("load", mark);
   window.addEventListener("resize", mark);
   document.addEventListener("toggle", mark, true);

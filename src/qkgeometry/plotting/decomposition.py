@@ -70,7 +70,7 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     ax.set_ylim(-1.1, 1.1)
     ax.set_xlabel("symmetry score $s(M)$  (+1 symmetric, −1 skew)")
     ax.set_ylabel("directionality score $d(M)$\n(−: key columns dominate)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
     if title:
         ax.set_title(title)
     fig.tight_layout()
@@ -101,7 +101,7 @@ def null_spread(null, quantiles: tuple[float, float] = (0.05, 0.95)):
         ax.set_xlabel("input dimension $d$")
         ax.set_ylabel(f"{score} score")
         ax.set_title(f"{score}: median and {int(lo * 100)}–{int(hi * 100)}% band")
-    axes[0].legend(title="rank $r$ ($=d_h$ for a head)", fontsize=8)
+    axes[0].legend(title="rank $r$ ($=d_h$ for a head)", fontsize=9)
     return fig
 
 
@@ -131,5 +131,5 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None, null
         ax.set_title(f"{model} ({family})")
         ax.set_xlabel("layer")
         ax.set_ylabel(f"{score} score")
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     return fig

@@ -48,7 +48,7 @@ def label_map(heads: Mapping[str, pd.DataFrame], titles: Mapping[str, str] | Non
     names = [*PRIMARY_LABELS, "none"]
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[n]) for n in names]
     shown = ["first (sink)" if n == "first" else "no label" if n == "none" else n for n in names]
-    fig.legend(handles, shown, loc="lower center", ncol=5, frameon=False, fontsize=10)
+    fig.legend(handles, shown, loc="lower center", ncol=5, frameon=False, fontsize=12)
     fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig
 
@@ -80,9 +80,14 @@ def geometry_by_label(heads: Mapping[str, pd.DataFrame], scores: Mapping[str, st
         ax.set_ylabel(axis_label, fontsize=9)
     axes[-1].set_xticks(range(len(columns)), ["first (sink)" if c == "first" else "no label" if c == "none" else c
                                               for c in columns])
-    fig.legend(loc="upper center", ncol=len(heads), fontsize=10, markerscale=3, frameon=False)
+    fig.legend(loc="upper center", ncol=len(heads), fontsize=12, markerscale=3, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
+
+
+#: How an edit of :func:`edit_losses` is named on an axis.
+EDIT_NAMES = {"symmetric": "Mₛ only", "skew": "Mₙ only", "symmetric_matched": "Mₛ only, norm-matched",
+              "skew_matched": "Mₙ only, norm-matched", "mean": "mean-ablated"}
 
 
 def edit_losses(wide: pd.DataFrame, pairs: Sequence[tuple[str, str, str]], label_of: pd.Series | None = None,
@@ -110,12 +115,12 @@ def edit_losses(wide: pd.DataFrame, pairs: Sequence[tuple[str, str, str]], label
         ax.axvline(0, color="0.8", lw=0.6)
         ax.set_xscale("symlog", linthresh=linthresh)
         ax.set_yscale("symlog", linthresh=linthresh)
-        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=title, xlabel=f"loss change, {xe.replace('_', ' ')} (nats)",
-               ylabel=f"loss change, {ye.replace('_', ' ')} (nats)")
+        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=title, xlabel=f"loss change, {EDIT_NAMES.get(xe, xe)} (nats)",
+               ylabel=f"loss change, {EDIT_NAMES.get(ye, ye)} (nats)")
         far = np.argsort(-np.hypot(np.nan_to_num(x), np.nan_to_num(y)))[:n_annotate]
         for i in far:
             ax.annotate(f"{int(wide['layer'].iloc[i])}.{int(wide['head'].iloc[i])}", (x[i], y[i]),
                         textcoords="offset points", xytext=(5, -10), fontsize=8)
-    fig.legend(loc="lower center", ncol=5, fontsize=9, frameon=False, markerscale=1.5)
+    fig.legend(loc="lower center", ncol=5, fontsize=11, frameon=False, markerscale=1.5)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig

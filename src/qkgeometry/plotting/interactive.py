@@ -122,7 +122,7 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
     ax.set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), xlabel="symmetry score $s$ (+1 symmetric, −1 skew)",
            ylabel="directionality score $d$",
            title=title or f"Every {what} of {frame['model'].nunique()} models")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
     fallback.tight_layout()
     plt.close(fallback)
     text = alt or (f"Scatter of symmetry score against directionality score, one dot per {what}, coloured by "

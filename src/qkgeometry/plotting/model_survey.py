@@ -124,7 +124,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
         order = order[:MAX_LEGEND_ENTRIES - 2] + order[-1:] + order[MAX_LEGEND_ENTRIES - 2:-1]
     shown, labels = _bounded_legend(handles, order)
     ncol = min(4, len(labels))
-    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=7.5, bbox_to_anchor=(0.5, 0.0))
+    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=9, bbox_to_anchor=(0.5, 0.0))
     rows = math.ceil(len(labels) / ncol)
     fig.set_figheight(3.6 + 0.22 * rows)
     fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / (3.6 + 0.22 * rows), 1, 1))
@@ -220,14 +220,14 @@ def survey_scatter(summary, labels: str = "text"):
             ax.scatter([], [], color=STACK_COLORS[stack], label=stack)
         if any(i == "random" for i in init):
             ax.scatter([], [], color=FAMILY_COLORS["random"], label="random init")
-        ax.legend(fontsize=8, loc="upper left")  # a fixed corner: loc="best" scans every point
+        ax.legend(fontsize=9, loc="upper left")  # a fixed corner: loc="best" scans every point
         if not named:
             ax.set_title(f"{len(summary)} points: too many to name each (at most {MAX_TEXT_LABELS})", fontsize=8)
         fig.tight_layout()
     else:
         order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
         shown, texts = _bounded_legend(handles, order)
-        ax.legend(shown, texts, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7.5)
+        ax.legend(shown, texts, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
         fig.tight_layout()
     return fig
 
@@ -295,7 +295,7 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
         ax.set_ylabel(f"{score} (median over the stack's layers)")
     order = [k for k in handles if k in groups] + [k for k in handles if k not in groups]
     shown, labels = _bounded_legend(handles, order)
-    fig.legend(shown, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7.5)
+    fig.legend(shown, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9)
     rows = -(-len(labels) // min(4, len(labels)))
     fig.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 1))
     return fig
@@ -340,7 +340,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
     order = [k for k in handles if k.startswith("authors")] + [k for k in handles if not k.startswith("authors")]
     shown, labels = _bounded_legend(handles, order)
     ncol = min(4, len(labels))
-    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=7.5)
+    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=9)
     rows = -(-len(labels) // ncol)
     fig.tight_layout(rect=(0, 0.055 * rows + 0.03, 1, 1))
     return fig
@@ -370,7 +370,7 @@ def raw_vs_folded(forms, score: str = "symmetry"):
     ax.set(xlim=lims, ylim=lims, xlabel=f"{score} of $W_{{qk}}$ (raw form)",
            ylabel=rf"{score} of $\mathrm{{diag}}(\gamma_q)\,W_{{qk}}\,\mathrm{{diag}}(\gamma_k)$ (folded)")
     shown, labels = _bounded_legend(handles, list(handles))
-    ax.legend(shown, labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7.5)
+    ax.legend(shown, labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=9)
     fig.tight_layout()
     return fig
 

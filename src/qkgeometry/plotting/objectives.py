@@ -88,7 +88,8 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
         ax.set_ylabel((ylabels or {}).get(score, f"{score} score of $W_{{qk}}$\n(median over layers and heads)"))
         if full_range:
             ax.set_ylim(-1.05, 1.05)
-    axes[0][0].legend(fontsize=8, loc="best")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)) or 1, fontsize=9)
     return fig
 
 
@@ -120,7 +121,7 @@ def objective_losses(summary, plateaus: dict, level: float = 0.95):
         ax.set_title(OBJECTIVE_LABELS.get(objective, objective), fontsize=10)
         ax.set_xlabel("training step")
         ax.set_ylabel("training loss (nats)")
-        ax.legend(fontsize=7.5, loc="upper right")
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below the panel, off the curve
     for ax in list(axes.flat)[len(objectives):]:
         ax.remove()
     return fig
@@ -150,5 +151,5 @@ def paper_training_curves(frame, scores=("symmetry", "directionality")):
                mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal LM)"),
                mpl.lines.Line2D([], [], color="0.3", label="BERT (12 layers)"),
                mpl.lines.Line2D([], [], color="0.3", ls="--", label="BERT-small (4 layers)")]
-    axes[0][0].legend(handles=handles, fontsize=8, loc="lower left")
+    axes[0][0].legend(handles=handles, fontsize=9, loc="lower left")
     return fig

@@ -25,6 +25,7 @@ __all__ = [
     "OBJECTIVE_LABELS",
     "STACK_COLORS",
     "STACK_WORDS",
+    "legend_overlaps",
     "plt",
     "require_rows",
     "use_style",
@@ -96,3 +97,41 @@ def require_rows(frame: Any, name: str, hint: str) -> None:
     """
     if len(frame) == 0:
         raise ValueError(f"{name} has no rows: {hint}.")
+
+
+def legend_overlaps(fig) -> list[str]:
+    """Every legend of ``fig`` that sits over data: ``"legend 'a, b' covers 12 points of axes 0"`` per legend and
+    axes, empty when every legend is clear of the data.
+
+    A legend covers data when a marker or a line vertex drawn in data coordinates (``plot``, ``scatter``) lies
+    inside the legend's box, or when the middle of the box lies inside a filled band (``fill_between``). Lines
+    drawn in axes coordinates (``axhline``, ``axvline``) are reference lines, not data. Figure-level legends are
+    checked against every axes. The figure is drawn once to place its legends.
+    """
+    import numpy as np
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    fig.canvas.draw()
+    found = []
+    legends = [(lg, [ax]) for ax in fig.axes if (lg := ax.get_legend()) is not None]
+    legends += [(lg, list(fig.axes)) for lg in fig.legends]
+    for legend, axes in legends:
+        box = legend.get_window_extent()
+        centre = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
+        name = ", ".join(t.get_text() for t in legend.get_texts())[:60]
+        for ax in axes:
+            points = [line.get_transform().transform(line.get_xydata()) for line in ax.get_lines()
+                      if line.get_transform() is ax.transData and len(line.get_xydata())]
+            band = False
+            for coll in ax.collections:
+                if isinstance(coll, PathCollection) and coll.get_offset_transform() is ax.transData:
+                    points.append(ax.transData.transform(coll.get_offsets()))
+                elif isinstance(coll, PolyCollection) and coll.get_transform() is ax.transData:
+                    band |= any(path.transformed(ax.transData).contains_point(centre) for path in coll.get_paths())
+            xy = np.concatenate(points) if points else np.empty((0, 2))
+            inside = int(np.sum((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)))
+            if inside or band:
+                what = f"{inside} points" + (" and a band" if band else "") if inside else "a band"
+                found.append(f"legend '{name}' covers {what} of axes {fig.axes.index(ax)}")
+    return found
+

@@ -37,7 +37,7 @@ def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init"
         ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel or y)
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -63,7 +63,7 @@ def survival_grid(frame, y: str = "symmetry_mean"):
             if i == len(archs) - 1:
                 ax.set_xlabel("step")
         axes[i][0].set_ylabel("symmetry score")
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -88,7 +88,7 @@ def paired_difference_curve(curve, ylabel: str = "validation loss, symmetric −
         ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(fontsize=8, loc="lower left")
+    axes[0][0].legend(fontsize=9, loc="lower left")
     fig.tight_layout()
     return fig
 
@@ -123,6 +123,6 @@ def trajectories_vs_paper(ours, theirs, y: str = "symmetry"):
     for ax in axes:
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_xlabel("fraction of training done")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     fig.tight_layout()
     return fig

@@ -4,19 +4,29 @@
 How a Hub model is read (the default, ``fetch="remote"``):
 
 1. one API call resolves the revision to a commit;
-2. the safetensors headers are read by range request (``get_safetensors_metadata``; a stale
-   ``consolidated.safetensors`` next to the shard index is never touched), and ``config.json`` is downloaded;
+2. each weight file (``model.safetensors``, or the shards ``model.safetensors.index.json`` lists: a stale
+   ``consolidated.safetensors`` next to the index is never touched) is resolved once and its safetensors header
+   read by one range request; ``config.json`` is downloaded (one request);
 3. the plan: which tensors scoring needs (Q and K, the query bias, the QK-norm gains and the input-norm gains, so
    that every ``qk_norm`` / ``input_norm`` choice reads from the same cache), grouped per layer;
 4. while the layers are scored, each layer's tensors are fetched by HTTP range requests (adjacent ranges joined into
    one request) and written into a local safetensors file per (repo, commit) under
-   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``). Fused QKV tensors
-   whose Q/K part is not a contiguous byte range (GPT-2's ``c_attn``, GPT-NeoX's ``query_key_value``, ModernBERT's
-   ``Wqkv``) are fetched whole; :func:`hub_plan` says which.
+   :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``), read from the
+   storage URL the file's one ``/resolve`` request gave (so ``/resolve`` requests per model are the shards + 2). Of a
+   row-fused QKV weight (GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj``, ModernBERT's ``Wqkv``) only the Q
+   and K rows are fetched (V blocks shorter than 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
+   Q, K and V side by side in columns and is fetched whole; :func:`hub_plan` says which.
 
-A fetch that stops (a dropped network, Ctrl-C) keeps every tensor already written; the rerun fetches only the rest.
-A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all (the revision is
-remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
+Every header is checked as the local reader checks a file (the data starts after the header, tensors tile it
+without gap or overlap, nothing trails), and the commit the Hub reports must be a 40-digit commit id. The cache
+file is shared by every model open on that commit, in one process or several (a file lock serialises writers),
+and the sha256 of every fetched tensor is kept beside it: a cached tensor whose bytes changed is fetched again
+(or refused offline).
+
+A fetch that stops (a dropped network, Ctrl-C, a range slower than a minimum rate) keeps every tensor already
+written; the rerun fetches only the rest. A 429 answer is waited out as its ``Retry-After`` / ``RateLimit``
+headers say. A rerun of a finished model sends no data request, and with ``HF_HUB_OFFLINE=1`` no request at all
+(the revision is remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
 ``snapshot_download`` instead (the huggingface_hub cache), for the rare checkpoint the remote path cannot read.
 Chapter 4 ("Models from the Hub") shows the plan and what it costs.
 """
@@ -45,6 +55,7 @@ from .hub_plan import (
     looks_like_path,
     parse_hub_source,
     record_plans,
+    row_pieces,
 )
 
 __all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "format_bytes", "hub_plan", "is_hub_source", "looks_like_path",
@@ -56,38 +67,44 @@ def hub_plan(source: str, revision: str | None = None) -> HubPlan:
     ``qkgeometry score ID --plan`` and ``qkgeometry survey --preset ... --plan`` print it."""
     repo_id, revision = parse_hub_source(source, revision)
     repo = remote.open_remote(repo_id, revision)
-    return _plan_remote(repo, HubCache(repo_id))[0]
+    return _plan_remote(remote.HubFiles(repo), HubCache(repo_id))[0]
 
 
-def _plan_remote(repo: remote.RemoteRepo, store: HubCache) -> tuple[HubPlan, Path]:
-    meta, sizes = remote.safetensors_headers(repo)
-    config_path = store.config(repo)
+def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path]:
+    repo = files.repo
+    headers, starts, weight_map = remote.safetensors_headers(files)
+    header_requests = files.requests + 1  # and config.json, read once (a cold start reads it)
+    config_path = store.config(files)
     config = read_config(config_path)
     arch = get_architecture(config.model_type)
-    spans, infos = {}, {}
-    for file, fmeta in meta.files_metadata.items():
-        data_len = max((t.data_offsets[1] for t in fmeta.tensors.values()), default=0)
-        base = sizes[file] - data_len  # 8 + header length: safetensors data has no holes and ends the file
-        for name, t in fmeta.tensors.items():
-            if meta.weight_map.get(name, file) != file:
+    spans = {}
+    for file, entries in headers.items():
+        for name, t in entries.items():
+            if weight_map.get(name, file) != file:
                 continue
-            infos[name] = t
-            spans[name] = Span(name, file, base + t.data_offsets[0], base + t.data_offsets[1], t.dtype,
-                               tuple(t.shape))
+            begin, end = t["data_offsets"]
+            spans[name] = Span(name, file, starts[file] + begin, starts[file] + end, t["dtype"], tuple(t["shape"]))
     try:
-        groups, weights, fused, share = record_plans(arch, config, infos)
+        groups, weights, fused, share, rows = record_plans(arch, config, spans)
     except ConfigError as e:
         raise ConfigError(f"config.json of Hub repo {repo.repo_id!r}: {e}") from e
     needed = {n for g in groups for n in g}
+    for n, qk in rows.items():
+        pieces = row_pieces(qk, spans[n].nbytes // spans[n].shape[0])
+        if pieces != ((0, spans[n].nbytes),):
+            spans[n] = replace(spans[n], rows=pieces)
+    sizes = {f: files.sizes[f] for f in headers}
     plan = HubPlan(repo.repo_id, repo.revision, repo.commit, repo.gated, {n: spans[n] for n in sorted(needed)},
-                   groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes))
+                   groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes),
+                   header_requests=header_requests)
     plan.cached = store.done(repo.commit, plan)
     return plan, config_path
 
 
 def plan_table(sources: Iterable[Any]) -> Any:
-    """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; gated or
-    not; fused tensors fetched whole) and a total row, as a pandas DataFrame; local sources get a row that says
+    """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; the HTTP
+    requests a fetch sends; gated or not; fused tensors fetched whole, or only their Q/K rows and the V bytes that
+    saves) and a total row, as a pandas DataFrame; local sources get a row that says
     so. A source that cannot be planned gets its one-line reason in ``note``."""
     import pandas as pd
 
@@ -105,7 +122,7 @@ def plan_table(sources: Iterable[Any]) -> Any:
         except SourceError as e:
             rows.append({"model": label, "note": str(e)})
     frame = pd.DataFrame(rows)
-    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes")
+    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "requests", "rows_saved_bytes")
     for col in sizes:
         if col not in frame:
             frame[col] = float("nan")
@@ -128,6 +145,12 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     store = HubCache(repo_id)
     if remote.is_offline():
         commit = store.commit_for(revision)
+        if commit is not None and not store.complete(commit):
+            changed = store.verified(commit)[1]
+            if changed:
+                raise SourceError(f"the cached Q/K of {repo_id!r} in {str(store.file(commit))!r} changed after they "
+                                  f"were fetched (tensor {changed[0]!r} no longer matches its sha256), and "
+                                  "HF_HUB_OFFLINE is set; unset HF_HUB_OFFLINE to fetch them again.")
         if commit is None or not store.complete(commit):
             raise SourceError(f"HF_HUB_OFFLINE is set and {repo_id!r} (revision {revision or 'main'!r}) is not in the "
                               f"qkgeometry cache ({str(store.root)!r}"
@@ -139,10 +162,13 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     store.remember(repo.revision, repo.commit)
     if store.complete(repo.commit):
         return _open_cached(store, repo.commit, repo_id, label, qk_norm)
-    plan, _config_path = _plan_remote(repo, store)
-    store.prepare(plan)
-    plan.cached = store.done(repo.commit, plan)
-    fetcher = Fetcher(repo, plan, store)
+    files = remote.HubFiles(repo)
+    plan, _config_path = _plan_remote(files, store)
+    with store.lock(repo.commit):
+        store.prepare(plan)
+        store.forget_changed(repo.commit)
+        plan.cached = store.done(repo.commit, plan)
+    fetcher = Fetcher(files, plan, store)
     return _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.close)
 
 
@@ -185,6 +211,9 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
 
     from .safetensors import open_folder
 
+    # online, the commit the endpoint reports is checked before huggingface_hub names folders by it (and its
+    # refs/REVISION file keeps an offline rerun working); offline no endpoint is asked
+    repo = None if remote.is_offline() else remote.open_remote(repo_id, revision)
     try:
         with remote.quiet_retries():
             folder = snapshot_download(repo_id, revision=revision,
@@ -192,6 +221,6 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
     except Exception as e:
         raise remote.hub_error(e, repo_id, revision) from e
     if not any(Path(folder).glob("*.safetensors")):
-        raise remote.no_safetensors_error(remote.open_remote(repo_id, revision))
+        raise remote.no_safetensors_error(repo or remote.open_remote(repo_id, revision))
     opened = open_folder(Path(folder), label, qk_norm)
     return replace(opened, source=repo_id, revision=Path(folder).name)  # the snapshot folder is the commit hash

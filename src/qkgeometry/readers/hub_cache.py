@@ -1,103 +1,234 @@
 """The local cache of a Hub model's fetched tensors: one safetensors file per (repo, commit) under
-:func:`qkgeometry.catalogue.cache_dir`, written header first and filled tensor by tensor, with the list of tensors
-written so far while a fetch is incomplete."""
+:func:`qkgeometry.catalogue.cache_dir`, written header first and filled tensor by tensor, shared by every open model
+of that commit (in one process or several), with the sha256 of every tensor's fetched bytes beside it."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import json
-import re
+import os
+import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from .._files import replacing, write_bytes_atomic
+from ..errors import SourceError
 from . import remote
-from .hub_plan import HubPlan
+from .hub_plan import COMMIT_RE, HubPlan, Span, check_revision
 
-__all__ = ["HubCache", "cache_layout", "read_header"]
+__all__ = ["LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
+
+#: how long a fetch waits for another process that holds the same commit's lock
+LOCK_TIMEOUT_S = 900.0
+#: the last verification in this process: (file identity, size, times, manifest) -> (intact, changed)
+_VERIFIED: dict[tuple, tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
 class HubCache:
-    """The fetched tensors of one Hub repo under ``cache_dir()/hub/models--ORG--NAME``: per commit a
-    ``config.json`` and a ``qk.safetensors`` whose header is written first (every tensor's place is known from the
-    plan), a ``qk.fetching.json`` listing the tensors written so far while the fetch is incomplete, and
+    """The fetched tensors of one Hub repo under ``cache_dir()/hub/models--ORG--NAME``: per commit a ``config.json``,
+    a ``qk.safetensors`` whose header is written first (every tensor's place is known from the plan) and whose
+    file is never replaced while its header matches the plan (open models read it through their own handles), a
+    ``qk.sha256.json`` with the sha256 of each tensor's fetched byte ranges (a tensor is cached when its entry is
+    there and its bytes still hash to it), a ``qk.lock`` that serialises writers across processes, and
     ``refs/REVISION`` files that remember which commit a branch or tag named (for ``HF_HUB_OFFLINE=1``)."""
 
     def __init__(self, repo_id: str, root: Path | None = None):
+        self.repo_id = repo_id
+        self._base = root
+
+    @functools.cached_property
+    def root(self) -> Path:
+        """The repo's folder; the cache folder is created on first use (not before a refusal)."""
         from ..catalogue.offline import cache_dir
 
-        self.repo_id = repo_id
-        self.root = (root or cache_dir() / "hub") / ("models--" + repo_id.replace("/", "--"))
+        return (self._base or cache_dir() / "hub") / ("models--" + self.repo_id.replace("/", "--"))
 
     def folder(self, commit: str) -> Path:
+        if not COMMIT_RE.fullmatch(commit):  # a commit names a folder: nothing else may
+            raise SourceError(f"{commit[:60]!r} is not a 40-digit hexadecimal commit id; nothing was written.")
         return self.root / commit
 
     def file(self, commit: str) -> Path:
         return self.folder(commit) / "qk.safetensors"
 
-    def progress(self, commit: str) -> Path:
-        return self.folder(commit) / "qk.fetching.json"
+    def manifest(self, commit: str) -> Path:
+        return self.folder(commit) / "qk.sha256.json"
+
+    @contextlib.contextmanager
+    def lock(self, commit: str) -> Iterator[None]:
+        """Hold the commit's lock (a ``filelock`` lock file, an OS lock on every platform); creates the folder."""
+        from filelock import FileLock, Timeout
+
+        folder = self.folder(commit)
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder / "qk.lock"), timeout=LOCK_TIMEOUT_S)
+        try:
+            lock.acquire()
+        except Timeout as e:
+            raise SourceError(f"another process has been fetching {self.repo_id!r} into {str(folder)!r} for "
+                              f"{LOCK_TIMEOUT_S:.0f} s (it holds {str(folder / 'qk.lock')!r}); wait for it to "
+                              "finish, or stop it, then rerun.") from e
+        try:
+            yield
+        finally:
+            lock.release()
 
     def remember(self, revision: str, commit: str) -> None:
+        check_revision(revision)
         write_bytes_atomic(self.root / "refs" / quote(revision, safe=""), commit.encode())
 
     def commit_for(self, revision: str | None) -> str | None:
         rev = revision or "main"
-        if re.fullmatch(r"[0-9a-f]{40}", rev):
+        if COMMIT_RE.fullmatch(rev):
             return rev
-        ref = self.root / "refs" / quote(rev, safe="")
-        return ref.read_text().strip() if ref.is_file() else None
+        check_revision(rev)
+        got = _read_regular(self.root / "refs" / quote(rev, safe=""))
+        commit = got.decode(errors="replace").strip() if got is not None else None
+        return commit if commit and COMMIT_RE.fullmatch(commit) else None
 
-    def config(self, repo: remote.RemoteRepo) -> Path:
-        """config.json of the commit, downloaded once (through huggingface_hub) into the commit's folder."""
+    def config(self, files: remote.HubFiles) -> Path:
+        """config.json of the commit, fetched once (one request) into the commit's folder."""
+        repo = files.repo
         path = self.folder(repo.commit) / "config.json"
-        if not path.is_file():
-            from huggingface_hub import hf_hub_download
-
+        if _read_regular(path) is None:
             try:
-                with remote.quiet_retries():
-                    got = hf_hub_download(repo.repo_id, "config.json", revision=repo.commit)
+                data = files.small("config.json")
             except Exception as e:
                 raise remote.hub_error(e, repo.repo_id, repo.revision) from e
-            write_bytes_atomic(path, Path(got).read_bytes())
+            write_bytes_atomic(path, data)
         return path
 
-    def complete(self, commit: str) -> bool:
-        """A finished cache: config.json, qk.safetensors of the size its header says, no fetch in progress."""
+    # ------------------------------------------------------------------ what is cached
+    def recorded(self, commit: str) -> dict[str, dict[str, Any]]:
+        """The manifest as written (tensor -> ``{"sha256", "pieces"}``), unverified; empty when absent or damaged."""
+        raw = _read_regular(self.manifest(commit))
+        try:
+            data = json.loads(raw) if raw is not None else {}
+        except ValueError:
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+    def verified(self, commit: str, layout: dict[str, Any] | None = None) -> tuple[set[str], list[str]]:
+        """(tensors whose cached bytes hash to the manifest, tensors whose bytes do not: changed after the fetch).
+        Nothing is cached when the file's header differs from ``layout`` (when given)."""
         f = self.file(commit)
-        if not (f.is_file() and (self.folder(commit) / "config.json").is_file()) or self.progress(commit).exists():
-            return False
         header = read_header(f)
-        return header is not None and f.stat().st_size == header[0]
+        if header is None or (layout is not None and header[1] != layout) or f.stat().st_size != header[0]:
+            return set(), []
+        entries = self.recorded(commit)
+        st = f.stat()
+        key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, json.dumps(entries, sort_keys=True))
+        if key in _VERIFIED:  # the same file, unchanged since it was hashed in this process
+            good, bad = _VERIFIED[key]
+            return set(good), list(bad)
+        good, bad = set(), []
+        data_start = header[2]
+        with open(f, "rb") as fh:
+            for name, e in entries.items():
+                if name not in header[1]:
+                    continue
+                offset = header[1][name]["data_offsets"][0]
+                pieces = e.get("pieces")
+                ok = isinstance(pieces, list) and all(isinstance(p, list) and len(p) == 2 for p in pieces)
+                if ok and digest(_pread_pieces(fh, data_start + offset, pieces)) == e.get("sha256"):
+                    good.add(name)
+                else:
+                    bad.append(name)
+        _VERIFIED.clear()  # one entry: the last file verified
+        _VERIFIED[key] = (frozenset(good), tuple(sorted(bad)))
+        return good, sorted(bad)
+
+    def complete(self, commit: str) -> bool:
+        """Every tensor of the cache file fetched and unchanged, and config.json there."""
+        if _read_regular(self.folder(commit) / "config.json") is None:
+            return False
+        header = read_header(self.file(commit))
+        return header is not None and bool(header[1]) and self.verified(commit)[0] >= set(header[1])
 
     def done(self, commit: str, plan: HubPlan) -> set[str]:
-        """Names of the plan's tensors already written (none if the file does not match the plan: it is rebuilt)."""
-        f = self.file(commit)
-        header = read_header(f) if f.is_file() else None
-        if header is None or header[1] != cache_layout(plan) or f.stat().st_size != header[0]:
-            return set()
-        if not self.progress(commit).exists():
-            return set(plan.spans)
-        try:
-            names = json.loads(self.progress(commit).read_text())
-        except (OSError, ValueError):
-            return set()
-        return {n for n in names if n in plan.spans} if isinstance(names, list) else set()
+        """Names of the plan's tensors already written with the plan's byte ranges and still intact."""
+        good, _ = self.verified(commit, cache_layout(plan))
+        recorded = self.recorded(commit)
+        return {n for n in good if n in plan.spans and _same_pieces(recorded[n], plan.spans[n])}
 
     def prepare(self, plan: HubPlan) -> None:
-        """Create the cache file for ``plan`` (header written, data zero-filled, sparse) unless a matching one exists."""
+        """Create the cache file for ``plan`` (header written, data zero-filled, sparse) unless one with the plan's
+        header exists: that one is kept as it is (models opened on it read through their own handles). Call with
+        the commit's lock held."""
         f = self.file(plan.commit)
-        if plan.cached or (f.is_file() and not self.progress(plan.commit).exists() and self.done(plan.commit, plan)):
+        layout = cache_layout(plan)
+        header = read_header(f)
+        if header is not None and header[1] == layout and f.stat().st_size == header[0]:
             return
         f.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(self.progress(plan.commit), b"[]")
-        header = json.dumps({"__metadata__": {"repo": plan.repo_id, "commit": plan.commit},
-                             **{n: {"dtype": s["dtype"], "shape": s["shape"], "data_offsets": s["data_offsets"]}
-                                for n, s in cache_layout(plan).items()}}, separators=(",", ":")).encode()
-        header += b" " * (-len(header) % 8)
+        write_bytes_atomic(self.manifest(plan.commit), b"{}")
+        head = json.dumps({"__metadata__": {"repo": plan.repo_id, "commit": plan.commit},
+                           **{n: {"dtype": s["dtype"], "shape": s["shape"], "data_offsets": s["data_offsets"]}
+                              for n, s in layout.items()}}, separators=(",", ":")).encode()
+        head += b" " * (-len(head) % 8)
         with replacing(f) as tmp, open(tmp, "wb") as fh:
-            fh.write(len(header).to_bytes(8, "little") + header)
-            fh.truncate(8 + len(header) + plan.total_bytes)
+            fh.write(len(head).to_bytes(8, "little") + head)
+            fh.truncate(8 + len(head) + sum(s.nbytes for s in plan.spans.values()))
+
+    def forget_changed(self, commit: str) -> list[str]:
+        """Drop from the manifest the tensors whose cached bytes no longer hash to it (so that they are fetched
+        again); returns their names. Call with the commit's lock held."""
+        _, bad = self.verified(commit)
+        if bad:
+            entries = {k: v for k, v in self.recorded(commit).items() if k not in bad}
+            write_bytes_atomic(self.manifest(commit), json.dumps(entries, sort_keys=True).encode())
+        return bad
+
+    def record(self, commit: str, spans: Iterable[Span], hashes: dict[str, str]) -> None:
+        """Add the sha256 of freshly written tensors to the manifest (call with the commit's lock held)."""
+        entries = self.recorded(commit)
+        for s in spans:
+            entries[s.name] = {"sha256": hashes[s.name], "pieces": [list(p) for p in s.pieces]}
+        write_bytes_atomic(self.manifest(commit), json.dumps(entries, sort_keys=True).encode())
+
+
+def digest(pieces: Iterable[bytes]) -> str:
+    h = hashlib.sha256()
+    for p in pieces:
+        h.update(p)
+    return h.hexdigest()
+
+
+def _same_pieces(entry: dict[str, Any], span: Span) -> bool:
+    return entry.get("pieces") == [list(p) for p in span.pieces]
+
+
+def _pread_pieces(fh: Any, base: int, pieces: list[list[int]], step: int = 16 * 2**20) -> Iterable[bytes]:
+    for a, b in pieces:
+        at = a
+        while at < b:
+            chunk = os.pread(fh.fileno(), min(step, b - at), base + at)
+            if not chunk:
+                return
+            yield chunk
+            at += len(chunk)
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None (a FIFO or device is never opened for reading
+    in a way that blocks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
@@ -109,16 +240,24 @@ def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_header(path: Path) -> tuple[int, dict[str, Any]] | None:
-    """(expected file size, tensor entries) of a safetensors file, or None if its header is unreadable."""
+def read_header(path: Path) -> tuple[int, dict[str, Any], int] | None:
+    """(expected file size, tensor entries, data start) of a regular safetensors file, or None if it is absent,
+    not a regular file, or its header is unreadable."""
     try:
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or n > 100 * 2**20:
-                return None
-            data = json.loads(fh.read(n))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        n = int.from_bytes(os.pread(fd, 8, 0), "little")
+        if n <= 0 or n > 100 * 2**20:
+            return None
+        data = json.loads(os.pread(fd, n, 8))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     if not isinstance(data, dict):
         return None
     data.pop("__metadata__", None)
@@ -126,4 +265,4 @@ def read_header(path: Path) -> tuple[int, dict[str, Any]] | None:
         end = max((int(v["data_offsets"][1]) for v in data.values()), default=0)
     except (TypeError, KeyError, ValueError, IndexError):
         return None
-    return 8 + n + end, data
+    return 8 + n + end, data, 8 + n

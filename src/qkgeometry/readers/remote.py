@@ -1,23 +1,75 @@
 """Talking to the Hugging Face Hub through huggingface_hub: a repo's commit and files, its safetensors headers (by
 range request), byte ranges of its files, and every failure turned into one line a reader can act on.
 
-Every request goes through huggingface_hub's own session (``HfApi``, ``get_safetensors_metadata``,
-``http_backoff``), so tokens (``hf auth login`` or ``HF_TOKEN``), redirects to the storage host, retries and
-Xet-backed files are the library's business. :mod:`qkgeometry.readers.hub` builds on it.
+Every request goes through huggingface_hub's own functions and session (``HfApi.model_info``,
+``get_hf_file_metadata``, ``http_backoff`` / ``http_stream_backoff``), so tokens (``hf auth login`` or
+``HF_TOKEN``), redirects, retries of 5xx answers and the wait a 429 asks for (``Retry-After``, ``RateLimit``) are the
+library's business. What this module adds fits the Hub's rate limits: each file is resolved once (one ``/resolve``
+request; the Hub allows 3,000 per 5 minutes per IP anonymously) and its ranges are read from the signed storage URL
+that answer points to, resolved again when it expires; a range that drips in slower than a minimum rate is
+abandoned and retried. The huggingface_hub internals it calls are imported in one place (:func:`_hub`).
+:mod:`qkgeometry.readers.hub` builds on it.
 """
 
 from __future__ import annotations
 
+import calendar
 import contextlib
+import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from ..errors import SourceError
+from .hub_plan import COMMIT_RE
 
-__all__ = ["RemoteRepo", "fetch_range", "hub_error", "is_offline", "open_remote"]
+__all__ = ["HubFiles", "RemoteRepo", "hub_error", "is_offline", "open_remote", "safetensors_headers"]
+
+#: bytes read for a safetensors header (as huggingface_hub does: most headers fit, the rest take one more request)
+HEADER_PROBE = 100_000
+#: a range is abandoned (and retried) when it arrives slower than this many bytes per second, after a grace time
+MIN_RATE = 50_000.0
+RANGE_GRACE_S = 60.0
+#: retries of one range after a dropped connection, a short body or a slow drip
+RETRIES = 3
+#: a signed URL without an ``Expires`` time is resolved again after this long (the Hub's last about an hour)
+URL_MAX_AGE_S = 1800.0
+
+
+def _hub() -> SimpleNamespace:
+    """The huggingface_hub functions this module calls, imported in this one place (their homes differ across
+    huggingface_hub versions)."""
+    import httpx2
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff, http_stream_backoff
+
+    return SimpleNamespace(constants=constants, get_hf_file_metadata=get_hf_file_metadata, hf_hub_url=hf_hub_url,
+                           build_hf_headers=build_hf_headers, hf_raise_for_status=hf_raise_for_status,
+                           http_backoff=http_backoff, http_stream_backoff=http_stream_backoff,
+                           transport_errors=(httpx2.TransportError,))
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
+
+
+def _expires(url: str) -> float:
+    """When a signed URL should be resolved again: a minute before its ``Expires`` (CloudFront) or
+    ``X-Amz-Date`` + ``X-Amz-Expires`` time, else :data:`URL_MAX_AGE_S` from now."""
+    q = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+    with contextlib.suppress(ValueError, KeyError):
+        if "expires" in q:
+            return float(q["expires"]) - 60
+        if "x-amz-expires" in q:
+            t = calendar.timegm(time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ"))
+            return t + float(q["x-amz-expires"]) - 60
+    return time.time() + URL_MAX_AGE_S
 
 #: file names that hold pickled (or otherwise code-carrying) weights: never fetched, never loaded
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".h5", ".msgpack")
@@ -49,7 +101,8 @@ class RemoteRepo:
 
 
 def open_remote(repo_id: str, revision: str | None) -> RemoteRepo:
-    """Resolve ``revision`` (default ``"main"``) of ``repo_id`` to a commit with one API call."""
+    """Resolve ``revision`` (default ``"main"``) of ``repo_id`` to a commit with one API call. The commit the
+    endpoint reports names a cache folder, so anything but 40 hexadecimal digits is refused before it is used."""
     from huggingface_hub import HfApi
 
     rev = revision or "main"
@@ -57,32 +110,181 @@ def open_remote(repo_id: str, revision: str | None) -> RemoteRepo:
         info = HfApi().model_info(repo_id, revision=rev)
     except Exception as e:
         raise hub_error(e, repo_id, rev) from e
+    if not isinstance(info.sha, str) or not COMMIT_RE.fullmatch(info.sha):
+        raise SourceError(f"the Hub endpoint answered commit {str(info.sha)[:60]!r} for {repo_id!r} (revision "
+                          f"{rev!r}), which is not a 40-digit hexadecimal commit id; nothing was written. Check "
+                          "HF_ENDPOINT (it should be https://huggingface.co or a mirror you trust).")
     files = tuple(s.rfilename for s in (info.siblings or ()))
     return RemoteRepo(repo_id, rev, info.sha, files, info.gated or False)
 
 
-def safetensors_headers(repo: RemoteRepo) -> Any:
-    """``get_safetensors_metadata`` for the commit (one small range request per weight file; a stale
-    ``consolidated.safetensors`` next to an index is never read), plus each file's size."""
-    api = repo.api()
-    try:
-        meta = api.get_safetensors_metadata(repo.repo_id, revision=repo.commit)
-    except Exception as e:
-        from huggingface_hub.errors import NotASafetensorsRepoError
+class HubFiles:
+    """The files of one commit, read by range: each file is resolved once (one ``/resolve`` request, which answers
+    with a signed storage URL for large files) and every range of it is then read from that URL, re-resolved when it
+    expires (a 403 from the storage host, or its ``Expires`` time). ``resolves`` counts the ``/resolve`` requests,
+    ``requests`` every request sent (retries by huggingface_hub aside)."""
 
-        if isinstance(e, NotASafetensorsRepoError):
-            raise no_safetensors_error(repo) from e
-        raise hub_error(e, repo.repo_id, repo.revision) from e
-    try:
-        infos = api.get_paths_info(repo.repo_id, sorted(meta.files_metadata), revision=repo.commit)
-    except Exception as e:
-        raise hub_error(e, repo.repo_id, repo.revision) from e
-    sizes = {p.path: p.size for p in infos if getattr(p, "size", None) is not None}
-    missing = sorted(set(meta.files_metadata) - set(sizes))
-    if missing:
-        raise SourceError(f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}) lists {missing[0]!r} in its "
-                          "safetensors index, but the file is not in the repo; pass another `revision`.")
-    return meta, sizes
+    def __init__(self, repo: RemoteRepo):
+        self.repo = repo
+        self._urls: dict[str, tuple[str, float, bool]] = {}  # file -> (url, re-resolve after, signed?)
+        self.sizes: dict[str, int] = {}
+        self.resolves = 0
+        self.requests = 0
+
+    # ------------------------------------------------------------------ resolving
+    def url(self, file: str, *, fresh: bool = False) -> tuple[str, bool]:
+        """(URL to read ``file`` from, whether it is a signed storage URL); one ``/resolve`` per file and expiry."""
+        got = self._urls.get(file)
+        if got is not None and not fresh and time.time() < got[1]:
+            return got[0], got[2]
+        hub = _hub()
+        url = hub.hf_hub_url(self.repo.repo_id, file, revision=self.repo.commit)
+        self.resolves += 1
+        self.requests += 1
+        with quiet_retries():
+            meta = hub.get_hf_file_metadata(url, timeout=hub.constants.HF_HUB_ETAG_TIMEOUT, retry_on_errors=True)
+        location = meta.location or url
+        signed = _origin(location) != _origin(url)
+        if meta.size is not None:
+            self.sizes[file] = int(meta.size)
+        self._urls[file] = (location, _expires(location), signed)
+        return location, signed
+
+    # ------------------------------------------------------------------ reading
+    def small(self, file: str) -> bytes:
+        """A small file (``config.json``, the shard index) in one GET of its ``/resolve`` URL."""
+        hub = _hub()
+        url = hub.hf_hub_url(self.repo.repo_id, file, revision=self.repo.commit)
+        self.resolves += 1
+        self.requests += 1
+        with quiet_retries():
+            r = hub.http_backoff("GET", url, headers=hub.build_hf_headers(), follow_redirects=True,
+                                 timeout=hub.constants.HF_HUB_DOWNLOAD_TIMEOUT, max_retries=3, base_wait_time=0.5,
+                                 max_wait_time=4)
+        hub.hf_raise_for_status(r)
+        self.requests += len(r.history)  # a redirect to the storage host is one more request
+        return r.content
+
+    def read(self, file: str, start: int, end: int, *, retries: int = RETRIES) -> bytes:
+        """Bytes ``[start, end)`` of ``file``. 429 and 5xx answers are retried by huggingface_hub (waiting out
+        ``Retry-After`` / ``RateLimit``); a dropped connection, a short body or a range slower than
+        :data:`MIN_RATE` (after :data:`RANGE_GRACE_S`) is retried here, ``retries`` times, then raised."""
+        attempt, renewed = 0, False
+        while True:
+            url, signed = self.url(file)
+            try:
+                data = self._get(url, signed, file, start, end)
+            except (*_hub().transport_errors, TimeoutError):
+                attempt += 1
+                if attempt > retries:
+                    raise
+                time.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
+                continue
+            if data is not None:
+                return data
+            if renewed:  # a fresh URL refused too: that is not expiry
+                raise SourceError(f"the Hub's storage host refused a freshly signed URL for {file!r} of "
+                                  f"{self.repo.repo_id!r} (403); check the clock of this machine, then rerun.")
+            renewed = True
+            self.url(file, fresh=True)
+
+    def _get(self, url: str, signed: bool, file: str, start: int, end: int) -> bytes | None:
+        """One range request; None when a signed URL is refused (expired)."""
+        hub = _hub()
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        if not signed:  # the token goes to the Hub only, never to the storage host
+            headers.update(hub.build_hf_headers())
+        self.requests += 1
+        deadline = time.monotonic() + RANGE_GRACE_S + (end - start) / MIN_RATE
+        with quiet_retries(), hub.http_stream_backoff(
+                "GET", url, headers=headers, timeout=hub.constants.HF_HUB_DOWNLOAD_TIMEOUT, max_retries=RETRIES,
+                base_wait_time=0.5, max_wait_time=4, follow_redirects=True) as r:
+            if signed and r.status_code in (401, 403):
+                return None
+            if r.status_code == 416:
+                raise SourceError(range_error(self.repo, file, start, end, self.sizes.get(file)))
+            if r.status_code >= 400:
+                r.read()
+                hub.hf_raise_for_status(r)
+            buf, failure = bytearray(), None
+            try:  # a failure while reading the body leaves the block normally (huggingface_hub's retry loop
+                # would otherwise take it for a failed request), then is raised below
+                for chunk in r.iter_bytes():
+                    buf += chunk
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"bytes {start}-{end - 1} of {file!r} came slower than "
+                                           f"{MIN_RATE:.0f} B/s")
+                    if r.status_code == 200 and len(buf) >= end:  # a server that ignores Range sends the whole file
+                        break
+            except (*hub.transport_errors, TimeoutError) as e:
+                failure = e
+        if failure is not None:
+            raise failure
+        data = bytes(buf[start:end]) if r.status_code == 200 else bytes(buf)
+        if len(data) != end - start:
+            raise SourceError(f"the Hub sent {len(data)} bytes of {file!r} in {self.repo.repo_id!r} where "
+                              f"{end - start} were asked for (bytes {start}-{end - 1}); rerun to fetch them again.")
+        return data
+
+
+def range_error(repo: RemoteRepo, file: str, start: int, end: int, size: int | None) -> str:
+    """A range past the end of a file: the header lies about the file, so retrying cannot help."""
+    return (f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}): the safetensors header of {file!r} places "
+            f"tensor data at bytes {start}-{end - 1}, past the end of the file ({size if size is not None else '?'} "
+            "bytes); the file is damaged on the Hub: pass another `revision`, or tell the repo's owners.")
+
+
+def safetensors_headers(files: HubFiles) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, int], dict[str,
+                                                                                                              str]]:
+    """The checked safetensors headers of the commit's weight files (``model.safetensors``, or the shards the
+    ``model.safetensors.index.json`` lists: a stale ``consolidated.safetensors`` next to it is never read), each read
+    by one range request from the file's resolved URL. Returns (file -> tensor entries, file -> data start
+    ``8 + N``, tensor -> file)."""
+    from .safetensors_header import header_length, parse_header
+
+    repo = files.repo
+    if "model.safetensors" in repo.files:
+        weight_files, weight_map = ["model.safetensors"], {}
+    elif "model.safetensors.index.json" in repo.files:
+        try:
+            index = json.loads(files.small("model.safetensors.index.json"))
+            weight_map = dict(index["weight_map"])
+        except SourceError:
+            raise
+        except (ValueError, KeyError, TypeError) as e:
+            raise SourceError(f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}): model.safetensors.index.json "
+                              f"has no valid 'weight_map' ({type(e).__name__}); pass another `revision`.") from e
+        except Exception as e:
+            raise hub_error(e, repo.repo_id, repo.revision) from e
+        if not all(isinstance(v, str) for v in weight_map.values()):
+            raise SourceError(f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}): model.safetensors.index.json "
+                              "maps tensors to something other than file names; pass another `revision`.")
+        weight_files = sorted(set(weight_map.values()))
+        missing = [f for f in weight_files if f not in repo.files]
+        if missing:
+            raise SourceError(f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}) lists {missing[0]!r} in its "
+                              "safetensors index, but the file is not in the repo; pass another `revision`.")
+    else:
+        raise no_safetensors_error(repo)
+    headers, starts = {}, {}
+    for file in weight_files:
+        where = f"Hub repo {repo.repo_id!r} (commit {repo.commit[:12]}) file {file!r}"
+        try:
+            files.url(file)
+            size = files.sizes.get(file)
+            head = files.read(file, 0, min(HEADER_PROBE, size) if size else HEADER_PROBE)
+            if size is None:
+                raise SourceError(f"{where}: the Hub did not say how large the file is; rerun, or pass another "
+                                  "`revision`.")
+            n = header_length(head, size, where)
+            raw = head[8:8 + n] if 8 + n <= len(head) else head[8:] + files.read(file, len(head), 8 + n)
+        except SourceError:
+            raise
+        except Exception as e:
+            raise hub_error(e, repo.repo_id, repo.revision) from e
+        headers[file] = parse_header(raw, size, where)
+        starts[file] = 8 + n
+    return headers, starts, weight_map
 
 
 def no_safetensors_error(repo: RemoteRepo) -> SourceError:
@@ -136,27 +338,6 @@ def quiet_retries() -> Iterator[None]:
         log.setLevel(old)
 
 
-def fetch_range(repo: RemoteRepo, filename: str, start: int, end: int, *, retries: int = 3) -> bytes:
-    """Bytes ``[start, end)`` of ``filename`` at the repo's commit: one HTTP range request through huggingface_hub
-    (token, redirect to the storage host, retries on 429/5xx, timeouts and dropped connections)."""
-    from huggingface_hub import constants, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
-
-    url = hf_hub_url(repo.repo_id, filename, revision=repo.commit)
-    headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
-    with quiet_retries():
-        r = http_backoff("GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
-                         max_retries=retries, base_wait_time=0.5, max_wait_time=4)
-    hf_raise_for_status(r)
-    data = r.content
-    if r.status_code == 200 and len(data) > end - start:  # a server that ignores Range sends the whole file
-        data = data[start:end]
-    if len(data) != end - start:
-        raise SourceError(f"the Hub sent {len(data)} bytes of {filename!r} in {repo.repo_id!r} where {end - start} "
-                          f"were asked for (bytes {start}-{end - 1}); rerun to fetch them again.")
-    return data
-
-
 def network_errors() -> tuple[type[BaseException], ...]:
     import httpx2
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
@@ -198,6 +379,10 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None, *, cached: s
     if isinstance(e, RemoteEntryNotFoundError):
         return SourceError(f"Hub repo {repo_id!r} (revision {revision!r}) lacks a file qkgeometry needs"
                            f"{hub_says}: it needs config.json next to *.safetensors weights.")
+    if isinstance(e, HfHubHTTPError) and status == 416:
+        return SourceError(f"the Hub answered 416 (range not satisfiable) for {repo_id!r}: a safetensors header "
+                           "places data past the end of its file, so retrying cannot help; pass another `revision`, "
+                           "or tell the repo's owners.")
     if isinstance(e, HfHubHTTPError):
         return SourceError(f"the Hub answered {status} for {repo_id!r}{hub_says}; retry later.")
     if isinstance(e, network_errors()):

@@ -8,7 +8,7 @@ it from "Two real heads" on.
 from __future__ import annotations
 
 import json
-import struct
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from ..errors import ConfigError, SourceError
 from ..model import SourcePlans
 from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
+from .safetensors_header import header_length, parse_header
 
 __all__ = ["SafetensorsIndex", "open_folder", "sniff"]
 
@@ -185,11 +186,12 @@ class SafetensorsIndex:
 
     def _read_widened(self, file: str, name: str, dtype: str) -> np.ndarray:
         """A BF16 or F8 tensor (which numpy cannot hold) read from its bytes and widened to float32, exactly. The
-        header was validated when the file was opened; its offsets locate the bytes."""
+        header's offsets locate the bytes (checked by :func:`parse_header`, the rules the Hub reader applies too)."""
         if file not in self._headers:
             with open(file, "rb") as f:
-                (size,) = struct.unpack("<Q", f.read(8))
-                self._headers[file] = (8 + size, json.loads(f.read(size)))
+                where = f"safetensors file {file!r}"
+                size = header_length(f.read(8), os.fstat(f.fileno()).st_size, where)
+                self._headers[file] = (8 + size, parse_header(f.read(size), os.fstat(f.fileno()).st_size, where))
         start, header = self._headers[file]
         info = header[name]
         begin, end = info["data_offsets"]
