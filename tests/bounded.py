@@ -32,3 +32,18 @@ def one_line_error(capsys, rc: int, *needles: str, status: int = 2) -> str:
     for needle in needles:
         assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
     return lines[0]
+
+
+def unprivileged() -> list[str]:
+    """A command prefix under which file permissions apply: nothing for an ordinary user; for root, ``setpriv``
+    without the capabilities that let root read and write any file (skips the test where there is no setpriv)."""
+    import os
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: file permissions cannot be made to apply")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]

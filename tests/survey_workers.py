@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 
-def hang_on(name: str, marker_dir: str) -> None:
+def hang_on(name: str, marker_dir: str, others_s: float = 0.0) -> None:
     """Make ``score_layers`` hang on the model called ``name`` in this worker, after writing ``<pid>`` into
-    ``marker_dir``."""
+    ``marker_dir``; every other model takes ``others_s`` seconds longer (so that it is still running, or queued,
+    when the test kills the hanging worker)."""
     import qkgeometry.surveying.scoring as s
 
     real = s.score_layers
@@ -19,6 +20,14 @@ def hang_on(name: str, marker_dir: str) -> None:
         if model.name == name:
             (Path(marker_dir) / str(os.getpid())).write_text(name)
             time.sleep(300)  # the test kills this process long before
+        time.sleep(others_s)
         return real(model, *args, **kwargs)
 
     s.score_layers = maybe_hang
+
+
+def hang_on_after(name: str, marker_dir: str, initializer=None, initargs: tuple = ()) -> None:
+    """:func:`hang_on` after the pool's own ``initializer`` (so that a test pool keeps what the package sets up)."""
+    if initializer is not None:
+        initializer(*initargs)
+    hang_on(name, marker_dir)

@@ -384,14 +384,26 @@ def test_unreadable_files_are_one_clear_line(model_dir, capsys, monkeypatch, cod
     one_line_error(capsys, main(["score", str(model_dir)]), "config.json", needle)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes through file permissions")
-def test_permissions_really_enforced(model_dir, tmp_path, capsys):
+def test_permissions_really_enforced(model_dir, tmp_path):
+    from bounded import unprivileged
+
+    prefix = unprivileged()  # as root: without the capabilities that bypass file permissions
     (model_dir / "model.safetensors").chmod(0)
-    one_line_error(capsys, main(["score", str(model_dir)]), "model.safetensors", "permission denied")
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
-    one_line_error(capsys, main(["survey", str(model_dir), "--out", str(ro / "r.csv")]), "--out", "not writable")
+    try:
+        for args, needles in ((["score", str(model_dir)], ("model.safetensors", "permission denied")),
+                              (["survey", str(model_dir), "--out", str(ro / "r.csv")], ("--out", "not writable"))):
+            res = subprocess.run([*prefix, sys.executable, "-m", "qkgeometry.cli", *args], capture_output=True,
+                                 text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC}, check=False)
+            lines = [line for line in res.stderr.splitlines() if line.strip()]
+            assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+            assert all(n in lines[0] for n in needles), lines[0]
+        assert not any(ro.iterdir())
+    finally:
+        (model_dir / "model.safetensors").chmod(0o644)
+        ro.chmod(0o755)
 
 
 def test_bad_out_paths_are_refused_before_computing(model_dir, tmp_path, capsys, monkeypatch):

@@ -52,3 +52,32 @@ def test_summarize_gives_median_and_quartiles_per_model_and_component():
     assert summary.loc["a", ["symmetry_median", "symmetry_q25", "symmetry_q75"]].tolist() == pytest.approx(
         [0.3, 0.2, 0.4])
     assert summary.loc["b", ["symmetry_q25", "symmetry_q75"]].tolist() == pytest.approx([-0.25, 0.25])
+
+
+def _sparse_inputs():
+    import scipy.sparse
+    import torch
+
+    rng = np.random.default_rng(0)
+    dense = rng.standard_normal((6, 6))
+    return [("coo", torch.from_numpy(dense).to_sparse()), ("csr", torch.from_numpy(dense).to_sparse_csr()),
+            ("scipy", scipy.sparse.csr_matrix(dense))]
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("kind", ["coo", "csr", "scipy"])
+def test_sparse_matrices_are_refused_by_name(kind):
+    import re
+
+    import torch
+
+    sparse = dict(_sparse_inputs())[kind]
+    hint = "toarray()" if kind == "scipy" else "to_dense()"
+    calls = [(lambda: qg.symmetry_score(sparse), "M"), (lambda: qg.directionality_score(sparse), "M"),
+             (lambda: qg.decompose(sparse), "M"),
+             (lambda: qg.symmetry_score_factored(sparse, np.ones((6, 6))), "A")]
+    if kind != "scipy":
+        calls.append((lambda: qg.layer_scores(sparse.to_dense()[None].to_sparse(), torch.ones(1, 6, 6)), "wq"))
+    for call, name in calls:
+        with pytest.raises(TypeError, match=rf"`{name}` is a (SciPy )?sparse .*{re.escape(hint)}"):
+            call()

@@ -67,3 +67,94 @@ def test_a_bug_is_not_reported_as_a_user_error(monkeypatch, capsys):
     monkeypatch.setenv("QKGEOMETRY_DEBUG", "1")
     with pytest.raises(KeyError, match="internal"):
         main(["score", "offline:minilm-l6"])
+
+
+# ------------------------------------------------------------------------------------------------ options refused
+def _tiny_folder(folder) -> str:
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "num_key_value_heads": 2, "intermediate_size": 16, "vocab_size": 20}))
+    gen = torch.Generator().manual_seed(0)
+    save_file({f"model.layers.0.self_attn.{p}_proj.weight": torch.randn(8, 8, generator=gen) for p in "qk"},
+              str(folder / "model.safetensors"))
+    return str(folder)
+
+
+@pytest.mark.parametrize("options, needle", [
+    (["--num-std", "nan"], "--num-std must be a finite number"),
+    (["--num-std", "-1"], "--num-std must be a finite number"),
+    (["--device", "bogus"], "--device must be 'cpu', 'cuda', 'cuda:N'"),
+    (["--dask-scheduler", ""], "--dask-scheduler '' is not a scheduler address"),
+    (["--dask-scheduler", "tcp://"], "--dask-scheduler 'tcp://' is not a scheduler address"),
+    (["--dask-scheduler", "localhost"], "--dask-scheduler 'localhost' is not a scheduler address"),
+    (["--dask-scheduler", "tcp://host:99999"], "--dask-scheduler 'tcp://host:99999' is not a scheduler address"),
+    (["--dask-scheduler", "http://host:8786"], "--dask-scheduler 'http://host:8786' is not a scheduler address"),
+    (["--dask-scheduler", "tcp://a b:1"], "is not a scheduler address"),
+])
+def test_bad_survey_options_are_refused_naming_the_option_before_the_store_is_created(tmp_path, capsys, options,
+                                                                                        needle):
+    from bounded import no_hang, one_line_error
+
+    source = _tiny_folder(tmp_path / "m")
+    for out in ("r.sqlite", "r.csv"):
+        with no_hang(60):
+            rc = main(["survey", source, *options, "--out", str(tmp_path / out)])
+        one_line_error(capsys, rc, needle)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m"], "a file was left behind"
+    if options[0] != "--dask-scheduler":
+        one_line_error(capsys, main(["score", source, *options, "--out", str(tmp_path / "s.csv")]), needle)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_an_unreachable_scheduler_is_refused_before_the_store_is_created(tmp_path, capsys, monkeypatch):
+    import socket
+
+    from bounded import no_hang, one_line_error
+
+    pytest.importorskip("distributed")
+    source = _tiny_folder(tmp_path / "m")
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("QKGEOMETRY_DASK_TIMEOUT", "3s")
+    with no_hang(90):
+        rc = main(["survey", source, "--dask-scheduler", f"tcp://127.0.0.1:{port}", "--out",
+                   str(tmp_path / "r.sqlite")])
+    one_line_error(capsys, rc, f"--dask-scheduler 'tcp://127.0.0.1:{port}': cannot reach the scheduler")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan"])
+def test_max_params_that_selects_nothing_is_refused(tmp_path, capsys, value):
+    from bounded import one_line_error
+
+    one_line_error(capsys, main(["survey", "--preset", "offline", "--max-params", value, "--plan"]), "--max-params",
+                   "above 0")
+    one_line_error(capsys, main(["survey", "--preset", "offline", "--max-params", value, "--out",
+                                 str(tmp_path / "r.sqlite")]), "--max-params")
+    assert not any(tmp_path.iterdir())
+    import qkgeometry as qg
+
+    with pytest.raises(ValueError, match="`max_params_b` must be"):
+        qg.catalogue.preset("offline", max_params_b=float(value))
+
+
+@pytest.mark.parametrize("options, needle", [
+    (["--num-std", "nan"], "--num-std must be a finite number"),
+    (["--device", "bogus"], "--device must be 'cpu', 'cuda', 'cuda:N'"),
+    (["--dask-scheduler", ""], "--dask-scheduler '' is not a scheduler address"),
+])
+def test_bad_trajectory_options_are_refused_before_the_store_is_created(tmp_path, capsys, options, needle):
+    from bounded import one_line_error
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _tiny_folder(run / "checkpoint-10")
+    one_line_error(capsys, main(["trajectory", str(run), *options, "--out", str(tmp_path / "t.sqlite")]), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

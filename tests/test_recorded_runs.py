@@ -81,3 +81,50 @@ def test_read_from_another_folder_than_the_checkout(tmp_path):
     assert out.returncode == 0, out.stderr
     n, ok = out.stdout.split()
     assert int(n) >= 12 and ok == "True"
+
+
+# ------------------------------------------------------------------------------------------------ damaged records
+def _copy(name: str, tmp_path: Path) -> recorded_runs.RecordedExperiment:
+    folder = tmp_path / name
+    shutil.copytree(recorded_runs.recorded_root() / name, folder)
+    return recorded_runs.RecordedExperiment(name, folder)
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda run: (run / "provenance.json").write_text('{"config": {"init": "default"'), "not JSON text"),
+    (lambda run: (run / "provenance.json").write_text('{"commit": "x"}'), "lacks 'config'"),
+    (lambda run: (run / "provenance.json").write_text('{"config": {}}'), "lacks 'init'"),
+    (lambda run: (run / "provenance.json").write_text('[1, 2]'), "a JSON list, not an object"),
+    (lambda run: (run / "provenance.json").unlink(), "is missing"),
+    (lambda run: (run / "log.csv").write_text(""), "is empty"),
+    (lambda run: (run / "log.csv").write_bytes(b"step,loss\n1,\xff\xfe\n"), "not a readable CSV"),
+    (lambda run: (run / "log.csv").write_text("step,loss\n"), "holds no rows"),
+])
+def test_damaged_recorded_data_is_one_clear_error_naming_the_file(tmp_path, damage, needle):
+    from qkgeometry.errors import RecordError
+
+    rec = _copy("expB-encoder-lr2e-4-10k", tmp_path)
+    run = rec.runs["encoder-default-s0"]
+    damage(run)
+    with pytest.raises(RecordError, match=needle) as info:
+        rec.logs(inits=("default", "symmetric"))
+    line = str(info.value)
+    assert "\n" not in line and str(run) in line and ("reinstall" in line or "permissions" in line), line
+
+
+def test_damaged_training_records_are_one_clear_error_naming_the_file(tmp_path):
+    from qkgeometry.errors import RecordError
+    from qkgeometry.training.loop import read_log
+    from qkgeometry.training.objective_runs import read_recorded
+
+    (tmp_path / "log.csv").write_text("")
+    with pytest.raises(RecordError, match=r"log\.csv' is empty"):
+        read_log(tmp_path)
+    rec = _copy("ch3-objectives", tmp_path)
+    (rec.path / "provenance.json").write_text("{not json")
+    with pytest.raises(RecordError, match=r"provenance\.json' is damaged \(not JSON"):
+        read_recorded(rec.path)
+    (rec.path / "provenance.json").write_text("{}")
+    (rec.path / "scores.csv").write_text("")
+    with pytest.raises(RecordError, match=r"scores\.csv' is empty"):
+        read_recorded(rec.path)

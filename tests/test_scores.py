@@ -453,7 +453,7 @@ def test_cli_device_cuda_without_cuda_is_one_clear_line(tmp_path, capsys):
     write_llama_folder(tmp_path / "m")
     assert main(["score", str(tmp_path / "m"), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "CUDA is not available" in err[0] and "device='cpu'" in err[0]
+    assert len(err) == 1 and "--device 'cuda' was requested but CUDA is not available" in err[0] and "cpu" in err[0]
     assert main(["score", str(tmp_path / "m"), "--device", "cpu", "--per", "head"]) == 0
 
 

@@ -101,13 +101,19 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path, what: str = "output") -> N
     """Write ``frame`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
     A killed run, a full disk or a size limit leaves either the old file or the new one, never half of one.
-    A symbolic link at ``path`` is written through: the link stays and its target is replaced.
+    A symbolic link at ``path`` is written through: the link stays and its target is replaced. The temporary files
+    of earlier writers that were killed are removed first (:func:`remove_stale_temps`). Every text cell is
+    quoted (numbers are not): a carriage return inside a name stays inside its cell, where a spreadsheet program
+    would otherwise start a new row at it (and run what follows as a formula).
     """
+    import csv
+
     target = resolve_output(Path(path))
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(target)  # what a killed writer of this file left
     try:
         with replacing(target) as tmp:
-            frame.to_csv(tmp, index=False)
+            frame.to_csv(tmp, index=False, quoting=csv.QUOTE_NONNUMERIC)
     except OSError as e:
         raise OutputError(f"could not write {what} {str(path)!r}: {_describe(e)}. The previous file, if any, is "
                           "unchanged; free space or pick another path.") from e

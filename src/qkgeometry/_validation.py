@@ -18,11 +18,14 @@ def check_real_floating(x: Any, name: str) -> None:
     """Refuse integer, bool, complex and object inputs (numpy arrays or torch tensors) with a message naming ``name``.
 
     The scores are defined for real matrices, and an integer matrix is almost always a mistake (e.g. a token-id
-    tensor). Meta-device tensors (shapes without values) are refused too.
+    tensor). Meta-device tensors (shapes without values) and sparse tensors are refused too.
     """
     if is_torch_tensor(x):
         import torch
 
+        if x.layout != torch.strided:
+            raise TypeError(f"`{name}` is a sparse torch tensor (layout {x.layout}); the scores read dense matrices. "
+                            f"Pass `{name}.to_dense()`.")
         if x.dtype == torch.bool or not x.is_floating_point():
             kind = "complex" if x.is_complex() else ("bool" if x.dtype == torch.bool else "integer")
             raise TypeError(
@@ -58,7 +61,11 @@ def check_finite(x: Any, name: str) -> None:
 
 def as_array(x: ArrayLike, name: str) -> np.ndarray:
     """``np.asarray(x)``, refusing a ragged nested sequence (rows of different lengths) with a message naming
-    ``name`` instead of NumPy's "inhomogeneous shape" error."""
+    ``name`` instead of NumPy's "inhomogeneous shape" error, and a SciPy sparse matrix (which NumPy would wrap as
+    one object)."""
+    if hasattr(x, "nnz") and hasattr(x, "toarray"):
+        raise TypeError(f"`{name}` is a SciPy sparse matrix ({type(x).__name__}); the scores read dense matrices. "
+                        f"Pass `{name}.toarray()`.")
     try:
         return np.asarray(x)
     except (ValueError, TypeError) as e:

@@ -5,7 +5,7 @@
     qkgeometry survey [SOURCES...] [--preset offline|paper-language|paper-vision|paper-audio] [--per head]
                       [--out results.sqlite|F.csv] [--workers N | --dask-scheduler ADDRESS] [--input-norm raw|folded]
                       [--plan]
-    qkgeometry plot results.sqlite [--out-dir DIR]
+    qkgeometry plot results.sqlite [--out-dir DIR] [--per layer|head] [--input-norm raw|folded] [--qk-norm raw|folded]
     qkgeometry export results.sqlite --csv results.csv      (or OLD.csv --store NEW.sqlite)
     qkgeometry offline install [all|models|wikipedia|ALIAS...] [--dry-run]   (the offline models and corpus)
     qkgeometry offline list
@@ -20,15 +20,14 @@ SOURCE is anything :func:`qkgeometry.load_qk` accepts: a model folder, a .gguf f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
-    from concurrent.futures import Executor
 
     import pandas as pd
 
@@ -102,6 +101,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if args.plan:
         return print_plan([args.source], strict=True)
 
+    _check_scoring_options(args)
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
     frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty(),
@@ -187,7 +187,8 @@ def _add_survey(sub: argparse._SubParsersAction) -> None:
                             "process)")
     where.add_argument("--dask-scheduler", metavar="ADDRESS",
                        help="score on the workers of a running dask.distributed cluster (e.g. tcp://host:8786; "
-                            "needs `pip install qkgeometry[cluster]`); this process writes --out")
+                            "needs `pip install qkgeometry[cluster]`); this process writes --out. The wait for "
+                            "the scheduler is bounded by QKGEOMETRY_DASK_TIMEOUT (default 30s)")
     p.add_argument("--max-params", type=float, help="skip preset models above this many billion parameters")
     _add_scoring_options(p)
     p.set_defaults(func=_cmd_survey)
@@ -197,21 +198,28 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .catalogue import preset
     from .surveying.scoring import summarize, survey
+    from .surveying.workers import check_scheduler_address, executor_for
 
     if not args.preset and not args.sources:
         raise ValueError("give --preset NAME or one or more SOURCES (e.g. `qkgeometry survey --preset offline`).")
+    if args.max_params is not None and not args.max_params > 0:  # nan is not above 0 either
+        raise ValueError(f"--max-params must be a number of billions of parameters above 0 (e.g. 2); got "
+                         f"{args.max_params}.")
     entries = (preset(args.preset, max_params_b=args.max_params) if args.preset else []) + list(args.sources)
     if args.plan:
         return print_plan(entries)
     from .surveying.store import STORE_SUFFIXES, open_store
 
+    _check_scoring_options(args)  # every refusal before the store is created
+    if args.dask_scheduler is not None:
+        check_scheduler_address(args.dask_scheduler)
     check_writable_file(args.out, "--out")  # before computing anything
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
-    open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
-    with _executor(args) as executor:
+    with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
+        open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
         frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
                        device=args.device, input_norm=args.input_norm, executor=executor)
     computed = frame.attrs["computed"]
@@ -236,6 +244,18 @@ def _cmd_survey(args: argparse.Namespace) -> int:
           f"holds {n_rows} rows for {n_models} model(s)")
     return 1 if len(failures) and not len(frame) else 0
 
+
+def _check_scoring_options(args: argparse.Namespace) -> None:
+    """--num-std and --device checked with the options' names (``score`` and ``survey``), before any file is made."""
+    from ._validation import check_num_std
+    from .devices import resolve_device
+
+    try:
+        check_num_std(args.num_std)
+    except ValueError:
+        raise ValueError(f"--num-std must be a finite number >= 0 (the paper uses 2); got {args.num_std}.") from None
+    if args.device is not None:
+        resolve_device(args.device, "--device")
 
 
 def _add_trajectory(sub: argparse._SubParsersAction) -> None:
@@ -280,6 +300,7 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     from ._files import check_writable_file
     from .surveying.store import STORE_SUFFIXES, open_store
     from .surveying.trajectories import find_checkpoints, select_checkpoints, trajectory
+    from .surveying.workers import check_scheduler_address, executor_for
 
     events = _events(args.event)
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
@@ -291,12 +312,15 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
         raise ValueError(f"no checkpoint of {str(args.source)!r} is left after --every/--log-spaced; choose fewer.")
     if args.plan:
         return print_plan([c.source for c in chosen])
+    _check_scoring_options(args)  # every refusal before the store is created
+    if args.dask_scheduler is not None:
+        check_scheduler_address(args.dask_scheduler)
     check_writable_file(args.out, "--out")
     if args.figure is not None:
         check_writable_file(args.figure, "--figure")
-    open_store(args.out, "--out").close()
     pairs = [(c.source, c.step) for c in chosen] if all(c.step is not None for c in chosen) else str(args.source)
-    with _executor(args) as executor:
+    with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
+        open_store(args.out, "--out").close()
         frame = trajectory(pairs, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
                            executor=executor, device=args.device, progress=sys.stderr.isatty())
     if len(frame):
@@ -331,33 +355,6 @@ def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: P
     finally:
         plt.close(fig)
     print(f"wrote {path}")
-
-@contextlib.contextmanager
-def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
-    """None (serial), a process pool of --workers, or the executor of a dask.distributed client."""
-    if args.dask_scheduler:
-        try:
-            from distributed import Client
-        except ImportError as e:
-            raise ValueError("--dask-scheduler needs dask.distributed; install it with `pip install "
-                             "qkgeometry[cluster]` (or `pip install distributed`).") from e
-        try:
-            client = Client(args.dask_scheduler, timeout="30s")
-        except (OSError, TimeoutError) as e:
-            raise ValueError(f"--dask-scheduler {args.dask_scheduler!r}: cannot reach the scheduler "
-                             f"({_one_line(e)}); check the address (tcp://host:8786) and that it runs.") from e
-        try:
-            yield client.get_executor()
-        finally:
-            client.close()
-    elif args.workers > 1:
-        from .surveying.scoring import worker_pool
-
-        with worker_pool(args.workers) as pool:
-            yield pool
-    else:
-        yield None
-
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
@@ -398,6 +395,11 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
                                    "twins, per-head heatmaps when the CSV is per head) as PNG files.")
     p.add_argument("results", type=Path, help="a store (.sqlite) or CSV written by `qkgeometry survey`")
     p.add_argument("--out-dir", type=Path, default=Path("figures"), help="folder for the PNG files (default figures)")
+    p.add_argument("--per", choices=("layer", "head"), help="plot these rows only (needed when the file holds both)")
+    p.add_argument("--input-norm", choices=("raw", "folded"),
+                   help="plot this form only (needed when the file holds both)")
+    p.add_argument("--qk-norm", choices=("raw", "folded"),
+                   help="plot this QK-norm form only (needed when the file holds both)")
     p.add_argument("--trajectory", action="store_true",
                    help="draw the store as training trajectories (written by `qkgeometry trajectory`): both scores "
                         "against step, one figure per run and attention stack")
@@ -416,6 +418,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
     _check_plotted_scores(args.results)
+    from .surveying.identity import one_view
+
+    frame = one_view(frame, repr(str(args.results)),
+                     {"per": args.per, "input_norm": args.input_norm, "qk_norm": args.qk_norm})
     check_writable_dir(args.out_dir, "--out-dir")
     import matplotlib
 
@@ -438,7 +444,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _trajectory_figures(frame: pd.DataFrame) -> dict:
     """One trajectory figure per (run, attention stack) of a store's rows whose sources name a training step."""
-    import re
 
     from .plotting.trajectory import trajectory_curves
     from .surveying.trajectories import with_steps

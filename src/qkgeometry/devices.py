@@ -37,8 +37,9 @@ def default_device(local_rank: int = 0) -> str:
     return f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
 
 
-def resolve_device(device: Any = None) -> Any:
-    """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available.
+def resolve_device(device: Any = None, what: str = "`device`") -> Any:
+    """``None`` → CPU; otherwise ``torch.device(device)``, refusing a CUDA (or other) device that is not available
+    (the message names ``what``, the argument or command-line option).
 
     Every number is float64 on every device; on CPU the result is the same as with the default. (This imports
     torch: the default, numpy path never calls it.)
@@ -50,15 +51,16 @@ def resolve_device(device: Any = None) -> Any:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"`device` must be 'cpu', 'cuda', 'cuda:N' or a torch.device; got {device!r} ({e}).") from e
+        raise ValueError(f"{what} must be 'cpu', 'cuda', 'cuda:N' or a torch.device; got {device!r}.") from e
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"`device` {device!r} was requested but CUDA is not available here (torch "
+            cpu = f"{what} cpu" if what.startswith("-") else "device='cpu'"  # an option, or an argument
+            raise ValueError(f"{what} {device!r} was requested but CUDA is not available here (torch "
                              f"{torch.__version__}, built {'with' if torch.version.cuda else 'without'} CUDA). "
-                             "Use device='cpu' (the default), or run where `torch.cuda.is_available()` is True.")
+                             f"Use {cpu} (the default), or run where `torch.cuda.is_available()` is True.")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"`device` {device!r} does not exist: this machine has "
+            raise ValueError(f"{what} {device!r} does not exist: this machine has "
                              f"{torch.cuda.device_count()} CUDA device(s).")
     elif dev.type != "cpu":
-        raise ValueError(f"`device` must be 'cpu' or a CUDA device ('cuda', 'cuda:N'); got {device!r}.")
+        raise ValueError(f"{what} must be 'cpu' or a CUDA device ('cuda', 'cuda:N'); got {device!r}.")
     return dev

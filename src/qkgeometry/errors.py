@@ -10,6 +10,7 @@ importing any other part of the package.
   format error);
 * :class:`NonFiniteWeights` — NaN or Inf in a weight that is being scored;
 * :class:`OutputError` — an output path that cannot be written;
+* :class:`RecordError` — a recorded experiment's or a training run's file that is damaged;
 * :class:`SurveyInterrupted` — Ctrl-C during a survey, carrying what was saved.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CTranslate2FormatError", "ConfigError", "GGUFFormatError", "LimitExceeded", "NonFiniteWeights",
-           "ONNXGraphError", "OutputError", "PartError", "SourceError", "SurveyInterrupted", "first_line"]
+           "ONNXGraphError", "OutputError", "PartError", "RecordError", "SourceError", "SurveyInterrupted",
+           "first_line"]
 
 
 class SourceError(ValueError):
@@ -58,6 +60,12 @@ class NonFiniteWeights(ValueError):
 
 class OutputError(ValueError):
     """An output path cannot be written (a folder, under a file, read-only, full disk, size limit...)."""
+
+
+class RecordError(ValueError):
+    """A file of a recorded experiment or of a training run (``provenance.json``, ``state.json``, ``log.csv``,
+    ``scores.csv``...) that cannot be used: not JSON, not an object, missing a field, an empty or unreadable table.
+    The message names the file and what it lacks."""
 
 
 class SurveyInterrupted(KeyboardInterrupt):

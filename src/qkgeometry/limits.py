@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from .errors import LimitExceeded
 
-__all__ = ["MAX_COMPUTED_ELEMENTS", "MAX_GRAPH_NODES", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_RANK", "MAX_WALK",
+__all__ = ["MAX_BATCH_TOKENS", "MAX_COMPUTED_ELEMENTS", "MAX_GRAPH_NODES", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_RANK", "MAX_WALK",
            "LimitExceeded", "check_elements", "elements"]
 
 #: entries of one stored tensor that a header (CTranslate2, ONNX initializer) may declare
@@ -40,6 +40,10 @@ MAX_TENSOR_RANK = 8
 #: entries of one tensor that an ONNX graph may compute from its constants (ConstantOfShape, Expand, Tile, Range,
 #: Gather, broadcasting) before the graph is refused: 2**27 = 134,217,728 (512 MiB in float32)
 MAX_COMPUTED_ELEMENTS = 2 ** 27
+#: tokens of one training step (batch size × sequence length): 2**22 = 4,194,304, e.g. 8,192 sequences of 512
+#: tokens, far beyond what a step of the book's training runs needs; a larger step is refused before any data is
+#: read (one step's activations would not fit in memory, or take hours)
+MAX_BATCH_TOKENS = 2 ** 22
 #: nodes of one ONNX graph
 MAX_GRAPH_NODES = 10 ** 6
 #: nodes visited per operand on the walk back from a query-key product to its projection: far more than any real

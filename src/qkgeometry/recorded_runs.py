@@ -29,7 +29,57 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["RecordedExperiment", "available", "recorded", "recorded_root"]
+__all__ = ["RecordedExperiment", "available", "read_record_csv", "read_record_json", "recorded", "recorded_root"]
+
+#: what to do about a damaged record: the files come with the package or from a training run
+_FIX = ("reinstall qkgeometry with its package data, or record the run again (the experiment's notes give the "
+        "command)")
+
+
+def read_record_json(path: str | os.PathLike, needs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON object in ``path`` (a ``provenance.json`` or ``state.json``), which must hold the keys ``needs``.
+    A missing, unreadable, non-JSON or incomplete file raises :class:`~qkgeometry.errors.RecordError` naming it."""
+    from .errors import RecordError
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(f"{str(path)!r} is missing; {_FIX}.") from None
+    except OSError as e:
+        raise RecordError(f"cannot read {str(path)!r}: {e.strerror or e}; check its permissions.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{str(path)!r} is damaged (not JSON text: {e}); {_FIX}.") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{str(path)!r} is damaged (a JSON {type(data).__name__}, not an object); {_FIX}.")
+    missing = [k for k in needs if k not in data]
+    if missing:
+        raise RecordError(f"{str(path)!r} is damaged (it lacks {', '.join(repr(k) for k in missing)}); {_FIX}.")
+    return data
+
+
+def read_record_csv(path: str | os.PathLike, rows: bool = True) -> pd.DataFrame:
+    """The table in ``path`` (a ``log.csv`` or ``scores.csv``). A missing, empty or unreadable file raises
+    :class:`~qkgeometry.errors.RecordError` naming it, and so does a header without rows unless ``rows`` is False
+    (the log of a run that has not logged a step yet)."""
+    import pandas as pd
+
+    from .errors import RecordError, first_line
+
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise RecordError(f"{str(path)!r} is missing; {_FIX}.") from None
+    except pd.errors.EmptyDataError:
+        raise RecordError(f"{str(path)!r} is empty; {_FIX}.") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise RecordError(f"{str(path)!r} is damaged (not a readable CSV table: {first_line(e)}); {_FIX}.") from None
+    except OSError as e:
+        raise RecordError(f"cannot read {str(path)!r}: {e.strerror or e}; check its permissions.") from None
+    if not len(frame.columns) or (rows and not len(frame)):
+        raise RecordError(f"{str(path)!r} holds no rows; {_FIX}.")
+    return frame
 
 
 def recorded_root() -> Path:
@@ -80,7 +130,7 @@ class RecordedExperiment:
             folder = self.runs[run]
         else:
             raise ValueError(f"run: {self.name!r} has no run {run!r}; its runs are: {', '.join(self.runs) or 'none'}.")
-        return json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+        return read_record_json(folder / "provenance.json")
 
     def logs(self, inits: tuple[str, ...] | list[str] | None = None) -> pd.DataFrame:
         """Every run's ``log.csv`` in one frame, with ``experiment`` and ``run`` columns added; ``inits`` keeps only
@@ -89,12 +139,22 @@ class RecordedExperiment:
 
         frames = []
         for run, folder in self.runs.items():
-            if inits is not None and self.provenance(run)["config"]["init"] not in inits:
+            if inits is not None and _configured_init(folder) not in inits:
                 continue
-            frames.append(pd.read_csv(folder / "log.csv").assign(experiment=self.name, run=run))
+            frames.append(read_record_csv(folder / "log.csv").assign(experiment=self.name, run=run))
         if not frames:
             raise ValueError(f"{self.name!r} has no runs" + (f" with init in {list(inits)}." if inits else "."))
         return pd.concat(frames, ignore_index=True)
+
+
+def _configured_init(folder: Path) -> Any:
+    """The ``config.init`` of a run's provenance (a damaged file raises RecordError naming it)."""
+    from .errors import RecordError
+
+    config = read_record_json(folder / "provenance.json", needs=("config",))["config"]
+    if not isinstance(config, dict) or "init" not in config:
+        raise RecordError(f"{str(folder / 'provenance.json')!r} is damaged (its 'config' lacks 'init'); {_FIX}.")
+    return config["init"]
 
 
 def recorded(name: str) -> RecordedExperiment:

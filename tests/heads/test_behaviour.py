@@ -151,3 +151,18 @@ def test_split_half_agreement_is_perfect_for_identical_halves_and_near_chance_fo
     assert abs(other.kappa) < 0.2 and abs(other.score_rho) < 0.2
 
 
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"n_sequences": 0}, "n_sequences: must be a whole number >= 1; got 0"),
+    ({"n_sequences": -2}, "n_sequences: must be a whole number >= 1"),
+    ({"n_sequences": 2.5}, "n_sequences: must be a whole number"),
+    ({"half": 0}, "half: must be a whole number >= 1; got 0"),
+    ({"half": True}, "half: must be a whole number"),
+    ({"low": -1}, "low: must be a whole number >= 0"),
+    ({"prefix": (5000,)}, r"prefix: token ids must be whole numbers in \[0, 2000\)"),
+])
+def test_repeated_random_tokens_refuses_counts_that_make_no_sequences(kwargs, needle):
+    args = {"vocab_size": 2000, "n_sequences": 3, "half": 5, "low": 100, **kwargs}
+    with pytest.raises(ValueError, match=needle):
+        behaviour.repeated_random_tokens(**args)

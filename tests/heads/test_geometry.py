@@ -81,3 +81,11 @@ def test_input_geometry_scores_the_form_on_the_layers_real_inputs():
     assert tied[(tied["layer"] == 1) & (tied["head"] == 1)].iloc[0].input_symmetry == pytest.approx(1)
 
 
+def test_head_geometry_of_a_model_without_separate_query_and_key_is_refused():
+    from qkgeometry.heads.geometry import head_geometry, input_geometry
+
+    gpt2 = tiny_model("gpt2", n_embd=16, n_layer=1, n_head=2, vocab_size=30, n_positions=16)
+    with pytest.raises(ValueError, match="GPT2Model has no attention module with separate query and key"):
+        head_geometry(gpt2)
+    with pytest.raises(ValueError, match="GPT2Model"):
+        input_geometry(gpt2, torch.zeros((1, 4), dtype=torch.long))

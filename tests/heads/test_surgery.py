@@ -218,3 +218,31 @@ def test_norm_matched_edit_of_a_purely_symmetric_head_has_no_skew_part_to_rescal
     assert hs.part_scale(w, w, "symmetric_matched") == pytest.approx(1.0)
     with pytest.raises(ValueError, match="no skew part"):
         hs.part_scale(w, w, "skew_matched")
+
+
+@pytest.mark.parametrize("edits, needle", [
+    ({(0, -1): "skew"}, "edits: head -1 is out of range"),
+    ({(0, 99): "skew"}, "edits: head 99 is out of range"),
+    ({(0, True): "skew"}, "edits: head must be a whole number; got True"),
+    ({(True, 0): "skew"}, "edits: layer must be a whole number; got True"),
+    ({(0, 1.0): "skew"}, "edits: head must be a whole number; got 1.0"),
+])
+def test_heads_that_are_not_a_head_of_the_model_are_refused(edits, needle):
+    model = _model("llama")
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")), hs.edited_heads(model, edits):
+        pass
+    with pytest.raises(ValueError, match="record: head 99"), hs.edited_heads(model, record={0: (99,)}):
+        pass
+    assert model.config._attn_implementation == "eager"  # nothing was changed before the refusal
+
+
+def test_means_for_a_missing_layer_or_head_are_refused():
+    model = _model("llama")
+    zero = torch.zeros(HEAD_DIM)
+    with pytest.raises(ValueError, match="means: layer 7 is out of range"), \
+            hs.edited_heads(model, {(1, 3): "mean"}, means={(7, 3): zero}):
+        pass
+    with pytest.raises(ValueError, match="means: head 4 is out of range"), \
+            hs.edited_heads(model, {(1, 3): "mean"}, means={(1, 4): zero}):
+        pass
+

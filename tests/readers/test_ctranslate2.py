@@ -275,3 +275,25 @@ def test_a_one_dimensional_linear_weight_is_refused_by_name(tmp_path, layer):
     write_ctranslate2(tmp_path / "flat.bin", "WhisperSpec", variables, revision=3)
     with pytest.raises(ValueError, match=rf"'{name}' has shape \("):  # one line naming it, no IndexError
         qg.load_qk(tmp_path / "flat.bin").layer(layer, "encoder")
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_a_layer_aliased_to_a_missing_variable_is_refused_not_dropped(tmp_path, layer):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    index = CT2Index(tmp_path / "model.bin")
+    variables = {name: index.raw(name).copy() for name in index.names()}
+    last = f"encoder/layer_{layer}/self_attention/linear_0/weight"
+    del variables[last]
+    write_ctranslate2(tmp_path / "alias.bin", "WhisperSpec", variables, revision=3,
+                      aliases={last: "encoder/layer_9/self_attention/linear_0/weight"})
+    with pytest.raises(SourceError, match=rf"alias '{last}' names the variable .*layer_9.* does not hold"):
+        qg.load_qk(tmp_path / "alias.bin")
+    # a layer stored under an alias of a variable the file holds is read, not dropped
+    variables["shared/weight"] = index.raw(last).copy()
+    write_ctranslate2(tmp_path / "shared.bin", "WhisperSpec", variables, revision=3, aliases={last: "shared/weight"})
+    with qg.load_qk(tmp_path / "shared.bin") as shared, qg.load_qk(tmp_path / "model.bin") as full:
+        assert shared.n_layers == full.n_layers
+        pd_full = qg.score_model(full)
+        pd_shared = qg.score_model(shared)
+    assert pd_shared[["symmetry", "directionality"]].equals(pd_full[["symmetry", "directionality"]])

@@ -323,3 +323,34 @@ def test_gguf_input_norm_and_query_bias_match_transformers(tmp_path, arch):
     raw, folded = qg.load_qk(path).layer(1), qg.load_qk(path, input_norm="folded").layer(1)
     gamma = offset + model.layers[1].input_layernorm.weight.detach().double()
     torch.testing.assert_close(folded.wq, raw.wq * gamma[None, :, None], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("locked", ["model.safetensors", "config.json", "model.gguf"])
+def test_a_file_of_another_user_is_reported_as_permission_denied(tmp_path, locked):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bounded import unprivileged
+
+    prefix = unprivileged()
+    folder = tmp_path / "m"
+    tiny("llama", **TINY_LLAMA).save_pretrained(folder)
+    target = folder / locked
+    if locked == "model.gguf":
+        target.write_bytes(b"GGUF" + bytes(200))
+        source = target
+    else:
+        source = folder
+    if prefix:  # root: a file of another user, readable by its owner only
+        os.chown(target, 12345, 12345)
+    target.chmod(0o600 if prefix else 0o000)
+    src = str(Path(qg.__file__).resolve().parents[1])
+    tests = str(Path(__file__).resolve().parents[1])
+    res = subprocess.run([*prefix, sys.executable, "-m", "qkgeometry.cli", "score", str(source)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join([src, tests])})
+    target.chmod(0o644)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "permission denied" in lines[0] and locked in lines[0] and "FileNotFoundError" not in lines[0], lines[0]

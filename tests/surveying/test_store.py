@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
-from bounded import no_hang, one_line_error
+from bounded import no_hang, one_line_error, unprivileged
 from qkgeometry.cli import main
 from qkgeometry.surveying.scoring import SURVEY_COLUMNS, read_cache, worker_pool
 from qkgeometry.surveying.store import SurveyStore, is_store_file, open_store
@@ -277,9 +277,9 @@ _HANGING_WORKERS = textwrap.dedent("""
     import concurrent.futures as cf, sys
     import survey_workers
     class Hanging(cf.ProcessPoolExecutor):  # every pool's workers hang on the model named in argv[1]
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, initializer=survey_workers.hang_on, initargs=(sys.argv[1], sys.argv[2]),
-                             **kwargs)
+        def __init__(self, *args, initializer=None, initargs=(), **kwargs):
+            super().__init__(*args, initializer=survey_workers.hang_on_after,
+                             initargs=(sys.argv[1], sys.argv[2], initializer, initargs), **kwargs)
     cf.ProcessPoolExecutor = Hanging
     from qkgeometry.cli import main
     sys.exit(main(sys.argv[3:]))
@@ -320,3 +320,174 @@ def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, t
     else:
         os.kill(hanging, signal.SIGKILL)
         pytest.fail("the worker stuck in a model was left running after Ctrl-C")
+
+
+# ------------------------------------------------------------------------------------------------ issue: spreadsheets
+def _bare_breaks_outside_quotes(text: str) -> list[int]:
+    """Offsets of what a spreadsheet would misread: a carriage return outside a quoted field (a row ends there), and
+    a row (or a cell) that begins, outside quotes, with a formula character."""
+    found, quoted = [], False
+    for i, c in enumerate(text):
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and (c == "\r" or (c in "\n," and text[i + 1:i + 2] in ("=", "+", "@", "\t"))):
+            found.append(i)
+    return found
+
+
+def test_a_carriage_return_in_a_name_stays_inside_its_cell_in_every_csv_written(tmp_path, capsys):
+    names = ["\r=1+1", "x\r=1+1", "y\r\n@SUM(1)"]
+    sources = [str(make_model(tmp_path / name, seed=k)) for k, name in enumerate(names)]
+    csv_store = tmp_path / "r.csv"
+    frame = qg.survey(sources, cache=csv_store, progress=False)
+    sqlite_store = tmp_path / "r.sqlite"
+    qg.survey(sources, cache=sqlite_store, progress=False)
+    assert main(["export", str(sqlite_store), "--csv", str(tmp_path / "e.csv")]) == 0
+    assert main(["score", sources[1], "--out", str(tmp_path / "s.csv")]) == 0
+    capsys.readouterr()
+    for path in (csv_store, tmp_path / "e.csv", tmp_path / "s.csv"):
+        text = path.read_bytes().decode()
+        assert "\r" in text and not _bare_breaks_outside_quotes(text), f"{path.name}: {text[:300]!r}"
+    back = read_cache(csv_store)
+    assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False, check_exact=True)
+    assert qg.survey(sources, cache=csv_store, progress=False).attrs["computed"] == []
+
+
+_KILL_MID_CSV_WRITE = textwrap.dedent("""
+    import sys, time
+    import pandas as pd
+    marker = sys.argv[1]
+    real = pd.DataFrame.to_csv
+    def slow(self, path, *args, **kwargs):
+        real(self, path, *args, **kwargs)
+        if str(path).endswith(".tmp"):  # the temporary is written, not yet renamed: hang here
+            open(marker, "w").close()
+            time.sleep(300)
+    pd.DataFrame.to_csv = slow
+    from qkgeometry.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_kill_9_of_a_csv_survey_leaves_no_temporary_file_for_good(models, tmp_path):
+    csv = tmp_path / "k.csv"
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_MID_CSV_WRITE, str(marker), "survey", models[0], "--out",
+                             str(csv)], env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not marker.exists():
+            time.sleep(0.1)
+        assert marker.exists(), "the survey never reached its CSV write"
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    temps = [p.name for p in tmp_path.iterdir() if p.name.startswith(".k.csv.") and p.name.endswith(".tmp")]
+    assert len(temps) == 1 and temps[0].startswith(f".k.csv.{proc.pid}."), temps  # what the kill left
+    read_cache(csv)  # reading alone changes nothing
+    assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == ["m1"]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # a survey that only reuses what is stored cleans up too
+    (tmp_path / temps[0]).write_text("left by a dead writer")
+    assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------------------------------------ issue: store access
+def test_a_read_only_store_is_exported_and_plotted(models, tmp_path):
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    store = shelf / "r.sqlite"
+    frame = qg.survey(models[:2], per="head", cache=store, progress=False)
+    before = sorted(p.name for p in shelf.iterdir())
+    content = store.read_bytes()
+    store.chmod(0o444)
+    shelf.chmod(0o555)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS]), "MPLCONFIGDIR": str(out / "mpl")}
+    try:
+        probe = subprocess.run([*unprivileged(), sys.executable, "-c", f"open({str(store)!r}, 'ab')"],
+                               capture_output=True, text=True, env=env)
+        assert probe.returncode != 0 and "Permission denied" in probe.stderr, "the store is still writable"
+        for args in (["export", str(store), "--csv", str(out / "e.csv")],
+                     ["plot", str(store), "--out-dir", str(out / "figs")]):
+            res = subprocess.run([*unprivileged(), sys.executable, "-m", "qkgeometry.cli", *args],
+                                 capture_output=True, text=True, env=env, timeout=300)
+            assert res.returncode == 0, res.stderr
+        assert sorted(p.name for p in shelf.iterdir()) == before and store.read_bytes() == content
+    finally:
+        shelf.chmod(0o755)
+        store.chmod(0o644)
+    pd.testing.assert_frame_equal(read_cache(out / "e.csv"), frame, check_dtype=False, check_exact=True)
+    assert (out / "figs" / "head_heatmaps_symmetry.png").exists()
+
+
+_OPEN_AT_ONCE = textwrap.dedent("""
+    import sys, time
+    from qkgeometry.surveying.store import SurveyStore
+    start, root, n = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    refused = 0
+    for j in range(n):
+        while time.time() < start + 0.25 * j:
+            pass
+        try:
+            with SurveyStore(f"{root}/s{j}.sqlite") as s:
+                assert s.counts() == (0, 0)
+        except Exception as e:
+            refused += 1
+            print(type(e).__name__, e, file=sys.stderr)
+    print(refused)
+""")
+
+
+def test_six_processes_opening_one_new_store_in_the_same_instant_all_succeed(tmp_path):
+    n = 12
+    start = time.time() + 4
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, str(start), str(tmp_path), str(n)],
+                              env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    results = [p.communicate(timeout=240) for p in procs]
+    refused = sum(int(out.strip() or n) for out, _ in results)
+    assert refused == 0, f"{refused} of {6 * n} opens refused: " + " | ".join(err for _, err in results if err)
+    for j in range(n):
+        with SurveyStore(tmp_path / f"s{j}.sqlite") as s:
+            assert s.counts() == (0, 0)
+
+
+def test_no_message_advises_deleting_a_store(models, tmp_path, capsys):
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all, just text\n" * 40)
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("a,b\n1,2\n")
+    for path in (other, garbage, bad_csv):
+        for args in (["plot", str(path)], ["survey", models[0], "--out", str(path)],
+                     ["export", str(path), "--csv", str(tmp_path / "e.csv")]):
+            line = one_line_error(capsys, main(args), str(path))
+            assert "delete" not in line.lower() and "remove" not in line.lower(), line
+    assert other.exists() and garbage.exists() and bad_csv.read_text() == "a,b\n1,2\n"
+
+
+@pytest.mark.parametrize("column, value", [("symmetry", float("nan")), ("directionality", float("inf")),
+                                           ("model", None), ("layer", None)])
+def test_putting_rows_the_store_cannot_hold_is_refused_clearly(models, tmp_path, column, value):
+    frame = qg.survey(models[:1], per="head", progress=False)
+    store = tmp_path / "r.sqlite"
+    bad = frame.copy()
+    bad[column] = bad[column].astype(object)
+    bad.loc[2, column] = value
+    with SurveyStore(store) as s:
+        with pytest.raises(ValueError, match=rf"`frame`: {column} .*row 2"):
+            s.put(bad)
+        with pytest.raises(ValueError, match=rf"`frame`: {column} .*row 2"):
+            s.put_many(bad)
+        assert s.counts() == (0, 0)
+        s.put(frame)
+        assert s.counts() == (1, len(frame))

@@ -208,3 +208,19 @@ def test_train_objectives_records_runs(tmp_path, monkeypatch, capsys):
     scores, _, prov = ob.read_recorded(tmp_path / "r")
     assert prov["config"]["d_mlp"] == 0 and prov["command"].startswith("qkgeometry train-objectives --seeds 0 ")
     assert scores["step"].max() == 2
+
+
+@pytest.mark.parametrize("command", ["train", "train-objectives"])
+def test_a_batch_too_large_for_one_step_is_refused_at_once(tmp_path, capsys, command):
+    import time
+
+    from bounded import no_hang, one_line_error
+
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    with no_hang(60):
+        rc = qkgeometry_main([command, "--batch-size", "100000000", "--out", str(out)])
+    elapsed = time.perf_counter() - start
+    one_line_error(capsys, rc, "batch", "100,000,000", "over the bound of 4,194,304", "smaller batch_size")
+    assert elapsed < 10, f"refused after {elapsed:.1f} s"
+    assert not out.exists()

@@ -123,5 +123,9 @@ def preset(name: str, max_params_b: float | None = None, include_gated: bool = T
     (e.g. ``max_params_b=2`` on a free Colab) or gated ones."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}.")
+    if max_params_b is not None and (isinstance(max_params_b, bool) or not isinstance(max_params_b, (int, float))
+                                     or not max_params_b > 0):  # nan is not above 0 either
+        raise ValueError(f"`max_params_b` must be a number of billions of parameters above 0 (e.g. 2); got "
+                         f"{max_params_b!r}.")
     return [e for e in PRESETS[name] if (max_params_b is None or e.params_b <= max_params_b)
             and (include_gated or not e.gated)]

@@ -118,7 +118,16 @@ def uniform_scores(T: int, causal: bool, skip: int = 4, window: int = 3) -> dict
 def repeated_random_tokens(vocab_size: int, n_sequences: int, half: int, seed: int = 0, low: int = 1000,
                            prefix: Sequence[int] = (), repeat: bool = True) -> torch.Tensor:
     """Sequences ``prefix + r + r`` with ``r`` ``half`` random token ids in ``[low, vocab_size)`` (the standard
-    induction input); ``repeat=False`` draws the second half afresh (the control). Chapter 7."""
+    induction input); ``repeat=False`` draws the second half afresh (the control). Chapter 7. Counts that are not
+    whole numbers >= 1 (``half``, ``n_sequences``), a negative ``low`` or a prefix id outside the vocabulary raise
+    ``ValueError`` naming the argument."""
+    for name, value, least in (("n_sequences", n_sequences, 1), ("half", half, 1), ("vocab_size", vocab_size, 1),
+                               ("low", low, 0), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name}: must be a whole number >= {least}; got {value!r}.")
+    bad = [t for t in prefix if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < vocab_size]
+    if bad:
+        raise ValueError(f"prefix: token ids must be whole numbers in [0, {vocab_size}); got {bad[0]!r}.")
     if vocab_size <= low + half:
         raise ValueError(f"vocab_size: must exceed low + half = {low + half}; got {vocab_size}.")
     rng = np.random.default_rng(seed)

@@ -38,10 +38,16 @@ __all__ = [
 def head_factors(model) -> Iterable[tuple[int, int, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]]:
     """``(layer, head, W_Q, W_K, b_q, b_k)`` of every head of a BERT-, MPNet-, Llama- or Qwen2-style
     ``transformers`` model, in float64, with ``W_Q``, ``W_K`` of shape (d, d_h) (KV heads repeated, h // group).
-    Chapter 7."""
+    Chapter 7. A model without separate query and key projections (GPT-2's fused ``c_attn``) raises ``ValueError``:
+    an empty frame would read as "no heads"."""
     mods = [m for m in model.modules() if (hasattr(m, "q_proj") and hasattr(m, "k_proj"))
             or (hasattr(m, "query") and isinstance(m.query, torch.nn.Linear))
             or (hasattr(m, "q") and isinstance(m.q, torch.nn.Linear) and hasattr(m, "k"))]
+    if not mods:
+        raise ValueError(f"model: {type(model).__name__} has no attention module with separate query and key "
+                         "projections (q_proj/k_proj, query/key or q/k), which the head analyses read; pass a BERT-, "
+                         "MPNet-, Llama- or Qwen2-style model, or score this one with qkgeometry.score_model(model, "
+                         "per='head').")
     cfg = model.config
     n_heads = cfg.num_attention_heads
     n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads

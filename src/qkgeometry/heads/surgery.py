@@ -277,17 +277,17 @@ def edited_heads(model: torch.nn.Module, edits: Mapping[tuple[int, int], str] | 
     """
     edits, record, means = dict(edits or {}), dict(record or {}), dict(means or {})
     modules = attention_modules(model)
+    n_heads = int(model.config.num_attention_heads)
     for (layer, head), part in edits.items():
+        _check_head("edits", layer, head, len(modules), n_heads)
         if part not in PARTS:
             raise ValueError(f"edits: part for head ({layer}, {head}) must be one of {', '.join(PARTS)}; got "
                              f"{part!r}.")
-        if not 0 <= layer < len(modules):
-            raise ValueError(f"edits: layer {layer} is out of range; the model has {len(modules)} attention "
-                             f"layers.")
-    for layer in record:
-        if not 0 <= layer < len(modules):
-            raise ValueError(f"record: layer {layer} is out of range; the model has {len(modules)} attention "
-                             f"layers.")
+    for layer, heads in record.items():
+        for head in heads:
+            _check_head("record", layer, head, len(modules), n_heads)
+    for layer, head in means:
+        _check_head("means", layer, head, len(modules), n_heads)
     _register()
     configs = _configs(model)
     saved = [cfg._attn_implementation for cfg in configs]
@@ -314,6 +314,18 @@ def edited_heads(model: torch.nn.Module, edits: Mapping[tuple[int, int], str] | 
                 del m._qkgeometry_edit
         for cfg, impl in zip(configs, saved, strict=True):
             cfg._attn_implementation = impl
+
+
+def _check_head(what: str, layer: object, head: object, n_layers: int, n_heads: int) -> None:
+    """Refuse a (layer, head) of ``what`` that is not a whole number in range (a bool, -1 or 99 would edit nothing,
+    the wrong head, or fail in the middle of a forward pass)."""
+    for name, value, n in (("layer", layer, n_layers), ("head", head, n_heads)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{what}: {name} must be a whole number; got {value!r} ({type(value).__name__}) in "
+                             f"({layer!r}, {head!r}).")
+        if not 0 <= value < n:
+            raise ValueError(f"{what}: {name} {value} is out of range in ({layer}, {head}); the model has {n} "
+                             f"attention {name}s ({name}s 0 to {n - 1}).")
 
 
 def _module_part_scale(model, module, head: int, part: str) -> float:

@@ -399,10 +399,17 @@ def head_pair_terms(terms, label: str = r"$\mathrm{tr}(M_h M_{h'})\,/\,\mathrm{t
 
 
 def survey_figures(frame) -> dict:
-    """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem."""
+    """Chapter 4 / ``qkgeometry plot``: every survey figure that ``frame`` supports, by file stem.
+
+    The figures show one level and one form: a frame that mixes per-layer with per-head rows, or raw with folded
+    gains, is refused (select one first); models of different sources that share a name are told apart
+    (:func:`qkgeometry.surveying.identity.distinct_labels`)."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
     check_scores(frame)
+    from ..surveying.identity import distinct_labels, one_view
     from ..surveying.scoring import summarize
+
+    frame = distinct_labels(one_view(frame, "`frame`", cli=False))
 
     figs = {"layer_curves": survey_layer_curves(frame)}
     summary = summarize(frame).merge(frame[["model", "init"]].drop_duplicates(), on="model", how="left") \

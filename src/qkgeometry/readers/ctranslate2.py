@@ -154,6 +154,10 @@ class CT2Index:
         for _ in range(self._read("I")):
             alias = self._string()
             self.aliases[alias] = self._string()
+        for alias, target in self.aliases.items():  # an alias stands for a variable of the file, or it is damage
+            if target not in self.variables:
+                raise CT2FormatError(f"{str(self.path)!r}: alias {alias!r} names the variable {target!r}, which the "
+                                     "file does not hold; the file is incomplete or corrupt. Re-convert the model.")
 
     def names(self) -> list[str]:
         """Variable names in file order (aliases not included)."""
@@ -206,7 +210,7 @@ class CT2Index:
 def _count_layers(index: CT2Index, template: str) -> int:
     """Layers 0..n-1 of ``template``; a gap (layer 2 present, layer 1 missing) is an error, not a shorter model."""
     present = set()
-    for name in index.variables:
+    for name in [*index.variables, *index.aliases]:  # a layer may be stored under an alias
         for i in _layer_numbers(name, template):
             present.add(i)
     n = 0

@@ -224,6 +224,11 @@ def open_safetensors(file: Path) -> Any:
     from safetensors import safe_open
 
     try:
+        with open(file, "rb"):  # the operating system's own reason (permission denied...), which safetensors loses
+            pass
+    except OSError as e:
+        raise os_error(file, e, "safetensors file") from e
+    try:
         try:
             return safe_open(str(file), framework="numpy", backend="pread")
         except TypeError:  # safetensors < 0.7 has no backend argument: fall back to its memory map

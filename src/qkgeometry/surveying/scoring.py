@@ -10,8 +10,8 @@ The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` sta
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, as_completed
+from collections.abc import Iterable
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +24,7 @@ from ..errors import SurveyInterrupted, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
 from ..readers import load_qk
 from ..scores import layer_scores
+from .identity import distinct_labels, source_identity
 from .store import (
     CACHE_KEY,
     COLUMNS,
@@ -34,6 +35,7 @@ from .store import (
     spreadsheet_safe,
     spreadsheet_text,
 )
+from .workers import worker_pool
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,7 +98,8 @@ def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4.
+    """Median and interquartile range of both scores per (model, family, component). Chapters 2 and 4. Models of
+    different sources that share a name are told apart (:func:`~qkgeometry.surveying.identity.distinct_labels`).
 
     ``frame``: a score or survey frame (at least the columns model, family, component, symmetry, directionality).
     """
@@ -108,7 +111,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"`frame` lacks the column(s) {missing}; pass the frame of qkgeometry.score_model or "
                          "qkgeometry.survey (one row per layer or head, with both scores).")
-    grouped = frame.groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
+    grouped = distinct_labels(frame).groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
     out = grouped.size().rename("n").to_frame()
     median, q25, q75 = grouped.median(), grouped.quantile(0.25), grouped.quantile(0.75)  # vectorised per group
     for score in ("symmetry", "directionality"):
@@ -187,7 +190,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     .get_executor()`` (``--dask-scheduler ADDRESS``) the machines of a cluster, whose workers must be able to open
     the sources (a shared file system, or Hub ids). The result equals the serial one exactly and comes in the
     order of ``sources``, whatever the order the workers finish in. A QKModel in ``sources`` is scored in this
-    process. A task whose worker dies (``kill -9``, out of memory) fails alone, as a failure of its model.
+    process. A task whose worker dies (``kill -9``, out of memory) fails alone, as a failure of its model: the
+    other models of the broken pool are scored again on a fresh one (:mod:`qkgeometry.surveying.workers`).
 
     Store (``cache=path``), built so that nothing is lost, stale or silently wrong
     (:mod:`qkgeometry.surveying.store`):
@@ -336,30 +340,25 @@ def _dispatch(entries: list[Any], settings: dict[str, Any], executor: Executor |
             bar.set_postfix_str(_label(entry))
             finish(i, _survey_one(entry, settings, stored_rows(entry), progress))
         return
+    from .workers import run_tasks
+
     local = [i for i, e in enumerate(entries) if isinstance(_source_of(e), QKModel)]
-    for i, entry in enumerate(entries):
-        if i not in local:
-            futures[executor.submit(_survey_one, entry, settings, stored_rows(entry), False)] = i
     for i in local:  # the caller's open models stay in this process
         finish(i, _survey_one(entries[i], settings, stored_rows(entries[i]), False))
-    for future in as_completed(futures):
-        i = futures[future]
-        try:
-            outcome = future.result()
-        except Exception as e:  # the worker died, or the task could not be sent or returned
-            outcome = _failed(entries[i], e)
-        finish(i, outcome)
+    tasks = {i: (entry, settings, stored_rows(entry), False) for i, entry in enumerate(entries) if i not in local}
+    run_tasks(executor, _survey_one, tasks, finish, lambda i, e: finish(i, _failed(entries[i], e)), futures)
 
 
 def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFrame:
     """The frame :func:`survey` returns, in the order of its sources, with its failures, computed models and
     repeats in ``attrs``."""
     parts = [o["frame"] for o in outcomes if o["status"] != "failed"]
-    out = pd.concat(parts, ignore_index=True) if parts else empty_frame()
+    out = distinct_labels(pd.concat(parts, ignore_index=True)) if parts else empty_frame()
     out["head"] = out["head"].astype("Int64")
     out.attrs["failures"] = pd.DataFrame([o["failure"] for o in outcomes if o["status"] == "failed"],
                                          columns=["source", "name", "error", "message"])
-    out.attrs["computed"] = [str(o["frame"]["model"].iloc[0]) for o in outcomes if o["status"] == "computed"]
+    label = dict(zip(out["source"], out["model"]))  # one label per source (distinct where names are shared)
+    out.attrs["computed"] = [str(label[o["frame"]["source"].iloc[0]]) for o in outcomes if o["status"] == "computed"]
     out.attrs["repeated"] = repeated
     return out
 
@@ -379,27 +378,20 @@ def _label(entry: Any) -> str:
 
 
 def _source_key(entry: Any) -> str:
-    """The ``source`` column a model's rows carry."""
+    """The ``source`` column a model's rows carry: its resolved identity (a local path made absolute)."""
     source = _source_of(entry)
-    return source.source if isinstance(source, QKModel) else str(source)
+    return source.source if isinstance(source, QKModel) else source_identity(source)
 
 
 def _distinct(entries: list[Any]) -> tuple[list[Any], list[str]]:
-    """``entries`` without repeats (the first of each kept, in order), and the repeated sources. Local paths are
-    compared as resolved paths (``./m`` and ``m`` are one model), a QKModel by identity."""
-    import os
-
+    """``entries`` without repeats (the first of each kept, in order), and the repeated sources. Sources are
+    compared by :func:`~qkgeometry.surveying.identity.source_identity` (``./m`` and ``m`` are one model), a QKModel
+    by identity."""
     seen: set[Any] = set()
     kept, repeated = [], []
     for entry in entries:
         source = _source_of(entry)
-        if isinstance(source, QKModel):
-            ident: Any = ("model", id(source))
-        else:
-            text = str(source)
-            prefix = RANDOM_PREFIX if text.startswith(RANDOM_PREFIX) else ""
-            rest = text[len(prefix):]
-            ident = prefix + (os.path.realpath(rest) if os.path.exists(rest) else rest)
+        ident: Any = ("model", id(source)) if isinstance(source, QKModel) else source_identity(source)
         if ident in seen:
             repeated.append(_source_key(entry))
             continue
@@ -420,7 +412,6 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
     """One model of a survey, as a worker runs it: open ``entry``, reuse its complete rows from ``stored`` (the
     stored rows of its source) or score it. Returns ``{"status": "hit" | "computed" | "failed", "label", "frame",
     "key", "failure"}``; a model's own failure is returned, never raised, so a worker never ends a survey."""
-    import contextlib
 
     from .._version import __version__ as version
     from ..catalogue import PresetEntry
@@ -432,7 +423,7 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
     try:
         model = _open(source, settings["qk_norm"], settings["device"], settings["input_norm"])
         with contextlib.nullcontext() if isinstance(source, QKModel) else model:  # the caller closes theirs
-            key = {"source": model.source if isinstance(source, QKModel) else str(source),
+            key = {"source": _source_key(entry),
                    "revision": str(model.revision), "qkgeometry_version": version, "per": per,
                    "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
             hit = _complete_rows(stored, key, model, per)
@@ -447,35 +438,6 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
     except Exception as e:  # one bad model must not end a long survey: report, skip, go on
         return _failed(entry, e)
     return {"status": "computed", "label": label, "frame": frame, "key": key, "failure": None}
-
-
-@contextlib.contextmanager
-def worker_pool(workers: int) -> Iterator[Executor]:
-    """A :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes for :func:`survey`
-    (``qkgeometry survey --workers N``). Its processes are started fresh (``spawn``: no copy of this process's
-    threads or open files), with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set. Leaving the block on an error or
-    Ctrl-C stops the workers at once instead of waiting for the models in progress."""
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"`workers` must be a whole number >= 1; got {workers!r}.")
-    # idle OpenMP threads of the workers sleep instead of spinning (an explicit setting wins): with more workers
-    # than cores, spinning threads took the CPU from the working ones and made scoring several times slower
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        yield pool
-    except BaseException:
-        processes = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)  # quick now: the pool sees its workers gone and cleans up
-        raise
-    else:
-        pool.shutdown(wait=True)
 
 
 def _expected_rows(model: QKModel, per: Per) -> pd.DataFrame:

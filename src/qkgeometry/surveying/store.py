@@ -133,13 +133,17 @@ class SurveyStore:
       models were added), :meth:`rows_for` those of one source, :meth:`counts` the numbers of models and rows.
     """
 
-    def __init__(self, path: str | Path, *, what: str = "survey store"):
+    def __init__(self, path: str | Path, *, what: str = "survey store", readonly: bool = False):
         from .._files import resolve_output
+        from ..errors import OutputError
 
         self.path = Path(path)
         self._what = what
         self._csv = self.path.suffix.lower() == ".csv" and not is_store_file(self.path)
         if self._csv:  # the CSV is import and export: the rows live in a database in memory
+            from .._files import remove_stale_temps
+
+            remove_stale_temps(resolve_output(self.path))  # a survey killed mid-export leaves its temporary file
             self._stamp: tuple[int, int, int] | None = None
             self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             self._conn.executescript(_SCHEMA)
@@ -148,7 +152,14 @@ class SurveyStore:
         if target.exists() and not target.is_file():
             raise ValueError(f"{what} {str(self.path)!r} is not a regular file (a folder or a pipe?); pass a "
                              ".sqlite file.")
-        fresh = not target.exists() or target.stat().st_size == 0
+        if readonly:
+            self._conn = _connect_readonly(target, what, self.path)
+            try:
+                self._check()
+            except BaseException:
+                self._conn.close()
+                raise
+            return
         try:
             # autocommit mode: transactions are opened explicitly (BEGIN IMMEDIATE) around each model
             self._conn = sqlite3.connect(str(target), timeout=60, isolation_level=None, check_same_thread=False)
@@ -156,18 +167,38 @@ class SurveyStore:
             raise ValueError(f"cannot open {what} {str(self.path)!r}: {e}; check the path and its "
                              "permissions.") from e
         try:
-            if not fresh:
-                self._check()
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._create_or_check()
+            _retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
-            if fresh:
-                self._conn.executescript(_SCHEMA)
+        except sqlite3.OperationalError as e:
+            self._conn.close()
+            raise OutputError(f"cannot open {what} {str(self.path)!r} for writing ({e}); check its permissions, "
+                              "or pass another path.") from e
         except sqlite3.DatabaseError as e:
             self._conn.close()
             raise ValueError(f"{what} {str(self.path)!r} is not a qkgeometry survey store ({e}); pass another "
-                             "path or delete the file.") from e
+                             "path (the file is left as it is).") from e
         except BaseException:
             self._conn.close()
+            raise
+
+    def _create_or_check(self) -> None:
+        """In one write transaction: lay out a new store in an empty database, or check an existing one. Many
+        processes opening one new store at the same instant each wait their turn (SQLite's lock), and every one
+        but the first finds the store made."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            empty = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+            if empty and conn.execute("PRAGMA application_id").fetchone()[0] == 0:
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    conn.execute(statement)
+            else:
+                self._check()
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
             raise
 
     def _check(self) -> None:
@@ -175,7 +206,7 @@ class SurveyStore:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if app != _APPLICATION_ID:
             raise ValueError(f"{self._what} {str(self.path)!r} is an SQLite database but not a qkgeometry survey "
-                             "store; pass another path or delete the file.")
+                             "store; pass another path (the file is left as it is).")
         if version > _FORMAT:
             raise ValueError(f"{self._what} {str(self.path)!r} was written by a newer qkgeometry (store format "
                              f"{version}, this one reads {_FORMAT}); upgrade qkgeometry.")
@@ -204,8 +235,8 @@ class SurveyStore:
         try:
             records = self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as e:
-            raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path or delete the "
-                             "file.") from e
+            raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path (the file is "
+                             "left as it is).") from e
         if not records:
             return empty_frame()
         frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT])
@@ -236,8 +267,11 @@ class SurveyStore:
     def put(self, frame: pd.DataFrame, key: dict[str, Any] | None = None) -> None:
         """Add one model's rows (a frame of :data:`SURVEY_COLUMNS` for a single identity), in one transaction that
         first deletes the rows of any stored version of the same model. ``key`` (the model's :data:`IDENTITY` and
-        :data:`FINGERPRINT`) defaults to the frame's first row."""
+        :data:`FINGERPRINT`) defaults to the frame's first row. A frame that lacks a column, or whose scores are not
+        finite numbers (or whose model, component or layer is missing), raises ``ValueError`` naming the row and
+        column, and nothing is written."""
         if len(frame):
+            _check_rows(frame)
             self._write([(frame, key)])
 
     def put_many(self, frame: pd.DataFrame) -> int:
@@ -246,6 +280,7 @@ class SurveyStore:
         models written."""
         if not len(frame):
             return 0
+        _check_rows(frame)
         parts = []
         for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
             last = part.iloc[-1]
@@ -326,6 +361,64 @@ class SurveyStore:
                          f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
 
 
+def _check_rows(frame: pd.DataFrame) -> None:
+    """Refuse a frame that the store cannot hold as it is: a missing column, a score that is not a finite number,
+    a missing model, component, layer or key field (SQLite would refuse it mid-transaction with its own words)."""
+    missing = [c for c in SURVEY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"`frame` lacks the column(s) {missing}; pass a frame of qkgeometry.survey (the columns "
+                         "of SURVEY_COLUMNS).")
+    for col in ("symmetry", "directionality", "num_std"):
+        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            row = frame.iloc[bad[0]]
+            raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}, layer "
+                             f"{row['layer']!r}) is not a finite number; a survey store holds finite scores only. "
+                             "Rescore the model, or drop its rows.")
+    for col in ("model", "component", "layer", "source", "per", "input_norm", "qkgeometry_version"):
+        if frame[col].isna().any():
+            i = int(np.flatnonzero(frame[col].isna().to_numpy())[0])
+            raise ValueError(f"`frame`: {col} is missing in row {i} (model {frame.iloc[i]['model']!r}); a survey "
+                             "store needs it on every row.")
+
+
+def _retry_locked(step: Any, seconds: float = 60.0) -> Any:
+    """Run ``step()``, again while SQLite says the database is locked (a statement that its busy handler does not
+    wait for, such as switching the journal mode while another process opens the same new store)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _connect_readonly(target: Path, what: str, shown: Path) -> sqlite3.Connection:
+    """A connection that only reads ``target``: works on a store the user may read but not write (a read-only file
+    or folder, where SQLite cannot create the write-ahead log's index); such a store is read as it is on disk."""
+    uri = target.resolve().as_uri()
+    last: sqlite3.Error | None = None
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(uri + query, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.DatabaseError as e:
+            last = e
+            with contextlib.suppress(UnboundLocalError, sqlite3.Error):
+                conn.close()
+            if not isinstance(e, sqlite3.OperationalError):
+                raise ValueError(f"{what} {str(shown)!r} is not a qkgeometry survey store ({e}); pass another path "
+                                 "(the file is left as it is).") from e
+    raise ValueError(f"cannot read {what} {str(shown)!r} ({last}); check that the file is readable, or pass "
+                     "another path.") from last
+
+
 def _records(frame: pd.DataFrame) -> list[tuple]:
     """The ``rows`` columns of ``frame`` as plain Python values (``None`` for a missing head)."""
     out = []
@@ -393,7 +486,7 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
         if is_store_file(path):
             if not resolve_output(path).stat().st_size:
                 return empty_frame()
-            with SurveyStore(path, what="survey store") as store:
+            with SurveyStore(path, what="survey store", readonly=True) as store:
                 return store.read()
         data = path.read_bytes()
     except OSError as e:
@@ -410,17 +503,17 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
                                                       "model": str, "input_norm": str}, keep_default_na=True)
     except UnicodeDecodeError as e:
         raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
-                         "qkgeometry survey CSV. Pass another path or delete the file.") from e
+                         "qkgeometry survey CSV. Pass another path (the file is left as it is).") from e
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
-                         "another path or delete the file.") from e
+                         "another path (the file is left as it is).") from e
     spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
     if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
         frame["input_norm"] = "raw"
     missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
     if missing:
         raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
-                         "pass a new path or delete the file.")
+                         "pass another path (the file is left as it is).")
     numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
     for col in [*numeric, "head"]:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")

@@ -69,6 +69,16 @@ def _option(default, text: str, **argparse_kw):
     return field(default=default, metadata={"help": text, **argparse_kw})
 
 
+
+def _check_batch_tokens(batch_size: int, seq_len: int) -> None:
+    """Refuse a step of more than :data:`qkgeometry.limits.MAX_BATCH_TOKENS` tokens at once, before any data is read
+    or any memory is taken for it."""
+    from ..limits import MAX_BATCH_TOKENS
+
+    if batch_size * seq_len > MAX_BATCH_TOKENS:
+        raise ValueError(f"batch_size {batch_size:,} × seq_len {seq_len:,} = {batch_size * seq_len:,} tokens per "
+                         f"step, over the bound of {MAX_BATCH_TOKENS:,}; use a smaller batch_size (or seq_len).")
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a run (goes verbatim into ``provenance.json``).
@@ -112,6 +122,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer; got {getattr(self, name)}.")
         if self.hidden % self.heads:
             raise ValueError(f"hidden must be a multiple of heads; got hidden {self.hidden} and heads {self.heads}.")
+        _check_batch_tokens(self.batch_size, self.seq_len)
         if self.vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size must be larger than the {len(SPECIAL_TOKENS)} special tokens; "
                              f"got {self.vocab_size}.")
@@ -178,6 +189,7 @@ class ObjectiveConfig:
             v = getattr(self, name)
             if not _positive_int(v):
                 raise ValueError(f"`{name}` must be a positive integer; got {v!r}.")
+        _check_batch_tokens(self.batch_size, self.seq_len)
         if self.d_model % self.n_heads:
             raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `n_heads` ({self.n_heads}).")
         if isinstance(self.d_mlp, bool) or not isinstance(self.d_mlp, int) or self.d_mlp < 0:

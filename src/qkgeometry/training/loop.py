@@ -38,6 +38,7 @@ import torch
 
 from .._files import replacing, write_bytes_atomic
 from ..devices import default_device
+from ..recorded_runs import read_record_csv, read_record_json
 from .config import INIT_NOTES, SCHEDULES, TrainConfig
 from .data import TokenData, cache_dir, prepare_data, train_batch, validation_batches
 from .models import (
@@ -123,10 +124,9 @@ def _load_optimizer(opt: torch.optim.Optimizer, flat: dict[str, torch.Tensor]) -
 
 
 def read_log(out: str | os.PathLike):
-    """The run's ``log.csv`` as a pandas DataFrame."""
-    import pandas as pd
-
-    return pd.read_csv(Path(out) / "log.csv")
+    """The run's ``log.csv`` as a pandas DataFrame (a missing, empty or damaged log raises
+    :class:`~qkgeometry.errors.RecordError` naming it)."""
+    return read_record_csv(Path(out) / "log.csv", rows=False)
 
 
 # ----------------------------------------------------------------------------------------------------- runs
@@ -288,7 +288,7 @@ class Run:
         prov["updated"] = prov["created"]
         path = self.out / "provenance.json"
         if path.is_file():  # keep the original creation time and append the sessions that advanced the run
-            old = json.loads(path.read_text())
+            old = read_record_json(path)
             prov["created"] = old.get("created", prov["created"])
             prov["sessions"] = [*old.get("sessions", []), {"commit": prov["commit"], "hardware": prov["hardware"],
                                                             "resumed_at_step": self.step, "at": prov["updated"]}]
@@ -315,7 +315,7 @@ class Run:
     def _update_provenance(self) -> None:
         prov_path = self.out / "provenance.json"
         if prov_path.is_file():
-            prov = json.loads(prov_path.read_text())
+            prov = read_record_json(prov_path)
             prov.update(steps_done=self.step, train_seconds=round(self.seconds, 1),
                         updated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
             _atomic_json(prov_path, prov)
@@ -323,7 +323,7 @@ class Run:
     def _load(self) -> None:
         from safetensors.torch import load_file, load_model
 
-        state = json.loads((self.ckpt / "state.json").read_text())
+        state = read_record_json(self.ckpt / "state.json", needs=("step", "seconds", "config"))
         saved = {**TrainConfig().to_dict(), **state["config"]}  # fields added later take their defaults
         saved = {k: saved[k] for k in self.config.to_dict()}
         if saved != self.config.to_dict():

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .._files import write_bytes_atomic
+from ..recorded_runs import read_record_csv, read_record_json
 from ..scores import directionality_score, symmetry_score
 from .config import OBJECTIVES, ObjectiveConfig, option_flag
 from .data import TokenData, train_block
@@ -341,13 +342,14 @@ def read_recorded(folder: str | os.PathLike) -> tuple[pandas.DataFrame, pandas.D
     folder = Path(folder)
     prov_path = folder / "provenance.json"
     if prov_path.is_file():
-        prov = json.loads(prov_path.read_text())
-        return pd.read_csv(folder / "scores.csv"), pd.read_csv(folder / "gradients.csv"), prov
+        prov = read_record_json(prov_path)
+        return read_record_csv(folder / "scores.csv"), read_record_csv(folder / "gradients.csv"), prov
     parts = sorted(p.parent for p in folder.glob("*/provenance.json"))
     if not parts:
         raise FileNotFoundError(f"{folder}: no provenance.json, in it or in a sub-folder; record the runs with "
                                 f"`qkgeometry train-objectives --out {folder}`.")
-    provs = [json.loads((p / "provenance.json").read_text()) for p in parts]
+    provs = [read_record_json(p / "provenance.json", needs=("seeds", "data", "runs_done", "runs_total",
+                                                            "wall_seconds", "command")) for p in parts]
     by_seed = sorted(zip(parts, provs), key=lambda pp: (min(pp[1].get("seeds") or [float("inf")]), pp[0].name))
     parts, provs = [p for p, _ in by_seed], [pr for _, pr in by_seed]
     for key in ("config", "objectives", "vocab_size", "gradient_batches"):
@@ -373,6 +375,6 @@ def read_recorded(folder: str | os.PathLike) -> tuple[pandas.DataFrame, pandas.D
                           "hardware": pr.get("hardware"), "created": pr.get("created"),
                           "run_seconds": pr.get("run_seconds")} for p, pr in zip(parts, provs)])
     merged["hardware"] = provs[0].get("hardware")
-    scores = pd.concat([pd.read_csv(p / "scores.csv") for p in parts], ignore_index=True)
-    grads = pd.concat([pd.read_csv(p / "gradients.csv") for p in parts], ignore_index=True)
+    scores = pd.concat([read_record_csv(p / "scores.csv") for p in parts], ignore_index=True)
+    grads = pd.concat([read_record_csv(p / "gradients.csv") for p in parts], ignore_index=True)
     return scores, grads, merged
