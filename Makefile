@@ -30,11 +30,14 @@ NOTEBOOKS := $(BIN)/python -m tools.notebooks
 # Exact versions of the book stack (see the file's header); torch is pinned below on its own.
 CONSTRAINTS := book-constraints.txt
 
-.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser browser-deps book clean help
+.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser test-colab browser-deps book clean \
+	help
 
 help:
 	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
 	@echo "                 (quick), a quick book build and the rendered-page check in headless Chromium"
+	@echo "make test-colab - every chapter as on Colab, each in a fresh runtime (new venv, empty pip and Hugging Face"
+	@echo "                 caches, the chapter's own first cell installing the package from PyPI); needs PyPI"
 	@echo "make test-fast - lint and the tests not marked slow (no book builds, notebook runs, gemma assembly or"
 	@echo "                 offline-preset survey): the inner loop"
 	@echo "make lint      - ruff with the rule selection of pyproject.toml"
@@ -58,7 +61,7 @@ lint: install
 # Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included. The browser check reads the
 # book built below, so it runs after that build (test-browser), not here.
 test-unit: install
-	$(BIN)/python -m pytest -q -m "not browser"
+	$(BIN)/python -m pytest -q -m "not browser and not colab"
 
 # The inner loop: everything not marked slow.
 test-fast: lint
@@ -91,6 +94,12 @@ test-browser: test-book browser-deps
 	  $(BIN)/python -m pytest -q -m browser tests/book/test_rendered_pages.py
 
 test: lint test-unit test-notebooks test-book test-browser
+
+# Every chapter Colab-like, each in a fresh runtime of its own (tests/colab_like.py): the installs come from PyPI
+# through the chapter's first cell, the models from the loopback Hub emulator. Per-chapter times and bytes fetched ->
+# _build/colab-like/report.txt. It installs the committed state of the checkout.
+test-colab: install
+	$(BIN)/python -m pytest -q -m colab tests/book/test_colab_like.py
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install

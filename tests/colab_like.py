@@ -222,9 +222,11 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
 def _first_cell_seconds(executed: Path) -> float:
     """The first cell's duration as papermill recorded it in the executed notebook (NaN when there is none)."""
     try:
-        cell = json.loads(executed.read_text(encoding="utf-8"))["cells"][0]
-        return float(cell["metadata"]["papermill"]["duration"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+        # papermill puts a banner cell first when a cell failed: the chapter's first cell is its first code cell
+        first = next(c for c in cells if c["cell_type"] == "code")
+        return float(first["metadata"]["papermill"]["duration"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return float("nan")
 
 
