@@ -10,7 +10,8 @@
 * the chapters copied to a temporary folder outside the checkout, run by papermill in quick mode;
 * a stand-in ``google.colab`` module, imported at interpreter start (``sitecustomize``), so the Colab branches run;
 * the loopback Hub emulator serving the chapters' models under their real Hub ids, built from the offline packages
-  (SmolLM2's GGUF is converted once to the safetensors layout of its Hub repo and cached).
+  (the GGUF decoders, SmolLM2 and Qwen2.5-Coder, are converted once to the safetensors layout of their Hub repos
+  and cached).
 
 Each chapter's wall time (its first cell's too) and the bytes it fetched from the emulator are returned (and
 printed by the script).
@@ -121,19 +122,19 @@ def prepare_chapter(src: Path, dst: Path, checkout: Path) -> Path:
     return dst
 
 
-def smollm2_hub_folder(cache: Path) -> Path:
-    """SmolLM2-135M-Instruct in the layout of its Hub repo (config.json, model.safetensors in bf16, tokenizer), made
-    once from the offline GGUF (dequantised Q4_1 weights: not the Hub's bytes, the same tensor names and sizes)."""
-    out = cache / "hub" / "SmolLM2-135M-Instruct"
+def gguf_hub_folder(alias: str, cache: Path) -> Path:
+    """Offline decoder ``alias`` (a GGUF file) in the layout of its Hub repo (config.json, model.safetensors in bf16,
+    tokenizer), made once: dequantised weights, not the Hub's bytes; the same tensor names and shapes."""
+    from qkgeometry import catalogue
+
+    out = cache / "hub" / catalogue.OFFLINE_MODELS[alias].hub_id.split("/")[-1]
     if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
         return out
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from qkgeometry import catalogue
-
-    gguf = catalogue.offline_path("smollm2-135m")
+    gguf = catalogue.offline_path(alias)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -151,12 +152,18 @@ def smollm2_hub_folder(cache: Path) -> Path:
     return out
 
 
+#: the offline models whose Hub copies the chapters read on Colab (``model_source``, ``forward_model``), and how
+#: the emulator gets each: their folder as it ships, or the GGUF decoders converted to their Hub layout
+HUB_FOLDERS = ("minilm-l6", "mpnet-base")
+HUB_FROM_GGUF = ("smollm2-135m", "qwen2.5-coder-0.5b")
+
+
 def hub_repos(cache: Path) -> dict[str, Path]:
-    """Hub id -> local folder for every model a chapter reads on Colab (``catalogue.model_source``)."""
+    """Hub id -> local folder for every model a chapter reads from the Hub on Colab."""
     from qkgeometry import catalogue
 
-    return {catalogue.OFFLINE_MODELS["minilm-l6"].hub_id: catalogue.offline_path("minilm-l6"),
-            catalogue.OFFLINE_MODELS["smollm2-135m"].hub_id: smollm2_hub_folder(cache)}
+    out = {catalogue.OFFLINE_MODELS[a].hub_id: catalogue.offline_path(a) for a in HUB_FOLDERS}
+    return out | {catalogue.OFFLINE_MODELS[a].hub_id: gguf_hub_folder(a, cache) for a in HUB_FROM_GGUF}
 
 
 def chapter_path(chapter: str, notebooks: Path) -> Path:
