@@ -167,6 +167,10 @@ def test_makefile_gates():
                      text, re.MULTILINE)
     ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip().startswith("make")]
     assert ci == ["make test", "make test-colab"], ci
+    # the floors of pyproject.toml are installed, checked to be what is installed, and tested
+    floors = re.search(r"^test-floors:\n((?:\t.*\n)+)", text, re.MULTILINE).group(1)
+    assert "tools.floors pins lowest" in floors and "tools.floors check lowest" in floors
+    assert "pytest" in floors.splitlines()[-1] and "$(FLOOR_TESTS)" in floors.splitlines()[-1]
     pytest_options = _pyproject()["tool"]["pytest"]["ini_options"]
     assert "--doctest-modules" in pytest_options["addopts"] and {"src", "tools"} <= set(pytest_options["testpaths"])
     assert any(m.startswith("slow:") for m in pytest_options["markers"])
