@@ -30,11 +30,17 @@ NOTEBOOKS := $(BIN)/python -m tools.notebooks
 # Exact versions of the book stack (see the file's header); torch is pinned below on its own.
 CONSTRAINTS := book-constraints.txt
 
-.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser browser-deps book clean help
+.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser test-colab test-floors \
+	test-colab-versions browser-deps book clean help
 
 help:
 	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
 	@echo "                 (quick), a quick book build and the rendered-page check in headless Chromium"
+	@echo "make test-colab - every chapter as on Colab, each in a fresh runtime (new venv, empty pip and Hugging Face"
+	@echo "                 caches, the chapter's own first cell installing the package from PyPI); needs PyPI"
+	@echo "make test-floors - the reader, Hub and CLI tests with every runtime dependency at its declared floor"
+	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests over the"
+	@echo "                 versions a Colab runtime ships (book-constraints.txt's header)"
 	@echo "make test-fast - lint and the tests not marked slow (no book builds, notebook runs, gemma assembly or"
 	@echo "                 offline-preset survey): the inner loop"
 	@echo "make lint      - ruff with the rule selection of pyproject.toml"
@@ -58,7 +64,7 @@ lint: install
 # Unit tests and the doctests of src/ (pyproject's testpaths), slow ones included. The browser check reads the
 # book built below, so it runs after that build (test-browser), not here.
 test-unit: install
-	$(BIN)/python -m pytest -q -m "not browser"
+	$(BIN)/python -m pytest -q -m "not browser and not colab"
 
 # The inner loop: everything not marked slow.
 test-fast: lint
@@ -91,6 +97,45 @@ test-browser: test-book browser-deps
 	  $(BIN)/python -m pytest -q -m browser tests/book/test_rendered_pages.py
 
 test: lint test-unit test-notebooks test-book test-browser
+
+# Every chapter Colab-like, each in a fresh runtime of its own (tests/colab_like.py): the installs come from PyPI
+# through the chapter's first cell, the models from the loopback Hub emulator. Per-chapter times and bytes fetched ->
+# _build/colab-like/report.txt. It installs the committed state of the checkout.
+test-colab: install
+	$(BIN)/python -m pytest -q -m colab tests/book/test_colab_like.py
+
+# The floors of pyproject.toml, checked: a fresh venv with every runtime dependency at its floor (tools/floors.py
+# turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with resolution-too-deep), torch
+# from the CPU wheel, the offline packages; then the reader, Hub and CLI tests. Needs PyPI; a few minutes.
+FLOORS_VENV ?= /tmp/qkgeometry-floors
+COLAB_VENV ?= /tmp/qkgeometry-colab-versions
+FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying
+test-floors:
+	rm -rf $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(FLOORS_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(FLOORS_VENV)/bin/python -m tools.floors pins lowest > $(FLOORS_VENV)/floors.txt
+	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python -c $(FLOORS_VENV)/floors.txt \
+	  -e ".[dev]"
+	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python --no-deps $(OFFLINE_PACKAGES)
+	$(FLOORS_VENV)/bin/python -m tools.floors check lowest
+	$(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
+# The same tests as on Colab: the versions its runtime ships (book-constraints.txt's header) installed first, then
+# the package over them with pip, as a chapter's first cell does (pip keeps what satisfies the floors and upgrades
+# the rest; the report says which).
+test-colab-versions:
+	rm -rf $(COLAB_VENV)
+	$(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(COLAB_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(COLAB_VENV)/bin/python -m tools.floors pins colab > $(COLAB_VENV)/colab.txt
+	$(COLAB_VENV)/bin/python -m pip install --quiet -r $(COLAB_VENV)/colab.txt
+	$(COLAB_VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
+	$(COLAB_VENV)/bin/python -m tools.floors report colab
+	$(COLAB_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install

@@ -1,16 +1,20 @@
 """The pieces of the Colab-like run of the chapters (tests/book/test_colab_like.py), usable on their own:
 
-    python tests/colab_like.py [--chapters 01 05] [--checkout PATH] [--keep DIR]
+    python tests/colab_like.py [--chapters 01 06] [--checkout PATH] [--keep DIR]
 
-* a fresh venv that sees, as Colab's preinstalled packages, a base venv built once (torch, ipykernel,
-  papermill); the package and its dependencies then come from the chapter's own first cell, its GitHub URL
-  replaced by ``git+file://localhost/<checkout>`` (the committed state of the checkout: commit before running);
+* every chapter in a fresh runtime of its own: a new venv that sees, as Colab's preinstalled packages, a base venv
+  built once (torch, ipykernel, papermill), a new home folder (an empty Hugging Face cache) and an empty pip cache,
+  so that nothing one chapter installed or downloaded is there for the next; the package and its dependencies come
+  from PyPI through the chapter's own first cell, its GitHub URL replaced by ``git+file://localhost/<checkout>``
+  (the committed state of the checkout: commit before running);
 * the chapters copied to a temporary folder outside the checkout, run by papermill in quick mode;
 * a stand-in ``google.colab`` module, imported at interpreter start (``sitecustomize``), so the Colab branches run;
 * the loopback Hub emulator serving the chapters' models under their real Hub ids, built from the offline packages
-  (SmolLM2's GGUF is converted once to the safetensors layout of its Hub repo and cached).
+  (the GGUF decoders, SmolLM2 and Qwen2.5-Coder, are converted once to the safetensors layout of their Hub repos
+  and cached).
 
-Each chapter's wall time and the bytes it fetched from the emulator are returned (and printed by the script).
+Each chapter's wall time (its first cell's too) and the bytes it fetched from the emulator are returned (and
+printed by the script).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the chapters run by default in `make test` (see tests/book/test_colab_like.py for why these)
-DEFAULT_CHAPTERS = ("01", "05")
+#: every chapter of the book (notebooks/NN_*.ipynb), each run in a fresh runtime of its own
+DEFAULT_CHAPTERS = tuple(sorted({p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}))
 #: what a Colab runtime has before the first cell (torch: Colab's own; the CPU wheel here) plus the runner
 BASE_PACKAGES = ("torch==2.13.0", "ipykernel", "papermill")
 GITHUB = "git+https://github.com/qkgeometry/qkgeometry"
@@ -41,6 +45,8 @@ class ChapterRun:
     hub_requests: int
     ok: bool
     error: str = ""
+    #: the first cell's time (installing the package and what the chapter names there), from papermill's record
+    install_seconds: float = float("nan")
 
 
 def pip_cache() -> Path:
@@ -116,19 +122,19 @@ def prepare_chapter(src: Path, dst: Path, checkout: Path) -> Path:
     return dst
 
 
-def smollm2_hub_folder(cache: Path) -> Path:
-    """SmolLM2-135M-Instruct in the layout of its Hub repo (config.json, model.safetensors in bf16, tokenizer), made
-    once from the offline GGUF (dequantised Q4_1 weights: not the Hub's bytes, the same tensor names and sizes)."""
-    out = cache / "hub" / "SmolLM2-135M-Instruct"
+def gguf_hub_folder(alias: str, cache: Path) -> Path:
+    """Offline decoder ``alias`` (a GGUF file) in the layout of its Hub repo (config.json, model.safetensors in bf16,
+    tokenizer), made once: dequantised weights, not the Hub's bytes; the same tensor names and shapes."""
+    from qkgeometry import catalogue
+
+    out = cache / "hub" / catalogue.OFFLINE_MODELS[alias].hub_id.split("/")[-1]
     if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
         return out
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from qkgeometry import catalogue
-
-    gguf = catalogue.offline_path("smollm2-135m")
+    gguf = catalogue.offline_path(alias)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -146,12 +152,18 @@ def smollm2_hub_folder(cache: Path) -> Path:
     return out
 
 
+#: the offline models whose Hub copies the chapters read on Colab (``model_source``, ``forward_model``), and how
+#: the emulator gets each: their folder as it ships, or the GGUF decoders converted to their Hub layout
+HUB_FOLDERS = ("minilm-l6", "mpnet-base")
+HUB_FROM_GGUF = ("smollm2-135m", "qwen2.5-coder-0.5b")
+
+
 def hub_repos(cache: Path) -> dict[str, Path]:
-    """Hub id -> local folder for every model a chapter reads on Colab (``catalogue.model_source``)."""
+    """Hub id -> local folder for every model a chapter reads from the Hub on Colab."""
     from qkgeometry import catalogue
 
-    return {catalogue.OFFLINE_MODELS["minilm-l6"].hub_id: catalogue.offline_path("minilm-l6"),
-            catalogue.OFFLINE_MODELS["smollm2-135m"].hub_id: smollm2_hub_folder(cache)}
+    out = {catalogue.OFFLINE_MODELS[a].hub_id: catalogue.offline_path(a) for a in HUB_FOLDERS}
+    return out | {catalogue.OFFLINE_MODELS[a].hub_id: gguf_hub_folder(a, cache) for a in HUB_FROM_GGUF}
 
 
 def chapter_path(chapter: str, notebooks: Path) -> Path:
@@ -160,10 +172,12 @@ def chapter_path(chapter: str, notebooks: Path) -> Path:
 
 
 def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = ROOT, work: Path | None = None,
-                 notebooks: Path | None = None, timeout: float = 1500, reuse: bool = False) -> list[ChapterRun]:
-    """Run ``chapters`` Colab-like (see the module docstring) in ``work`` (a new temporary folder by default);
-    ``notebooks``: where the chapters are read from (the checkout's by default); ``reuse``: keep the venv and
-    folders already in ``work`` (a second session on the same runtime)."""
+                 notebooks: Path | None = None, timeout: float = 1500, keep: bool = False) -> list[ChapterRun]:
+    """Run ``chapters`` Colab-like (see the module docstring), each in a fresh runtime of its own under ``work`` (a
+    new temporary folder by default): its own venv (seeing only the base packages), home folder (so an empty Hugging
+    Face cache and qkgeometry cache), pip cache and working folder. Nothing one chapter installs, downloads or writes
+    is seen by the next. ``notebooks``: where the chapters are read from (the checkout's by default); ``keep``: keep
+    each chapter's runtime after it ran (removed otherwise: chapter 4's holds 1.5 GB of offline models)."""
     import tempfile
 
     from hub_emulator import HubEmulator
@@ -172,24 +186,29 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
     work = Path(tempfile.mkdtemp(prefix="qkg-colab-")) if work is None else work
     if checkout.resolve() in work.resolve().parents or work.resolve() == checkout.resolve():
         raise ValueError(f"work: {work} is inside the checkout; the chapters must run outside it.")
-    python = work / "venv" / "bin" / "python"
-    if not (reuse and python.is_file()):
-        python = make_venv(work / "venv", cache)
-    stub = colab_stub(work / "colab-stub")
-    content = work / "content"  # Colab's working folder
-    content.mkdir(exist_ok=reuse)
-    home = work / "home"
-    home.mkdir(exist_ok=reuse)
+    base_venv(cache)
     runs = []
     with HubEmulator() as hub:
         for hub_id, folder in hub_repos(cache).items():
             hub.add_repo(hub_id, folder, on_disk=True)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH", "VIRTUAL_ENV",
-                            "QKGEOMETRY_CACHE", "MPLBACKEND", "HF_HOME")}
-        env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url, PIP_CACHE_DIR=str(pip_cache()),
-                   PIP_DISABLE_PIP_VERSION_CHECK="1", PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
         for chapter in chapters:
+            runtime = work / f"runtime-{chapter}"
+            if runtime.exists():
+                raise ValueError(f"work: {runtime} exists; every chapter needs a fresh runtime (use a new folder).")
+            runtime.mkdir(parents=True)
+            python = make_venv(runtime / "venv", cache)
+            stub = colab_stub(runtime / "colab-stub")
+            content = runtime / "content"  # Colab's working folder
+            home = runtime / "home"
+            content.mkdir()
+            home.mkdir()
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH", "VIRTUAL_ENV",
+                                "QKGEOMETRY_CACHE", "MPLBACKEND", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE",
+                                "XDG_CACHE_HOME", "PIP_FIND_LINKS", "PIP_NO_INDEX")}
+            env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url,
+                       PIP_CACHE_DIR=str(runtime / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1",
+                       PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
             src = prepare_chapter(chapter_path(chapter, notebooks or checkout / "notebooks"),
                                   content / f"{chapter}.ipynb", checkout)
             hub.reset_log()
@@ -201,8 +220,21 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
             seconds = time.time() - t0
             error = "" if done.returncode == 0 else _cell_error(done.stderr + done.stdout)
             runs.append(ChapterRun(chapter, seconds, hub.bytes_served(), len(hub.data_requests()),
-                                   done.returncode == 0, error))
+                                   done.returncode == 0, error, _first_cell_seconds(content / f"{chapter}.out.ipynb")))
+            if not keep:
+                shutil.rmtree(runtime, ignore_errors=True)
     return runs
+
+
+def _first_cell_seconds(executed: Path) -> float:
+    """The first cell's duration as papermill recorded it in the executed notebook (NaN when there is none)."""
+    try:
+        cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+        # papermill puts a banner cell first when a cell failed: the chapter's first cell is its first code cell
+        first = next(c for c in cells if c["cell_type"] == "code")
+        return float(first["metadata"]["papermill"]["duration"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return float("nan")
 
 
 def _cell_error(text: str) -> str:
@@ -213,7 +245,8 @@ def _cell_error(text: str) -> str:
 
 
 def report(runs: list[ChapterRun]) -> str:
-    rows = [f"chapter {r.chapter}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
+    rows = [f"chapter {r.chapter}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s "
+            f"(first cell {r.install_seconds:.0f} s), "
             f"{r.hub_bytes / 1e6:.1f} MB in {r.hub_requests} data requests from the Hub"
             + (f" ({r.error})" if r.error else "") for r in runs]
     return "\n".join(rows)
@@ -227,11 +260,10 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("--chapters", nargs="+", default=list(DEFAULT_CHAPTERS))
     parser.add_argument("--checkout", type=Path, default=ROOT)
     parser.add_argument("--notebooks", type=Path, default=None, help="read the chapters from here")
-    parser.add_argument("--keep", type=Path, default=None, help="work folder to use and keep")
-    parser.add_argument("--reuse", action="store_true", help="reuse the venv of an earlier --keep folder")
+    parser.add_argument("--keep", type=Path, default=None, help="a new work folder to use and keep")
     a = parser.parse_args()
     if a.keep is not None:
-        a.keep.mkdir(parents=True, exist_ok=a.reuse)
-    result = run_chapters(tuple(a.chapters), a.checkout, a.keep, a.notebooks, reuse=a.reuse)
+        a.keep.mkdir(parents=True)
+    result = run_chapters(tuple(a.chapters), a.checkout, a.keep, a.notebooks, keep=a.keep is not None)
     print(report(result))
     sys.exit(0 if all(r.ok for r in result) else 1)

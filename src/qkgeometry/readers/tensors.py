@@ -1,0 +1,149 @@
+"""Named tensors beside Q and K (embeddings, norm gains), read from a safetensors model without loading it: a local
+folder, an ``offline:`` alias that is one, or a Hub repo id, where only the bytes asked for are fetched by range
+request (a few rows of a 50,000-token embedding table cost kilobytes, not the table's 50 MB).
+
+>>> from qkgeometry.readers.tensors import row_ranges
+>>> row_ranges([3, 4, 9], row_bytes=10, gap=0)
+[(3, 5), (9, 10)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import SourceError
+from ..source_names import OFFLINE_PREFIX
+
+__all__ = ["ROW_GAP", "read_tensors", "row_ranges"]
+
+#: rows of one tensor closer than this many bytes are fetched in one request (the gap is read and dropped)
+ROW_GAP = 64 * 1024
+_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[int]] | None = None, *,
+                 revision: str | None = None, gap: int = ROW_GAP) -> dict[str, np.ndarray]:
+    """The tensors ``names`` of the safetensors model ``source`` as float32 arrays (float64 ones stay float64).
+
+    ``rows`` maps a name to the row indices (along axis 0) wanted; that tensor is returned as
+    ``(len(rows), *shape[1:])``, in the order given. ``source``: a model folder (config.json + ``*.safetensors``),
+    an ``offline:`` alias of one, or a Hub id / ``hf://`` path (``revision`` picks the Hub revision). From the Hub
+    only the asked-for bytes are fetched: one range request per run of rows closer than ``gap`` bytes.
+
+    Raises SourceError naming the tensor when it is not in the model, and ValueError naming ``rows`` when an index
+    is outside the tensor.
+    """
+    from . import hub
+
+    names = list(dict.fromkeys(names))
+    rows = {k: [int(i) for i in v] for k, v in (rows or {}).items()}
+    extra = sorted(set(rows) - set(names))
+    if extra:
+        raise ValueError(f"`rows` names {extra[0]!r}, which is not in `names`; add it to `names` or drop it.")
+    if isinstance(source, str) and source.startswith(OFFLINE_PREFIX):
+        from ..catalogue import offline_path
+
+        source = str(offline_path(source.removeprefix(OFFLINE_PREFIX)))
+    path = Path(str(source)).expanduser()
+    if isinstance(source, str) and not path.is_dir() and hub.is_hub_source(source):
+        return _from_hub(source, revision, names, rows, gap)
+    if not path.is_dir():
+        raise SourceError(f"`source` {str(source)!r} is not a model folder (config.json + *.safetensors), an offline "
+                          "alias of one or a Hub id; pass one of those.")
+    return _from_folder(path, names, rows)
+
+
+def row_ranges(indices: Iterable[int], row_bytes: int, gap: int = ROW_GAP) -> list[tuple[int, int]]:
+    """Runs of rows ``[first, end)`` to read: sorted unique ``indices``, joined where fewer than ``gap`` bytes
+    (``row_bytes`` per row) lie between them."""
+    out: list[tuple[int, int]] = []
+    for i in sorted(set(indices)):
+        if out and (i - out[-1][1]) * row_bytes <= gap:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def _check_rows(name: str, wanted: list[int], n_rows: int) -> None:
+    bad = [i for i in wanted if not 0 <= i < n_rows]
+    if bad:
+        raise ValueError(f"`rows` of {name!r}: index {bad[0]} is outside its {n_rows} rows; pass indices in "
+                         f"[0, {n_rows}).")
+
+
+def _from_folder(folder: Path, names: list[str], rows: dict[str, list[int]]) -> dict[str, np.ndarray]:
+    from .safetensors import SafetensorsIndex, weight_files
+
+    files, weight_map, _ = weight_files(folder, sorted(folder.glob("*.safetensors")))
+    index, handles = SafetensorsIndex.open(files, weight_map)
+    try:
+        out = {}
+        for name in names:
+            if name not in index.names:
+                raise SourceError(f"tensor {name!r} is not in {str(folder)!r}; its tensors include "
+                                  f"{', '.join(sorted(index.names)[:4])} ...")
+            full = np.asarray(index.get(name))
+            if name in rows:
+                _check_rows(name, rows[name], full.shape[0])
+                full = full[rows[name]]
+            out[name] = _widened(full)
+        return out
+    finally:
+        handles.clear()
+
+
+def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
+              gap: int) -> dict[str, np.ndarray]:
+    from . import hub, remote
+
+    repo_id, revision = hub.parse_hub_source(source, revision)
+    repo = remote.open_remote(repo_id, revision)
+    meta, sizes = remote.safetensors_headers(repo)
+    out = {}
+    for name in names:
+        file = meta.weight_map.get(name)
+        if file is None or name not in meta.files_metadata[file].tensors:
+            raise SourceError(f"tensor {name!r} is not in Hub repo {repo_id!r} (commit {repo.commit[:12]}); its "
+                              f"tensors include {', '.join(sorted(meta.weight_map)[:4])} ...")
+        fmeta = meta.files_metadata[file]
+        info = fmeta.tensors[name]
+        if info.dtype not in _DTYPES:
+            raise SourceError(f"tensor {name!r} of Hub repo {repo_id!r} is stored as {info.dtype}; only "
+                              f"{', '.join(_DTYPES)} tensors are read here.")
+        # the data section has no holes and ends the file: 8 + header length = file size - data length
+        base = sizes[file] - max(t.data_offsets[1] for t in fmeta.tensors.values()) + info.data_offsets[0]
+        shape = tuple(info.shape)
+        dtype = _numpy_dtype(info.dtype)
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        if name not in rows:
+            raw = remote.fetch_range(repo, file, base, base + info.data_offsets[1] - info.data_offsets[0])
+            out[name] = _widened(np.frombuffer(raw, dtype=dtype).reshape(shape))
+            continue
+        wanted = rows[name]
+        _check_rows(name, wanted, shape[0])
+        got: dict[int, np.ndarray] = {}
+        for first, end in row_ranges(wanted, row_bytes, gap):
+            raw = remote.fetch_range(repo, file, base + first * row_bytes, base + end * row_bytes)
+            block = np.frombuffer(raw, dtype=dtype).reshape((end - first, *shape[1:]))
+            got.update({i: block[i - first] for i in range(first, end)})
+        out[name] = _widened(np.stack([got[i] for i in wanted]) if wanted else np.empty((0, *shape[1:]), dtype))
+    return out
+
+
+def _numpy_dtype(tag: str) -> np.dtype:
+    if tag == "BF16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(_DTYPES[tag])
+
+
+def _widened(a: Any) -> np.ndarray:
+    """float16 and bfloat16 widened to float32 (exactly); float32 and float64 kept."""
+    a = np.asarray(a)
+    return a if a.dtype in (np.float32, np.float64) else a.astype(np.float32)

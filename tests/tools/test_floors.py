@@ -1,0 +1,57 @@
+"""The version sets of `make test-floors` and `make test-colab-versions` (tools/floors.py)."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+import pytest
+
+from tools import floors
+
+
+def test_lowest_pins_every_runtime_dependency_but_torch_at_its_floor():
+    pins = floors.lowest()
+    declared = floors._toml(floors.ROOT / "pyproject.toml")["project"]["dependencies"]
+    names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in declared]
+    assert set(pins) == set(names) - {"torch"}
+    for req in declared:
+        name, _, floor = req.partition(">=")
+        if name != "torch":
+            assert pins[name] == floor.split(",")[0].strip()
+
+
+def test_a_dependency_without_a_single_floor_is_refused(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["numpy>=1.24", "pandas<3"]\n')
+    with pytest.raises(ValueError, match=r"dependency 'pandas<3' has no single '>=' floor"):
+        floors.lowest(pyproject)
+    pyproject.write_text('[project]\ndependencies = ["numpy>=1.24; python_version < \'3.12\'", "torch>=2.1"]\n')
+    assert floors.lowest(pyproject) == {"numpy": "1.24"}
+
+
+def test_colab_versions_come_from_the_constraints_header(tmp_path):
+    pins = floors.colab()
+    assert {"transformers", "huggingface_hub", "numpy", "pandas"} <= set(pins)
+    bare = tmp_path / "c.txt"
+    bare.write_text("# no such line\nnumpy==2.0\n")
+    with pytest.raises(ValueError, match="lacks the line '# Colab:"):
+        floors.colab(bare)
+
+
+def test_mismatches_name_each_package():
+    have = metadata.version("numpy")
+    assert floors.mismatches({"numpy": have}) == []
+    assert floors.mismatches({"numpy": have + ".0"}) == []  # 2.0 and 2.0.0 are one version
+    assert floors.mismatches({"numpy": "0.1"}) == [f"numpy: {have} installed, 0.1 wanted"]
+    assert floors.mismatches({"no-such-package-here": "1"}) == ["no-such-package-here: not installed, 1 wanted"]
+
+
+def test_main_prints_pins_and_fails_a_check_that_does_not_hold(capsys, monkeypatch):
+    monkeypatch.setattr(floors, "lowest", lambda: {"numpy": "0.1"})
+    assert floors.main(["pins", "lowest"]) == 0 and capsys.readouterr().out.strip() == "numpy==0.1"
+    assert floors.main(["check", "lowest"]) == 1
+    assert "numpy: " in capsys.readouterr().err
+    assert floors.main(["report", "lowest"]) == 0
+    assert "replaced: numpy" in capsys.readouterr().out
+    assert floors.main(["nope"]) == 2
