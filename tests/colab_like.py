@@ -158,6 +158,27 @@ HUB_FOLDERS = ("minilm-l6", "mpnet-base")
 HUB_FROM_GGUF = ("smollm2-135m", "qwen2.5-coder-0.5b")
 
 
+#: chapter 3's Colab cell (``USE_HUB = True``) reads this repo across training; the emulator serves it as tiny
+#: GPT-NeoX checkpoints of random weights on three step branches (the plumbing of the cell, not Pythia's numbers)
+TRAJECTORY_REPO = "EleutherAI/pythia-160m"
+TRAJECTORY_STEPS = (0, 1000, 143000)
+#: the chapters run with ``USE_HUB = True``, as a Colab learner would set it
+USE_HUB_CHAPTERS = ("03",)
+
+
+def trajectory_checkpoints(cache: Path) -> dict[str, Path]:
+    """Branch name -> folder of each checkpoint of :data:`TRAJECTORY_REPO` (built once, kept in the cache)."""
+    from tiny_models import tiny_folder
+
+    root = cache / "pythia-tiny-trajectory"
+    if not (root / ".complete").is_file():
+        for k, step in enumerate(TRAJECTORY_STEPS):
+            tiny_folder("gpt_neox", root / f"step{step}", seed=k, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64, vocab_size=99, max_position_embeddings=64)
+        (root / ".complete").write_text("ok\n")
+    return {f"step{step}": root / f"step{step}" for step in TRAJECTORY_STEPS}
+
+
 def hub_repos(cache: Path) -> dict[str, Path]:
     """Hub id -> local folder for every model a chapter reads from the Hub on Colab."""
     from qkgeometry import catalogue
@@ -191,6 +212,8 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
     with HubEmulator() as hub:
         for hub_id, folder in hub_repos(cache).items():
             hub.add_repo(hub_id, folder, on_disk=True)
+        for branch, folder in trajectory_checkpoints(cache).items():
+            hub.add_repo(TRAJECTORY_REPO, folder, on_disk=True, branch=branch)
         for chapter in chapters:
             runtime = work / f"runtime-{chapter}"
             if runtime.exists():
@@ -215,7 +238,7 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
             t0 = time.time()
             done = subprocess.run(
                 [str(python), "-m", "papermill", src.name, f"{chapter}.out.ipynb", "-p", "QUICK", "True",
-                 "-k", "python3", "--cwd", str(content), "--no-progress-bar", "--log-level", "ERROR"],
+                 *(["-p", "USE_HUB", "True"] if chapter in USE_HUB_CHAPTERS else []), "-k", "python3", "--cwd", str(content), "--no-progress-bar", "--log-level", "ERROR"],
                 cwd=content, env=env, capture_output=True, text=True, timeout=timeout, check=False)
             seconds = time.time() - t0
             error = "" if done.returncode == 0 else _cell_error(done.stderr + done.stdout)
