@@ -137,7 +137,11 @@ def test_a_hub_repo_with_step_branches_scores_each_revision_once(run_folder, tmp
         hub_env(monkeypatch, hub, tmp_path)
         found = find_checkpoints("org/run")
         assert [(c.name, c.step) for c in found] == [(f"step{s}", s) for s in STEPS]  # "main" names no step
+        hub.reset_log()
         plan = trajectory_plan("org/run")
+        beyond_headers = [r for r in hub.data_requests() if not r.path.endswith(".json")
+                          and not (r.range or "").startswith("bytes=0-")]
+        assert not beyond_headers, "planning reads headers only"
         assert list(plan["model"]) == [*(f"hf://org/run@step{s}" for s in STEPS), "total"]
         assert plan["requests"].iloc[-1] == plan["requests"].iloc[:-1].sum() > 0
         store = tmp_path / "t.sqlite"
