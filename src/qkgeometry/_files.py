@@ -13,18 +13,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from .errors import OutputError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["check_writable_dir", "check_writable_file", "discard", "locked", "remove_stale_temps", "replacing",
-           "resolve_output", "temp_path", "write_bytes_atomic", "write_csv_atomic"]
+__all__ = ["check_writable_dir", "check_writable_file", "discard", "locked", "open_regular", "read_regular",
+           "remove_stale_temps", "replacing", "resolve_output", "temp_path", "write_bytes_atomic", "write_csv_atomic"]
 
 
 def _describe(e: OSError) -> str:
@@ -198,3 +199,36 @@ def locked(path: Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading when it is a regular file, else None (absent, a FIFO, a folder, a device...).
+
+    The file is opened non-blocking and checked with ``fstat`` before anything is read, so a FIFO planted where a
+    cache file should be never blocks the reader."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+    except OSError:
+        os.close(fd)
+        return None
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of ``path`` (at most ``limit``) when it is a regular file, else None (see :func:`open_regular`)."""
+    fh = open_regular(path)
+    if fh is None:
+        return None
+    with fh:
+        try:
+            return fh.read() if limit is None else fh.read(limit)
+        except OSError:
+            return None

@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
 
@@ -338,16 +338,10 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     return 1 if len(frame.attrs["failures"]) and not len(frame) else 0
 
 
-def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: Path) -> None:
-    import matplotlib
+def _save_figure(fig: Any, path: Path) -> None:
+    """Write ``fig`` to ``path`` (PNG) and close it; a failed write names the file."""
+    from .plotting import plt
 
-    matplotlib.use("Agg")
-    from .plotting import plt, use_style
-    from .plotting.trajectory import trajectory_curves
-
-    use_style()
-    first = frame[frame["component"] == frame["component"].iloc[0]]
-    fig = trajectory_curves(first, events=events)
     try:
         fig.savefig(path, bbox_inches="tight")
     except OSError as e:
@@ -355,6 +349,18 @@ def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: P
     finally:
         plt.close(fig)
     print(f"wrote {path}")
+
+
+def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting import use_style
+    from .plotting.trajectory import trajectory_curves
+
+    use_style()
+    first = frame[frame["component"] == frame["component"].iloc[0]]
+    _save_figure(trajectory_curves(first, events=events), path)
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
@@ -426,19 +432,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plotting import plt, survey_figures, use_style
+    from .plotting import survey_figures, use_style
 
     use_style()
     figures = _trajectory_figures(frame) if args.trajectory else survey_figures(frame)
     for stem, fig in figures.items():
-        path = args.out_dir / f"{stem}.png"
-        try:
-            fig.savefig(path, bbox_inches="tight")
-        except OSError as e:
-            raise OSError(e.errno, f"could not write figure: {e.strerror}", str(path)) from e
-        finally:
-            plt.close(fig)
-        print(f"wrote {path}")
+        _save_figure(fig, args.out_dir / f"{stem}.png")
     return 0
 
 

