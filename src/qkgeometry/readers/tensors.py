@@ -45,7 +45,7 @@ def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[
     if extra:
         raise ValueError(f"`rows` names {extra[0]!r}, which is not in `names`; add it to `names` or drop it.")
     if isinstance(source, str) and source.startswith(OFFLINE_PREFIX):
-        from ..catalogue import offline_path
+        from ..catalogue.offline import offline_path
 
         source = str(offline_path(source.removeprefix(OFFLINE_PREFIX)))
     path = Path(str(source)).expanduser()
@@ -103,32 +103,32 @@ def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[st
 
     repo_id, revision = hub.parse_hub_source(source, revision)
     repo = remote.open_remote(repo_id, revision)
-    meta, sizes = remote.safetensors_headers(repo)
+    files = remote.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
+    headers, starts, where = remote.safetensors_headers(files)  # checked like a local file's headers
     out = {}
     for name in names:
-        file = meta.weight_map.get(name)
-        if file is None or name not in meta.files_metadata[file].tensors:
+        file = where.get(name)
+        if file is None:
             raise SourceError(f"tensor {name!r} is not in Hub repo {repo_id!r} (commit {repo.commit[:12]}); its "
-                              f"tensors include {', '.join(sorted(meta.weight_map)[:4])} ...")
-        fmeta = meta.files_metadata[file]
-        info = fmeta.tensors[name]
-        if info.dtype not in _DTYPES:
-            raise SourceError(f"tensor {name!r} of Hub repo {repo_id!r} is stored as {info.dtype}; only "
+                              f"tensors include {', '.join(sorted(where)[:4])} ...")
+        info = headers[file][name]
+        if info["dtype"] not in _DTYPES:
+            raise SourceError(f"tensor {name!r} of Hub repo {repo_id!r} is stored as {info['dtype']}; only "
                               f"{', '.join(_DTYPES)} tensors are read here.")
-        # the data section has no holes and ends the file: 8 + header length = file size - data length
-        base = sizes[file] - max(t.data_offsets[1] for t in fmeta.tensors.values()) + info.data_offsets[0]
-        shape = tuple(info.shape)
-        dtype = _numpy_dtype(info.dtype)
+        begin, stop = (int(v) for v in info["data_offsets"])
+        base = starts[file] + begin
+        shape = tuple(int(v) for v in info["shape"])
+        dtype = _numpy_dtype(info["dtype"])
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         if name not in rows:
-            raw = remote.fetch_range(repo, file, base, base + info.data_offsets[1] - info.data_offsets[0])
+            raw = files.read(file, base, base + stop - begin)
             out[name] = _widened(np.frombuffer(raw, dtype=dtype).reshape(shape))
             continue
         wanted = rows[name]
         _check_rows(name, wanted, shape[0])
         got: dict[int, np.ndarray] = {}
         for first, end in row_ranges(wanted, row_bytes, gap):
-            raw = remote.fetch_range(repo, file, base + first * row_bytes, base + end * row_bytes)
+            raw = files.read(file, base + first * row_bytes, base + end * row_bytes)
             block = np.frombuffer(raw, dtype=dtype).reshape((end - first, *shape[1:]))
             got.update({i: block[i - first] for i in range(first, end)})
         out[name] = _widened(np.stack([got[i] for i in wanted]) if wanted else np.empty((0, *shape[1:]), dtype))

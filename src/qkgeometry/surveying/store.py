@@ -499,10 +499,11 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
             warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
                           stacklevel=3)
             text = text[: text.rfind("\n") + 1]
-        # round_trip: every float reads back to the value written (pandas 2's default parser can miss the last bit)
+        # pandas 2's default parser can miss a float's last bit: ask it for round-trip parsing; pandas 3 parses
+        # exactly by default and deprecates the option
+        exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
         frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
-                                                      "model": str, "input_norm": str}, keep_default_na=True,
-                            float_precision="round_trip")
+                                                      "model": str, "input_norm": str}, keep_default_na=True, **exact)
     except UnicodeDecodeError as e:
         raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
                          "qkgeometry survey CSV. Pass another path (the file is left as it is).") from e
