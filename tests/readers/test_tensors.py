@@ -103,3 +103,20 @@ def test_bad_input_is_refused_with_one_line(folder, hub):
         read_tensors(path, ["embed.weight"], {"norm.weight": [0]})
     with pytest.raises(SourceError, match="is not a model folder"):
         read_tensors(str(folder[0] / "config.json"), ["embed.weight"])
+
+
+def test_a_single_file_repo_is_read_too(tmp_path, monkeypatch):
+    """Most small models ship one model.safetensors and no index: its tensors are found from the header alone."""
+    gen = torch.Generator().manual_seed(1)
+    tensors = {"embeddings.word_embeddings.weight": torch.randn(300, 16, generator=gen)}
+    root = tmp_path / "single"
+    root.mkdir()
+    save_file(tensors, str(root / "model.safetensors"))
+    (root / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with HubEmulator() as emulator:
+        emulator.add_repo("tiny/single", root)
+        hub_env(monkeypatch, emulator, tmp_path)
+        got = read_tensors("tiny/single", ["embeddings.word_embeddings.weight"],
+                           {"embeddings.word_embeddings.weight": [7, 2]})
+    np.testing.assert_array_equal(got["embeddings.word_embeddings.weight"], tensors[
+        "embeddings.word_embeddings.weight"].numpy()[[7, 2]])

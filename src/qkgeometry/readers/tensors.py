@@ -104,7 +104,8 @@ def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[st
     repo_id, revision = hub.parse_hub_source(source, revision)
     repo = remote.open_remote(repo_id, revision)
     files = remote.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
-    headers, starts, where = remote.safetensors_headers(files)  # checked like a local file's headers
+    headers, starts, _ = remote.safetensors_headers(files)  # checked like a local file's headers
+    where = {t: f for f, entries in headers.items() for t in entries if t != "__metadata__"}
     out = {}
     for name in names:
         file = where.get(name)
