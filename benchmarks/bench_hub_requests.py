@@ -60,8 +60,9 @@ def llama_7b() -> tuple[dict, dict]:
                     "model.safetensors.index.json": json.dumps(index).encode()}
 
 
-def pythia_1b4() -> tuple[dict, dict]:
-    d, heads, inter, vocab, layers = 2048, 16, 8192, 50304, 24
+def pythia(d: int = 2048, heads: int = 16, layers: int = 24) -> tuple[dict, dict]:
+    """A Pythia checkpoint's shards and files (GPT-NeoX, fp16, vocabulary 50,304, MLP 4·d); default Pythia-1.4B."""
+    inter, vocab = 4 * d, 50304
     tensors = {"gpt_neox.embed_in.weight": (vocab, d), "gpt_neox.final_layer_norm.weight": (d,),
                "gpt_neox.final_layer_norm.bias": (d,), "embed_out.weight": (vocab, d)}
     for i in range(layers):
@@ -125,7 +126,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-hub-requests-"))
     try:
         with HubEmulator() as hub:
-            makers = {"llama": ("bench/llama-2-7b-shaped", llama_7b), "pythia": ("bench/pythia-1.4b-shaped", pythia_1b4),
+            makers = {"llama": ("bench/llama-2-7b-shaped", llama_7b), "pythia": ("bench/pythia-1.4b-shaped", pythia),
                       "phi3": ("bench/phi-3-mini-shaped", phi3_mini)}
             repos = {makers[m][0]: makers[m][1]() for m in args.models}
             for repo, (shards, files) in repos.items():

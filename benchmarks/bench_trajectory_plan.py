@@ -30,24 +30,12 @@ SIZES = {"160m": (768, 12, 12), "1.4b": (2048, 16, 24)}
 STEPS = [0, *[2 ** k for k in range(10)], *range(1000, 143001, 1000)]
 
 
-def pythia(size: str) -> tuple[dict, dict]:
-    d, heads, layers = SIZES[size]
-    vocab, inter = 50304, 4 * d
-    tensors = {"gpt_neox.embed_in.weight": (vocab, d), "gpt_neox.final_layer_norm.weight": (d,),
-               "gpt_neox.final_layer_norm.bias": (d,), "embed_out.weight": (vocab, d)}
-    for i in range(layers):
-        p = f"gpt_neox.layers.{i}."
-        tensors.update({p + "input_layernorm.weight": (d,), p + "input_layernorm.bias": (d,),
-                        p + "post_attention_layernorm.weight": (d,), p + "post_attention_layernorm.bias": (d,),
-                        p + "attention.query_key_value.weight": (3 * d, d),
-                        p + "attention.query_key_value.bias": (3 * d,),
-                        p + "attention.dense.weight": (d, d), p + "attention.dense.bias": (d,),
-                        p + "mlp.dense_h_to_4h.weight": (inter, d), p + "mlp.dense_h_to_4h.bias": (inter,),
-                        p + "mlp.dense_4h_to_h.weight": (d, inter), p + "mlp.dense_4h_to_h.bias": (d,)})
-    config = {"model_type": "gpt_neox", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
-              "intermediate_size": inter, "vocab_size": vocab, "rotary_pct": 0.25, "layer_norm_eps": 1e-5,
-              "use_parallel_residual": True}
-    return {"model.safetensors": {n: ("F16", tensors[n]) for n in sorted(tensors)}}, config
+def pythia_shaped(size: str) -> tuple[dict, dict]:
+    """The shards of a Pythia checkpoint of ``size`` (the shapes of bench_hub_requests.py) and its config."""
+    from bench_hub_requests import pythia
+
+    shards, files = pythia(*SIZES[size])
+    return shards, json.loads(files["config.json"])
 
 
 def main() -> None:
@@ -57,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     from hub_emulator import HubEmulator
 
-    shards, config = pythia(args.model)
+    shards, config = pythia_shaped(args.model)
     repo = f"bench/pythia-{args.model}-shaped"
     with HubEmulator() as hub, tempfile.TemporaryDirectory() as home:
         for step in STEPS:  # one commit per branch: config.json says which step it is
