@@ -188,3 +188,39 @@ def test_encoder_does_see_future_tokens():  # the perturbation test above can fa
     perturbed = ids.clone()
     perturbed[0, 12] = (perturbed[0, 12] + 1 - 5) % 95 + 5
     assert (_hidden(model, perturbed)[0, :12] - _hidden(model, ids)[0, :12]).abs().max() > 1e-4
+
+
+def test_norm_matched_init_has_the_symmetric_form_norm_and_the_default_geometry():
+    default = build_model(SPEC, "encoder", "default", seed=6)
+    matched = build_model(SPEC, "encoder", "norm-matched", seed=6)
+    symmetric = build_model(SPEC, "encoder", "symmetric", seed=6)
+    d_head = SPEC.hidden // SPEC.heads
+
+    def forms(model):  # (L, H, d, d): W_Q^h W_K^hᵀ per layer and head
+        out = []
+        for a in self_attentions(model):
+            q = a.query.weight.detach().double().view(SPEC.heads, d_head, -1)
+            k = a.key.weight.detach().double().view(SPEC.heads, d_head, -1)
+            out.append(q.transpose(1, 2) @ k)
+        return torch.stack(out)
+
+    fd, fm, fs = forms(default), forms(matched), forms(symmetric)
+    norm = lambda f: torch.linalg.matrix_norm(f)  # noqa: E731
+    np.testing.assert_allclose(norm(fm).numpy(), norm(fs).numpy(), rtol=1e-5)  # the symmetric init's form norm
+    assert (norm(fs) > 1.03 * norm(fd)).all()  # which is larger than the default's: the confound it controls
+    # the same form up to one positive factor per head: default scores, default geometry
+    cos = (fm * fd).sum((-1, -2)) / (norm(fm) * norm(fd))
+    np.testing.assert_allclose(cos.numpy(), 1.0, atol=1e-6)
+    from qkgeometry.scores import directionality_score, symmetry_score
+
+    for score in (symmetry_score, directionality_score):  # each head's scores are the default's
+        np.testing.assert_allclose(score(fm.numpy()), score(fd.numpy()), atol=1e-5)  # float32 weights
+    for a, b in zip(self_attentions(matched), self_attentions(default)):  # queries and keys scaled alike
+        ratio_q = a.query.weight.detach().norm() / b.query.weight.detach().norm()
+        ratio_k = a.key.weight.detach().norm() / b.key.weight.detach().norm()
+        assert abs(float(ratio_q - ratio_k)) < 0.02 and float(ratio_q) > 1.0
+        assert torch.equal(a.value.weight, b.value.weight)
+    build_model(SPEC, "encoder", "default", seed=3)
+    after_default = torch.rand(1)
+    build_model(SPEC, "encoder", "norm-matched", seed=3)
+    assert torch.equal(torch.rand(1), after_default)  # no random draw: the data order is the default run's

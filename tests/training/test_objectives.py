@@ -3,6 +3,7 @@ by the gradient, equal footing of the three objectives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -358,3 +359,31 @@ def test_the_sparse_loss_arm_is_complete_and_shares_the_initialisation_of_the_fo
     assert both["seeds"] == sorted(done.index) and ob.SPARSE_CAUSAL in both["objectives"]
     listed = re.search(r"Seeds recorded so far[^:]*:\s*([0-9, ]+)\.", (sparse / "README.md").read_text())
     assert listed and [int(v) for v in listed.group(1).split(",")] == sorted(done.index)
+
+
+def test_validation_loss_is_the_mean_over_every_held_out_target_and_a_batch_size_cannot_move_it():
+    import pandas as pd
+
+    data = TokenData("synthetic", VOCAB, _stream(), _stream(400, 1), None, "test")
+    cfg = _cfg(n_layers=2, steps=2, log_every=1, seq_len=10)
+    model = _model(cfg)
+    for objective in ("causal", "causal-sparse", "mlm"):
+        held = ob.validation_set(data, objective, cfg, 33)  # 33 sequences: a full chunk of 32 and a chunk of one
+        assert [len(b.inputs) for b in held] == [32, 1]
+        # the loss per target over all 33 sequences, computed in one piece
+        whole = ob.make_objective_batch(torch.cat([b.targets for b in held]), objective, VOCAB, 0, 0, cfg.mask_prob)
+        whole = whole._replace(inputs=torch.cat([b.inputs for b in held]),
+                               selected=None if held[0].selected is None else torch.cat([b.selected for b in held]))
+        expected = float(ob.objective_loss(model, whole))
+        assert ob.validation_loss(model, held) == pytest.approx(expected, rel=1e-9)
+        assert model.training  # restored
+        assert torch.equal(held[0].targets, ob.validation_set(data, objective, dataclasses.replace(cfg, batch_size=1), 33)[0].targets)
+    with pytest.raises(ValueError, match="eval_sequences"):
+        ob.validation_set(data, "causal", cfg, 41)  # 400 tokens hold 40 sequences of 10
+    scores, _ = ob.train_with_objective(_model(cfg), data, "causal", cfg, eval_sequences=8)
+    assert isinstance(scores, pd.DataFrame) and scores["val_loss"].notna().all()
+    assert scores.groupby("step")["val_loss"].nunique().eq(1).all()  # one value per logged step
+    plain, _ = ob.train_with_objective(_model(cfg), data, "causal", cfg)
+    assert "val_loss" not in plain
+    # validating leaves training untouched: the same scores with and without it
+    pd.testing.assert_frame_equal(scores.drop(columns="val_loss"), plain)

@@ -228,6 +228,8 @@ def configure_objectives_parser(p: argparse.ArgumentParser) -> argparse.Argument
                    help=f"WordPiece vocabulary size of the Wikipedia leads (at most {MAX_VOCAB_SIZE:,})")
     g.add_argument("--gradient-batches", type=int, default=d["gradient_batches"],
                    help="batches averaged for the one-step gradient at the first and last step")
+    g.add_argument("--eval-sequences", type=int, default=0,
+                   help="log the loss on this many held-out sequences at every logged step (0: none)")
     _add_config_options(p, ObjectiveConfig, _OBJECTIVE_GROUPS)
     g = p.add_argument_group("running")
     g.add_argument("--out", required=True, help="folder for scores.csv, gradients.csv and provenance.json")
@@ -245,6 +247,9 @@ def objective_config_from_args(args: argparse.Namespace):
     _check_threads(args.threads)
     if args.gradient_batches < 1:
         raise ValueError(f"--gradient-batches must be a positive integer; got {args.gradient_batches}.")
+    if args.eval_sequences < 0:
+        raise ValueError(f"--eval-sequences must be 0 (no validation loss) or a positive integer; got "
+                         f"{args.eval_sequences}.")
     if not len(SPECIAL_TOKENS) < args.vocab_size <= MAX_VOCAB_SIZE:
         raise ValueError(f"--vocab-size must be larger than the {len(SPECIAL_TOKENS)} special tokens and at most "
                          f"{MAX_VOCAB_SIZE:,}; got {args.vocab_size:,}.")
@@ -278,5 +283,5 @@ def run_objectives(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     record_runs(args.out, cfg, args.seeds, args.objectives, args.vocab_size, args.gradient_batches,
-                cache=args.cache)
+                cache=args.cache, eval_sequences=args.eval_sequences)
     return 0

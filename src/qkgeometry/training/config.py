@@ -18,7 +18,7 @@ __all__ = ["ALL_OBJECTIVES", "ARCHES", "ARCH_OBJECTIVE", "AUTHORS_DECODER", "CAU
 #: Model families: a BERT encoder trained with masked LM, a BERT decoder trained with causal LM.
 ARCHES = ("encoder", "decoder")
 #: Initialisations of the query/key projections (chapter 5).
-INITS = ("default", "symmetric", "skew", "rotated", "indefinite", "shared")
+INITS = ("default", "symmetric", "skew", "rotated", "indefinite", "norm-matched", "shared")
 #: What each init does, as recorded in a run's provenance (``qkgeometry.training.models`` implements them).
 INIT_NOTES = {
     "default": "transformers BERT init: N(0, 0.02) weights, zero biases",
@@ -28,6 +28,8 @@ INIT_NOTES = {
                "query bias zeroed",
     "indefinite": "model's own init, then W_Q^h := W_K^h D^h (D^h = diag(+-1), half +1 and half -1 in a random order "
                   "keyed by the run seed) per head, query bias zeroed",
+    "norm-matched": "model's own init, then per head W_Q^h and W_K^h both scaled by sqrt(c^h), c^h = "
+                    "||W_K^h W_K^h^T||_F / ||W_Q^h W_K^h^T||_F, so that ||W_qk^h||_F equals the symmetric init's",
     "shared": "model's own init, then the query projection is the key projection (tied) for the whole run",
 }
 #: Training objective of each family in chapter 5: masked LM for the encoder, causal LM for the decoder.
@@ -92,7 +94,8 @@ class TrainConfig:
                         "(causal LM)", choices=ARCHES)
     init: str = _option("default", "default | symmetric (W_Q := W_K at init) | skew (control) | rotated (control: "
                         "W_Q := W_K O, O random orthogonal) | indefinite (control: W_Q := W_K D, D = diag(±1), symmetric "
-                        "but not positive semi-definite) | shared (W_Q = W_K always)", choices=INITS)
+                        "but not positive semi-definite) | norm-matched (control: default, each head's W_qk scaled to "
+                        "the symmetric init's norm) | shared (W_Q = W_K always)", choices=INITS)
     seed: int = _option(0, "seed of the init, the data order and the masks")
     steps: int = _option(1000, "total steps (the lr schedule decays to 0 here)")
     lr: float = _option(1e-3, "peak AdamW learning rate")

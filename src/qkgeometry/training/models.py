@@ -21,9 +21,15 @@ biases for BERT), so every variant keeps the model's init distribution:
   control that separates "symmetric" from "Q tied to K at init".
 * ``indefinite`` (control): per head ``W_Q^h := W_K^h D^h`` with ``D^h = diag(±1)``, half the entries +1 and half −1 in
   a random order drawn from a generator keyed by the run's seed. ``W_qk^h = W_K^h D^h W_K^hᵀ`` starts exactly
-  symmetric, with the symmetric init's weight distribution, column norms and Gram matrix ``W_Q^hᵀ W_Q^h``, but it is
-  indefinite (trace ≈ 0): no token is favoured to match itself. The control that separates "symmetric" from
-  "positive semi-definite" (a self-match bias).
+  symmetric, with the symmetric init's weight distribution, column norms, singular values and ``W_Q^h W_Q^hᵀ`` (the
+  Gram matrix over the input dimensions), but it is indefinite (trace ≈ 0): no token is favoured to match itself.
+  The control that separates "symmetric" from "positive semi-definite" (a self-match bias). (``W_Q^hᵀ W_Q^h`` is
+  ``D^h W_K^hᵀ W_K^h D^h``, not the symmetric init's ``W_K^hᵀ W_K^h``; the same holds for ``rotated`` with ``O^h``.)
+* ``norm-matched`` (control): the default init with both ``W_Q^h`` and ``W_K^h`` scaled by ``√c^h``, where
+  ``c^h = ‖W_K^h W_K^hᵀ‖_F / ‖W_Q^h W_K^hᵀ‖_F`` is the ratio of the symmetric init's form norm to the default's (same
+  seed), so that ``‖W_qk^h‖_F`` equals the symmetric init's (about 12% larger than the default's at this width) while
+  the form keeps the default's geometry and the query and key weights keep equal scales. The control that separates
+  the symmetric init's structure from its larger initial logit scale.
 * ``shared``: the symmetric dot-product attention baseline (Courtois et al., arXiv:2406.06366): the query projection
   *is* the key projection (one ``nn.Parameter``, weight and bias) for the whole run, so ``W_qk`` is symmetric always.
 
@@ -136,7 +142,7 @@ def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
     """Apply ``init`` (one of :data:`INITS`) in place to every self-attention layer and return ``model``.
 
     ``seed`` keys the random rotations of ``init="rotated"`` and the signs of ``init="indefinite"`` (the other
-    inits ignore it)."""
+    inits ignore it). ``norm-matched`` rescales the weights as built; biases (zero at BERT's init) are left."""
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}; got {init!r}")
     for layer, attn in enumerate(self_attentions(model)):
@@ -180,6 +186,16 @@ def apply_init(model: nn.Module, init: str, seed: int = 0) -> nn.Module:
             q.weight.copy_((diag.unsqueeze(-1) * kw).reshape_as(q.weight))
             if q.bias is not None:
                 q.bias.zero_()
+        elif init == "norm-matched":
+            n_heads = model.config.num_attention_heads
+            d_head = q.weight.shape[0] // n_heads
+            qw = q.weight.view(n_heads, d_head, -1).double()  # (W_Q^h)ᵀ per head
+            kw = k.weight.view(n_heads, d_head, -1).double()
+            default_norm = torch.linalg.matrix_norm(qw.transpose(1, 2) @ kw)  # ‖W_Q^h W_K^hᵀ‖_F
+            symmetric_norm = torch.linalg.matrix_norm(kw.transpose(1, 2) @ kw)  # ‖W_K^h W_K^hᵀ‖_F
+            scale = (symmetric_norm / default_norm).sqrt().to(q.weight).view(n_heads, 1, 1)
+            q.weight.copy_((q.weight.view(n_heads, d_head, -1) * scale).reshape_as(q.weight))
+            k.weight.copy_((k.weight.view(n_heads, d_head, -1) * scale).reshape_as(k.weight))
         elif init == "shared":
             q.weight = k.weight
             q.bias = k.bias

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["UNITS", "compare_objectives", "gradient_medians", "median_null_band", "objectives_command",
-           "read_recorded", "record_runs", "run_medians", "score_rows", "seed_summaries", "train_with_objective"]
+           "read_recorded", "record_runs", "run_medians", "score_rows", "seed_summaries", "train_with_objective",
+           "validation_loss", "validation_set"]
 
 #: The units a score is read at: the layer's form ``Σ_h W_Q^h W_K^hᵀ`` (``head = -1`` in the logs), or each head.
 UNITS = ("layer", "head")
@@ -71,14 +72,65 @@ def score_rows(model: ObjectiveTransformer) -> list[dict]:
     return rows
 
 
+#: Sequences scored together when a validation loss is computed (the result does not depend on it).
+_VALIDATION_CHUNK = 32
+
+
+def validation_set(data: TokenData, objective: str, cfg: ObjectiveConfig, n_sequences: int) -> list[ObjectiveBatch]:
+    """The fixed validation set of ``objective``: the first ``n_sequences`` blocks of ``cfg.seq_len`` tokens of the
+    validation stream (documents no training batch reads), with masks drawn from a fixed key, so that every run,
+    seed and batch size is validated on the same targets. Chapter 3, "Mask, density or supervision?"."""
+    from .data import _VALIDATION_SEED
+
+    check_objective(objective)
+    n_blocks = len(data.val) // cfg.seq_len
+    if not 1 <= n_sequences <= n_blocks:
+        raise ValueError(f"`eval_sequences` must lie between 1 and the {n_blocks:,} validation sequences of "
+                         f"{cfg.seq_len} tokens; got {n_sequences}.")
+    ids = torch.from_numpy(data.val[:n_sequences * cfg.seq_len].reshape(n_sequences, cfg.seq_len).astype(np.int64))
+    unigram = unigram_probs(data.train, data.vocab_size) if objective == "rtd" else None
+    return [make_objective_batch(chunk, objective, data.vocab_size, _VALIDATION_SEED, k, cfg.mask_prob, unigram)
+            for k, chunk in enumerate(torch.split(ids, _VALIDATION_CHUNK))]
+
+
+def _targets(batch: ObjectiveBatch) -> int:
+    """How many targets ``objective_loss`` averages over in ``batch``."""
+    if batch.objective == "causal":
+        return batch.targets[:, 1:].numel()
+    if batch.objective in ("causal-masked", "causal-sparse"):
+        return int(batch.selected[:, 1:].sum())
+    if batch.objective == "mlm":
+        return int(batch.selected.sum())
+    return batch.labels.numel()
+
+
+@torch.no_grad()
+def validation_loss(model: ObjectiveTransformer, batches: Sequence[ObjectiveBatch]) -> float:
+    """The mean loss per target over ``batches`` (:func:`validation_set`), the model in eval mode and restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        total, count = 0.0, 0
+        for batch in batches:
+            n = _targets(batch)
+            total += float(objective_loss(model, batch)) * n
+            count += n
+    finally:
+        model.train(was_training)
+    return total / count
+
+
 def train_with_objective(model: ObjectiveTransformer, data: TokenData, objective: str, cfg: ObjectiveConfig,
-                         seed: int = 0, gradient_batches: int = 1) -> tuple[pandas.DataFrame, pandas.DataFrame]:
+                         seed: int = 0, gradient_batches: int = 1, eval_sequences: int = 0
+                         ) -> tuple[pandas.DataFrame, pandas.DataFrame]:
     """Train ``model`` in place with AdamW on ``objective``; return ``(scores, gradients)`` logs. Chapter 3.
 
     ``scores``: one row per (logged step, layer, head) from :func:`score_rows`, plus ``loss`` (the mean training
-    loss since the previous log row; NaN at step 0). ``gradients``: :func:`gradient_rows` at step 0 and at the last
-    step, averaged over ``gradient_batches`` batches (the batch order of seed ``10_000 + seed``: other windows of
-    the training stream), with a ``step`` column. Batch ``k`` of seed ``s`` is the same for every objective.
+    loss since the previous log row; NaN at step 0) and, when ``eval_sequences`` > 0, ``val_loss`` (the loss on the
+    fixed :func:`validation_set` of that many sequences, at the logged step). ``gradients``: :func:`gradient_rows`
+    at step 0 and at the last step, averaged over ``gradient_batches`` batches (the batch order of seed
+    ``10_000 + seed``: other windows of the training stream), with a ``step`` column. Batch ``k`` of seed ``s`` is
+    the same for every objective.
     """
     import pandas as pd
 
@@ -96,10 +148,12 @@ def train_with_objective(model: ObjectiveTransformer, data: TokenData, objective
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(cfg.warmup_steps, 1)))
     rows, running = [], []
+    held_out = validation_set(data, objective, cfg, eval_sequences) if eval_sequences else None
 
     def log(step: int) -> None:
         loss = float(np.mean(running)) if running else float("nan")
-        rows.extend({"step": step, "loss": loss, **r} for r in score_rows(model))
+        extra = {"val_loss": validation_loss(model, held_out)} if held_out is not None else {}
+        rows.extend({"step": step, "loss": loss, **extra, **r} for r in score_rows(model))
         running.clear()
 
     grad_logs = [grads(0)]
@@ -139,7 +193,8 @@ def compare_objectives(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[in
 
 
 def _paired_runs(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[int], objectives: Sequence[str],
-                 gradient_batches: int) -> Iterator[tuple[pandas.DataFrame, pandas.DataFrame, float]]:
+                 gradient_batches: int, eval_sequences: int = 0
+                 ) -> Iterator[tuple[pandas.DataFrame, pandas.DataFrame, float]]:
     """Train every (seed, objective), one initialisation per seed shared by all objectives; yield each run's
     ``(scores, gradients, seconds)`` as it finishes, the logs carrying ``seed`` and ``objective`` columns."""
     for objective in objectives:
@@ -149,7 +204,8 @@ def _paired_runs(data: TokenData, cfg: ObjectiveConfig, seeds: Iterable[int], ob
         init = ObjectiveTransformer(data.vocab_size, cfg)
         for objective in objectives:
             t0 = time.time()
-            s, g = train_with_objective(copy.deepcopy(init), data, objective, cfg, seed, gradient_batches)
+            s, g = train_with_objective(copy.deepcopy(init), data, objective, cfg, seed, gradient_batches,
+                                        eval_sequences)
             yield s.assign(seed=seed, objective=objective), g.assign(seed=seed, objective=objective), time.time() - t0
 
 
@@ -255,7 +311,7 @@ def median_null_band(d: int, r: int, n_matrices: int, n_draws: int = 400, level:
 
 # ========================================================================================= recorded runs
 def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objectives: Sequence[str],
-                vocab_size: int, gradient_batches: int) -> dict:
+                vocab_size: int, gradient_batches: int, eval_sequences: int = 0) -> dict:
     from .._version import __version__
     from .loop import git_output
 
@@ -263,7 +319,7 @@ def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objecti
     return {
         "experiment": "chapter 3, a fair test: causal LM vs masked LM vs replaced-token detection",
         "config": cfg.to_dict(), "seeds": seeds, "objectives": list(objectives), "vocab_size": vocab_size,
-        "gradient_batches": gradient_batches,
+        "gradient_batches": gradient_batches, **({"eval_sequences": eval_sequences} if eval_sequences else {}),
         "data": {"corpus": data.corpus, "fingerprint": data.fingerprint, "train_tokens": len(data.train),
                  "tokenizer_sha256": data.tokenizer_sha256},
         "commit": git_output("rev-parse", "HEAD"), "src_dirty": bool(dirty) if dirty is not None else None,
@@ -272,15 +328,17 @@ def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objecti
         "hardware": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
                      "torch_threads": torch.get_num_threads(), "niceness": os.nice(0)},
         "command": objectives_command(cfg, seeds, objectives, vocab_size, gradient_batches,
-                                      torch.get_num_threads()),
+                                      torch.get_num_threads(), eval_sequences),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 def objectives_command(cfg: ObjectiveConfig, seeds: Sequence[int], objectives: Sequence[str], vocab_size: int,
-                       gradient_batches: int, threads: int) -> str:
+                       gradient_batches: int, threads: int, eval_sequences: int = 0) -> str:
     """The ``qkgeometry train-objectives`` command that reproduces a recording (every option spelled out)."""
     parts = ["qkgeometry train-objectives", "--seeds", *map(str, seeds), "--objectives", *objectives]
     parts += [f"--vocab-size {vocab_size}", f"--gradient-batches {gradient_batches}"]
+    if eval_sequences:
+        parts.append(f"--eval-sequences {eval_sequences}")
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         parts.append(f"{option_flag(f)} {value:g}" if isinstance(value, float) else f"{option_flag(f)} {value}")
@@ -289,9 +347,10 @@ def objectives_command(cfg: ObjectiveConfig, seeds: Sequence[int], objectives: S
 
 def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[int],
                 objectives: Sequence[str] = OBJECTIVES, vocab_size: int = 8000, gradient_batches: int = 2,
-                cache: str | os.PathLike | None = None, progress: bool = True) -> Path:
+                cache: str | os.PathLike | None = None, progress: bool = True, eval_sequences: int = 0) -> Path:
     """Train every (seed, objective) and write ``scores.csv``, ``gradients.csv`` and ``provenance.json`` into
-    ``out``. Chapter 3 reads these files when it shows recorded runs.
+    ``out``. Chapter 3 reads these files when it shows recorded runs. ``eval_sequences`` > 0 adds a ``val_loss``
+    column (:func:`train_with_objective`).
 
     Each run's rows are appended as soon as it finishes, and ``provenance.json`` records ``runs_done`` and the wall
     time, so a partial folder is readable (and labelled as partial) while the rest is still training.
@@ -303,7 +362,9 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data("wikipedia", vocab_size=vocab_size, cache=cache)
     seeds = [int(s) for s in seeds]
-    prov = _provenance(cfg, data, seeds, objectives, vocab_size, gradient_batches)
+    if eval_sequences:
+        validation_set(data, objectives[0], cfg, eval_sequences)  # refuse a bad size before any training
+    prov = _provenance(cfg, data, seeds, objectives, vocab_size, gradient_batches, eval_sequences)
     prov.update(runs_total=len(seeds) * len(objectives), runs_done=0, wall_seconds=0.0, run_seconds={})
     for name in ("scores.csv", "gradients.csv"):
         (out / name).unlink(missing_ok=True)
@@ -313,7 +374,7 @@ def record_runs(out: str | os.PathLike, cfg: ObjectiveConfig, seeds: Sequence[in
         write_bytes_atomic(out / "provenance.json", (json.dumps(prov, indent=2) + "\n").encode())
 
     write_prov()
-    for s, g, seconds in _paired_runs(data, cfg, seeds, objectives, gradient_batches):
+    for s, g, seconds in _paired_runs(data, cfg, seeds, objectives, gradient_batches, eval_sequences):
         seed, objective = int(s["seed"].iloc[0]), s["objective"].iloc[0]
         for frame, name in ((s, "scores.csv"), (g, "gradients.csv")):
             path = out / name

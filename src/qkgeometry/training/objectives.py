@@ -35,6 +35,8 @@ from .objective_runs import (
     score_rows,
     seed_summaries,
     train_with_objective,
+    validation_loss,
+    validation_set,
 )
 
 __all__ = [
@@ -61,4 +63,6 @@ __all__ = [
     "seed_summaries",
     "train_with_objective",
     "unigram_probs",
+    "validation_loss",
+    "validation_set",
 ]
