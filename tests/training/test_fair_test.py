@@ -63,9 +63,9 @@ def test_a_difference_of_the_opposite_sign_does_not_count_for_the_mask():
 
 def test_claims_name_the_objective_that_really_moves_further():
     larger, smaller = ft.change_claims("causal", "mlm", "symmetry", 0.016, 0.19)
-    assert smaller == "the masked LM moves symmetry further toward symmetric than the causal LM"
+    assert smaller == "the causal LM moves symmetry less toward symmetric than the masked LM"
     assert ft.change_claims("causal", "mlm", "symmetry", -0.1, 0.2)[1] == \
-        "the masked LM moves symmetry toward symmetric and the causal LM toward skew"
+        "the causal LM moves symmetry toward skew, the masked LM toward symmetric"
     assert larger.startswith("the causal LM moves symmetry further toward symmetric")
 
 

@@ -15,6 +15,8 @@ module per chapter's figures.
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
 * :mod:`~qkgeometry.plotting.trajectory`: scores across training, chapter 3 and ``qkgeometry plot --trajectory``
   (:func:`trajectory_curves`);
+* :mod:`~qkgeometry.plotting.claims`: chapters 3-5, each headline's specification curve
+  (:func:`specification_curve`);
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
   :func:`edit_losses`).
 
@@ -25,6 +27,7 @@ package changes no global state: the style is applied only when :func:`use_style
 
 from __future__ import annotations
 
+from .claims import specification_curve
 from .decomposition import heads_vs_layers, matrix_triptych, null_spread, score_plane
 from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
 from .interactive import InteractiveFigure, interactive_score_plane
@@ -74,7 +77,8 @@ from .trajectory import trajectory_curves
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
 FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
-           "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "survey_head_heatmaps",
+           "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "specification_curve",
+           "survey_head_heatmaps",
            "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper",
            "trajectory_curves")
 
@@ -118,6 +122,7 @@ __all__ = [
     "paper_training_curves",
     "plt",
     "primary_label",
+    "specification_curve",
     "raw_vs_folded",
     "require_rows",
     "score_plane",

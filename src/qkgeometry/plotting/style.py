@@ -42,11 +42,12 @@ DIVERGING = "RdBu_r"
 
 #: Colours of the training objectives / mask kinds (chapter 3).
 OBJECTIVE_COLORS = {"causal": FAMILY_COLORS["decoder"], "mlm": FAMILY_COLORS["encoder"], "rtd": "#2ca02c",
-                    "causal-masked": "#8c564b", "causal-sparse": "#ff7f0e"}
+                    "causal-masked": "#8c564b", "causal-sparse": "#ff7f0e", "causal-supervision": "#e377c2"}
 #: How chapter 3 names the objectives on figures.
 OBJECTIVE_LABELS = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token detection",
                     "causal-masked": "causal mask, masked-LM collator",
-                    "causal-sparse": "causal LM, loss at 15% of positions"}
+                    "causal-sparse": "causal LM, loss at 15% of positions",
+                    "causal-supervision": "causal LM, batch of 2 (the sparse loss's targets per step)"}
 
 #: One colour per attention stack (chapter 4): a component's stack is its family for ``self`` attention, else the
 #: component itself (``encoder``, ``decoder``, ``cross``); see :func:`qkgeometry.plotting.stack_of`.

@@ -27,24 +27,34 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import stats
+from ..claims import Claim, Specification, change_words
 from .config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["FAMILY", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "OBJECTIVE_SHORT", "OUTCOME_WORDS", "SCORES", "UNVERIFIABLE", "WAYS",
+__all__ = ["ARMS", "CURVE_FIRST_STEP", "CURVE_LEVELS", "FAMILY", "FAMILY_WITH_SUPERVISION", "SUPERVISED_CAUSAL", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "OBJECTIVE_SHORT", "OUTCOME_WORDS", "SCORES", "UNVERIFIABLE", "WAYS",
            "Contrast", "Decision", "change_claims", "contrast_family", "family_table", "learning_table", "mask_or_density", "matched_steps",
-           "matched_summaries", "plateaus", "read_fair_test", "trajectory_rows"]
+           "matched_summaries", "plateaus", "read_fair_test", "read_supervision_arm", "share_or_supervision",
+           "specification_claims", "trajectory_rows"]
 
 #: The two scores, in the order every table lists them.
 SCORES = ("symmetry", "directionality")
-#: How each objective is named in a sentence.
+#: The sixth arm: the dense causal LM (every position carries loss) with the batch cut from 16 sequences to 2, so that
+#: each step is supervised by about as many targets as the sparse arm's (126 against 149). It is the objective
+#: ``"causal"`` at another batch size; :func:`read_supervision_arm` labels its runs with this name so that they never
+#: mix with the batch-16 causal LM. Chapter 3, "Share of positions or supervision per step?".
+SUPERVISED_CAUSAL = "causal-supervision"
+#: Every arm of the fair test: the objectives, then the supervision-matched arm.
+ARMS = (*ALL_OBJECTIVES, SUPERVISED_CAUSAL)
+#: How each arm is named in a sentence.
 OBJECTIVE_PROSE = {"causal": "causal LM", "mlm": "masked LM", "rtd": "replaced-token-detection objective",
                    AUTHORS_DECODER: "authors' decoder objective",
-                   SPARSE_CAUSAL: "causal LM with the masked LM's loss density"}
-#: How each objective is named in a narrow table column.
+                   SPARSE_CAUSAL: "causal LM with the masked LM's loss density",
+                   SUPERVISED_CAUSAL: "causal LM at the sparse loss's supervision per step"}
+#: How each arm is named in a narrow table column.
 OBJECTIVE_SHORT = {"causal": "causal", "mlm": "MLM", "rtd": "RTD", AUTHORS_DECODER: "authors' decoder",
-                   SPARSE_CAUSAL: "causal, sparse loss"}
+                   SPARSE_CAUSAL: "causal, sparse loss", SUPERVISED_CAUSAL: "causal, batch 2"}
 #: The verdict words of a table.
 OUTCOME_WORDS = {"difference": "difference", "suggested": "suggested", "none": "none detected",
                  "below floor": "below the floor"}
@@ -55,6 +65,10 @@ WAYS = {"symmetry": ("toward symmetric", "toward skew"),
 #: the mask at equal loss density, the loss density with the causal mask held fixed, and the authors' decoder
 #: objective against the masked LM.
 FAMILY = (("causal", "mlm"), (SPARSE_CAUSAL, "mlm"), ("causal", SPARSE_CAUSAL), (AUTHORS_DECODER, "mlm"))
+#: The family once the supervision-matched arm is in (fixed before its runs): the four pairs of :data:`FAMILY`, then
+#: the share of positions with loss at matched supervision, and the supervision per step with every position
+#: carrying loss.
+FAMILY_WITH_SUPERVISION = (*FAMILY, (SUPERVISED_CAUSAL, SPARSE_CAUSAL), ("causal", SUPERVISED_CAUSAL))
 #: Contrasts with an objective that may fail the learning rule; reported beside the family, never in it, when it does.
 UNVERIFIABLE = (("causal", "rtd"),)
 #: An objective learns when its end loss lies, across its whole 95% interval, this share of its plateau below it.
@@ -111,6 +125,53 @@ def read_fair_test(*folders: str | os.PathLike) -> tuple[pandas.DataFrame, panda
     return scores, grads, merged
 
 
+def read_supervision_arm(folder: str | os.PathLike, scores: pandas.DataFrame, provenance: Mapping
+                         ) -> tuple[pandas.DataFrame, pandas.DataFrame, dict]:
+    """``(scores, gradients, provenance)`` of the supervision-matched arm (one folder per seed, recorded by
+    ``qkgeometry train-objectives --objectives causal --batch-size 2``), checked against the fair test it joins.
+
+    ``scores``/``provenance``: :func:`read_fair_test` of the other arms. The recording must hold the objective
+    ``"causal"`` alone, share the other arms' configuration in everything but the batch size (which must be
+    smaller), read the same data, and start every seed from the same initialisation (identical step-0 scores):
+    ValueError naming what differs otherwise. Its runs come back labelled :data:`SUPERVISED_CAUSAL`, only for the
+    seeds both recordings hold, with ``val_loss`` where it was logged. Chapter 3, "Share of positions or
+    supervision per step?".
+    """
+    from .objective_runs import read_recorded
+
+    arm, grads, prov = read_recorded(folder)
+    if prov.get("objectives") != ["causal"]:
+        raise ValueError(f"folder: {folder} records {prov.get('objectives')}; the supervision-matched arm is the "
+                         "objective 'causal' alone (train-objectives --objectives causal).")
+    ours, theirs = dict(prov["config"]), dict(provenance["config"])
+    if not ours.get("batch_size", 0) < theirs.get("batch_size", 0):
+        raise ValueError(f"folder: its batch size ({ours.get('batch_size')}) is not smaller than the fair test's "
+                         f"({theirs.get('batch_size')}); this reader is for the arm whose batch was cut.")
+    differ = sorted(k for k in set(ours) | set(theirs) if k != "batch_size" and ours.get(k) != theirs.get(k))
+    if differ:
+        raise ValueError(f"folder: its configuration differs from the fair test's in {differ}, not in the batch size "
+                         "alone, so its runs are not paired with the other arms; read it separately.")
+    if prov["data"]["fingerprint"] != provenance["data"]["fingerprint"]:
+        raise ValueError("folder: the recording reads other data (tokenizer or corpus) than the fair test, so its "
+                         "runs are not paired; read it separately.")
+    seeds = sorted(set(prov["seeds"]) & set(provenance["seeds"]))
+    if not seeds:
+        raise ValueError("folder: the recording shares no seed with the fair test, so no run can be paired.")
+    arm = arm[arm["seed"].isin(seeds)].assign(objective=SUPERVISED_CAUSAL)
+    grads = grads[grads["seed"].isin(seeds)].assign(objective=SUPERVISED_CAUSAL)
+    keys = ["seed", "layer", "head"]
+    mine = arm[arm["step"] == 0].set_index(keys)[list(SCORES)]
+    other = scores[(scores["step"] == 0) & scores["seed"].isin(seeds)].groupby(keys)[list(SCORES)].first()
+    gap = (mine - other.reindex(mine.index)).abs().max(axis=1)
+    if gap.isna().any() or float(gap.max()) > 1e-5:  # the CSVs keep six significant digits
+        bad = sorted(set(gap[gap.isna() | (gap > 1e-5)].index.get_level_values("seed")))
+        raise ValueError(f"folder: seeds {bad} do not start from the fair test's initialisation (step-0 scores "
+                         "differ), so they cannot be paired by seed.")
+    merged = dict(prov)
+    merged["seeds"] = seeds
+    return arm, grads, merged
+
+
 # =============================================================================================== learning
 def plateaus(data, cfg, n_batches: int = 20) -> dict[str, float]:
     """The loss of a model that ignores the context, per objective: the unigram cross-entropy of the validation
@@ -125,7 +186,7 @@ def plateaus(data, cfg, n_batches: int = 20) -> dict[str, float]:
         make_objective_batch(train_block(data.train, cfg.seq_len, cfg.batch_size, 0, k), "rtd", data.vocab_size, 0,
                              k, cfg.mask_prob, unigram).labels.float().mean()
         for k in range(n_batches)]))
-    out = {o: float(data.unigram_loss()) for o in ALL_OBJECTIVES}
+    out = {o: float(data.unigram_loss()) for o in ARMS}
     out["rtd"] = float(-(rate * np.log(rate) + (1 - rate) * np.log(1 - rate)))
     return out
 
@@ -182,30 +243,15 @@ def _paired(frame: pandas.DataFrame, a: str, b: str, column: str) -> tuple[np.nd
 
 
 def change_claims(a: str, b: str, score: str, mean_a: float, mean_b: float) -> tuple[str, str]:
-    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, worded from where each objective moves.
-
-    "Further toward skew" is only right when the one that moves further really moves toward skew: when both move
-    toward symmetric, a negative ``a − b`` means that ``b`` moves further toward symmetric.
+    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes* between two arms, worded from where
+    each arm moves (:func:`qkgeometry.claims.change_words`, with the arms' names and the score's directions).
 
     >>> change_claims("causal", "mlm", "symmetry", 0.016, 0.19)[1]
-    'the masked LM moves symmetry further toward symmetric than the causal LM'
+    'the causal LM moves symmetry less toward symmetric than the masked LM'
     >>> change_claims("causal", "mlm", "directionality", -0.46, -0.16)[1]
     'the causal LM moves directionality further toward the key side than the masked LM'
     """
-    up, down = WAYS[score]
-    pa, pb = OBJECTIVE_PROSE[a], OBJECTIVE_PROSE[b]
-
-    def claim(first: str, second: str, m1: float, m2: float, way_up: str, way_down: str) -> str:
-        # first's change exceeds second's (m1 > m2 in the direction of way_up)
-        if m1 > 0 and m2 >= 0:
-            return f"the {first} moves {score} further {way_up} than the {second}"
-        if m1 <= 0 and m2 < 0:
-            return f"the {second} moves {score} further {way_down} than the {first}"
-        if m1 > 0 > m2:
-            return f"the {first} moves {score} {way_up} and the {second} {way_down}"
-        return f"the {first}'s change of {score} exceeds the {second}'s"
-
-    return claim(pa, pb, mean_a, mean_b, up, down), claim(pb, pa, mean_b, mean_a, up, down)
+    return change_words(OBJECTIVE_PROSE[a], OBJECTIVE_PROSE[b], score, *WAYS[score], mean_a, mean_b)
 
 
 def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]] = FAMILY,
@@ -256,12 +302,19 @@ def family_table(family: Mapping[tuple[str, str, str], Contrast],
 
 @dataclass(frozen=True)
 class Decision:
-    """The pre-stated reading of the headline gap for one score: ``outcome`` is ``"mask"``, ``"density"``,
-    ``"both"`` or ``"undecided"``; ``sentence`` says it in words, with the two contrasts it rests on."""
+    """The pre-stated reading of a gap for one score: ``outcome`` is one of the rule's outcomes (``"mask"``,
+    ``"density"``, ``"both"``, ``"undecided"`` for :func:`mask_or_density`; ``"share"``, ``"supervision"``,
+    ``"both"``, ``"undecided"``, ``"nothing to split"`` for :func:`share_or_supervision`); ``sentence`` says it in
+    words, with the two contrasts it rests on."""
 
     score: str
     outcome: str
     sentence: str
+
+
+def _counts(c: Contrast, sign: float) -> bool:
+    """A contrast counts for a reading when it is a difference in its family with the sign of the gap it splits."""
+    return c.is_difference and np.sign(c.difference.interval.estimate) == sign
 
 
 def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str) -> Decision:
@@ -270,29 +323,60 @@ def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str)
     A contrast *counts* when it is a difference in the family (interval excludes 0 and Holm p < 0.05) with the sign
     of the causal − masked LM estimate. The mask drives the gap when causal-sparse − masked LM counts and causal −
     causal-sparse does not; the loss density (or the learning it brings) when the reverse holds; both when both
-    count; otherwise the reading is undecided at this n.
+    count; otherwise the reading is undecided at this n. The sentence names the gap by its own claim (where each
+    arm moves), never by a direction neither arm takes.
     """
     head = family[("causal", "mlm", score)]
     mask = family[(SPARSE_CAUSAL, "mlm", score)]
     density = family[("causal", SPARSE_CAUSAL, score)]
     sign = np.sign(head.difference.interval.estimate)
-
-    def counts(c: Contrast) -> bool:
-        return c.is_difference and np.sign(c.difference.interval.estimate) == sign
-
-    way = WAYS[score][0 if sign > 0 else 1]
+    gap = f"the gap in {score} ({head.verdict.claim})"
     parts = (f"with the loss density matched, the causal mask against the masked LM gives "
              f"{mask.verdict.estimate_text}; with the mask held causal, the dense loss against the sparse one gives "
              f"{density.verdict.estimate_text}")
-    if counts(mask) and counts(density):
-        return Decision(score, "both", f"Both the mask and the loss density move {score} {way}: {parts}.")
-    if counts(mask):
-        return Decision(score, "mask", f"The causal mask, not the loss density, moves {score} {way}: {parts}.")
-    if counts(density):
-        return Decision(score, "density", f"The loss density (and the learning it brings), not the mask, moves "
-                                          f"{score} {way}: {parts}.")
+    if _counts(mask, sign) and _counts(density, sign):
+        return Decision(score, "both", f"Both the mask and the loss density carry {gap}: {parts}.")
+    if _counts(mask, sign):
+        return Decision(score, "mask", f"The causal mask, not the loss density, carries {gap}: {parts}.")
+    if _counts(density, sign):
+        return Decision(score, "density", f"The loss density (or the learning it brings), not the mask, carries "
+                                          f"{gap}: {parts}.")
     return Decision(score, "undecided", f"Neither the mask nor the loss density is established as the source of "
-                                        f"the gap in {score}: {parts}.")
+                                        f"{gap}: {parts}.")
+
+
+def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score: str) -> Decision:
+    """What carries the loss-density gap (causal − causal-sparse) in ``score``, by the rule fixed before the runs of
+    the supervision-matched arm (:data:`SUPERVISED_CAUSAL`).
+
+    The share of positions with loss carries it when the supervision-matched dense arm − causal-sparse counts
+    (a difference in the family with the sign of causal − causal-sparse) and causal − the supervision-matched arm
+    does not; the supervision per step (targets, gradient noise, the learning they bring) in the reverse case; both
+    when both count; undecided otherwise. When causal − causal-sparse is itself no difference, there is nothing to
+    split.
+    """
+    gap = family[("causal", SPARSE_CAUSAL, score)]
+    share = family[(SUPERVISED_CAUSAL, SPARSE_CAUSAL, score)]
+    amount = family[("causal", SUPERVISED_CAUSAL, score)]
+    sign = np.sign(gap.difference.interval.estimate)
+    parts = (f"at matched supervision, every position against 15% of them gives {share.verdict.estimate_text}; with "
+             f"every position carrying loss, 1,008 targets per step against 126 give {amount.verdict.estimate_text}")
+    if not gap.is_difference:
+        return Decision(score, "nothing to split", f"The dense and the sparse causal LM do not differ in {score} "
+                                                   f"in this family ({gap.verdict.estimate_text}), so there is "
+                                                   f"no density gap to split: {parts}.")
+    what = f"the density gap in {score} ({gap.verdict.claim})"
+    if _counts(share, sign) and _counts(amount, sign):
+        return Decision(score, "both", f"Both the share of positions with loss and the supervision per step carry "
+                                       f"{what}: {parts}.")
+    if _counts(share, sign):
+        return Decision(score, "share", f"The share of positions with loss, not the supervision per step, carries "
+                                        f"{what}: {parts}.")
+    if _counts(amount, sign):
+        return Decision(score, "supervision", f"The supervision per step (targets, gradient noise and the learning "
+                                              f"they bring), not the share of positions, carries {what}: {parts}.")
+    return Decision(score, "undecided", f"Neither the share of positions nor the supervision per step is "
+                                        f"established as the source of {what}: {parts}.")
 
 
 # ======================================================================================= matched learning
@@ -362,3 +446,66 @@ def trajectory_rows(scores: pandas.DataFrame, cfg, objectives: Sequence[str] = (
                 "step": part["step"].astype(int), "layer": part["layer"], "head": np.nan, "seed": datasets,
                 "band_unit": "dataset", "symmetry": part["symmetry"], "directionality": part["directionality"]}))
     return pd.concat(parts, ignore_index=True)
+
+
+# ================================================================================== specification curves
+#: The horizons of the specification curve: every logged step from this one on.
+CURVE_FIRST_STEP = 500
+#: The matched-learning levels of the specification curve (shares of the plateau below it).
+CURVE_LEVELS = (0.05, 0.10, 0.15, 0.20)
+
+
+def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
+                         pairs: Sequence[tuple[str, str]] = FAMILY, primary_step: int | None = None,
+                         first_step: int = CURVE_FIRST_STEP, levels: Sequence[float] = CURVE_LEVELS,
+                         min_pairs: int = 3) -> dict[tuple[str, str, str], Claim]:
+    """Every contrast of ``pairs`` (both scores) as a :class:`qkgeometry.claims.Claim` over its specification curve:
+    the change from the initialisation, paired by seed, at every logged step from ``first_step`` on and at matched
+    learning for each of ``levels``, each per layer and per head. The primary is the pre-stated one: per layer at
+    ``primary_step`` (default: the last logged step). Chapter 3, "How robust is each verdict?".
+
+    ``scores``: the runs of every arm (:func:`read_fair_test`, with :func:`read_supervision_arm` appended);
+    ``plateau``: :func:`plateaus`. A specification with fewer than ``min_pairs`` paired seeds (a level an arm never
+    reaches) is listed in the claim's ``not_computed`` with the reason, never imputed. The direction words come
+    from where each arm moves at the primary (:func:`change_claims`).
+    """
+    from .objective_runs import UNITS, seed_summaries
+
+    per_run = {unit: seed_summaries(scores, unit, step="all") for unit in UNITS}
+    logged = sorted(int(s) for s in per_run["layer"]["step"].unique())
+    primary_step = logged[-1] if primary_step is None else int(primary_step)
+    if primary_step not in logged:
+        raise ValueError(f"primary_step: {primary_step} is not a logged step; logged: {logged[0]}…{logged[-1]}.")
+    horizons = [s for s in logged if s >= first_step]
+    matched = {(unit, level): matched_summaries(per_run[unit], matched_steps(per_run[unit], plateau, level))
+               for unit in UNITS for level in levels}
+    out = {}
+    for a, b in pairs:
+        for score in SCORES:
+            column = f"{score}_change"
+            specs, missing = [], []
+
+            def add(frame, axis: str, label: str, primary: bool = False) -> None:
+                va, vb = _paired(frame, a, b, column)
+                if len(va) < min_pairs:
+                    reached = {o: int(frame.loc[frame["objective"] == o, column].notna().sum()) for o in (a, b)}
+                    missing.append(f"{label} ({OBJECTIVE_SHORT[a]} {reached[a]}, {OBJECTIVE_SHORT[b]} {reached[b]} "
+                                   "runs get there)")
+                    return
+                iv = stats.paired_difference(va, vb).interval
+                specs.append(Specification(axis, label, iv, primary))
+
+            for unit in UNITS:
+                for step in horizons:
+                    at = per_run[unit][per_run[unit]["step"] == step]
+                    add(at, f"horizon, per {unit}", f"step {step:,}, per {unit}",
+                        primary=(unit == "layer" and step == primary_step))
+                for level in levels:
+                    add(matched[(unit, level)], f"matched learning, per {unit}",
+                        f"matched at {level:.0%} below the plateau, per {unit}")
+            at = per_run["layer"][per_run["layer"]["step"] == primary_step]
+            va, vb = _paired(at, a, b, column)
+            larger, smaller = change_claims(a, b, score, float(va.mean()), float(vb.mean()))
+            subject = f"Δ{score[0]} ({OBJECTIVE_SHORT[a]} − {OBJECTIVE_SHORT[b]})"
+            out[(a, b, score)] = Claim(subject, larger, smaller, tuple(specs), tuple(missing))
+    return out

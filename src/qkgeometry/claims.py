@@ -1,0 +1,285 @@
+"""Claims that hold across their specification curve, and the sentences that state them.
+
+A headline such as "the dense loss moves directionality toward the key side" is read from one estimate at one
+*specification*: one horizon, one unit (layer or head), one way of matching learning, one set of families. A referee
+could have picked another, equally defensible one. A :class:`Claim` holds the estimate at **every** such
+specification (its *specification curve*), marks the one stated before the numbers (the *primary*), and renders the
+sentence from the numbers, so that
+
+* the direction words always follow the sign of the estimate they describe (:func:`change_words` words a contrast of
+  two changes from where each arm moves, so a smaller gain toward symmetric is never called a move "toward skew");
+* a claim is stated as holding only when it holds across its curve; otherwise the sentence says where it holds and
+  where it reverses (:meth:`Claim.reading`);
+* n and the unit of the interval stand next to the number.
+
+The intervals of a curve are the unadjusted 95% intervals of each specification (a description of how the estimate
+moves with the choice, not a second test); the verdict of the primary within its family of tests is the
+:class:`qkgeometry.stats.Verdict` the page shows beside it. Chapter 3 ("How robust is each verdict?"), chapter 4 and
+chapter 5 draw each headline's curve with :func:`qkgeometry.plotting.claims.specification_curve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import stats
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["OUTCOMES", "Claim", "Reading", "Specification", "change_words", "difference_words", "join_words"]
+
+#: How a curve reads against its primary, from strongest to weakest (:meth:`Claim.reading`).
+OUTCOMES = ("holds", "direction holds", "primary only", "reverses", "not established")
+
+#: At most this many specifications are named in a sentence; the rest are counted.
+_NAMED = 4
+
+
+@dataclass(frozen=True)
+class Specification:
+    """One point of a specification curve: what was chosen (``axis``, e.g. "horizon", and ``label``, e.g.
+    "step 2,000, per layer") and the estimate with its interval there."""
+
+    axis: str
+    label: str
+    interval: stats.Interval
+    primary: bool = False
+
+    @property
+    def sign(self) -> int:
+        return int(np.sign(self.interval.estimate))
+
+    @property
+    def established(self) -> bool:
+        """The interval excludes 0."""
+        return self.interval.excludes_zero
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a curve reads against the sign of its primary estimate.
+
+    ``outcome`` (one of :data:`OUTCOMES`):
+
+    * ``"holds"``: the primary is established and every specification is established with its sign;
+    * ``"direction holds"``: the primary is established, every estimate has its sign, some intervals include 0;
+    * ``"primary only"``: the primary is established, some estimates have the other sign, none of them established;
+    * ``"reverses"``: the primary is established and some specification is established with the other sign;
+    * ``"not established"``: the primary's interval includes 0.
+
+    ``agree``/``against``: the specifications whose estimate has the primary's sign / the other sign;
+    ``established_agree``/``established_against``: those among them whose interval excludes 0.
+    """
+
+    outcome: str
+    agree: tuple[Specification, ...]
+    against: tuple[Specification, ...]
+    established_agree: tuple[Specification, ...]
+    established_against: tuple[Specification, ...]
+
+    @property
+    def total(self) -> int:
+        return len(self.agree) + len(self.against)
+
+
+def join_words(words: Sequence[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``.
+
+    >>> join_words(["step 500"]), join_words(["a", "b", "c"])
+    ('step 500', 'a, b and c')
+    """
+    words = list(words)
+    if not words:
+        return ""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _named(specs: Sequence[Specification], with_values: bool = True) -> str:
+    """Up to :data:`_NAMED` specifications by label (with their estimate), then how many more."""
+    shown = [f"{s.label} ({_value(s.interval)})" if with_values else s.label for s in specs[:_NAMED]]
+    rest = len(specs) - len(shown)
+    if rest:
+        shown.append(f"{rest} more")
+    return join_words(shown)
+
+
+def _value(interval: stats.Interval) -> str:
+    """``"−0.26 [−0.39, −0.12]"``: the estimate and its interval, at the precision the interval supports."""
+    half = (interval.high - interval.low) / 2
+    f = lambda v: stats.format_number(v, half if half > 0 else None)  # noqa: E731
+    return f"{f(interval.estimate)} [{f(interval.low)}, {f(interval.high)}]"
+
+
+def _units(interval: stats.Interval) -> str:
+    unit = interval.unit
+    plural = unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
+    return f"n = {interval.n} {unit if interval.n == 1 else plural}"
+
+
+def difference_words(a: str, b: str, quantity: str, up: str, down: str) -> tuple[str, str]:
+    """The claims of ``a − b`` for a *level* (not a change): ``(larger, smaller)``.
+
+    >>> difference_words("encoders", "decoders", "symmetry", "more symmetric", "more skew")
+    ('the encoders are more symmetric than the decoders', 'the decoders are more symmetric than the encoders')
+    """
+    return f"the {a} are {up} than the {b}", f"the {b} are {up} than the {a}"
+
+
+def change_words(a: str, b: str, score: str, up: str, down: str, mean_a: float, mean_b: float
+                 ) -> tuple[str, str]:
+    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, worded from where each arm moves.
+
+    ``up``/``down`` name a positive and a negative change of ``score`` ("toward symmetric", "toward skew");
+    ``mean_a``/``mean_b`` are each arm's own mean change. "Toward skew" is only said of an arm that moves toward
+    skew: when both arms move toward symmetric, a negative ``a − b`` means that ``a`` moves *less* toward symmetric.
+
+    >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.016, 0.19)[1]
+    'the causal LM moves symmetry less toward symmetric than the masked LM'
+    >>> change_words("causal LM", "masked LM", "directionality", "toward the query side", "toward the key side",
+    ...              -0.46, -0.16)[1]
+    'the causal LM moves directionality further toward the key side than the masked LM'
+    >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.02, -0.01)[0]
+    'the causal LM moves symmetry toward symmetric, the masked LM toward skew'
+    """
+    if mean_a >= 0 and mean_b >= 0 and (mean_a > 0 or mean_b > 0):
+        return (f"the {a} moves {score} further {up} than the {b}", f"the {a} moves {score} less {up} than the {b}")
+    if mean_a <= 0 and mean_b <= 0 and (mean_a < 0 or mean_b < 0):
+        return (f"the {a} moves {score} less {down} than the {b}",
+                f"the {a} moves {score} further {down} than the {b}")
+    # opposite signs: each clause is true of its own arm whichever claim the estimate selects
+    larger = f"the {a} moves {score} {up}, the {b} {down}"
+    smaller = f"the {a} moves {score} {down}, the {b} {up}"
+    if not (mean_a > 0 > mean_b):
+        larger = f"the {a}'s change of {score} exceeds the {b}'s"
+    if not (mean_a < 0 < mean_b):
+        smaller = f"the {a}'s change of {score} falls short of the {b}'s"
+    return larger, smaller
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A contrast stated from its specification curve.
+
+    ``subject`` names the quantity ("Δd per layer, causal − masked LM"); ``larger``/``smaller`` are what a positive
+    and a negative estimate say (from :func:`change_words` or :func:`difference_words`); ``curve`` holds every
+    specification, exactly one of them ``primary`` (the one stated before the numbers). ``not_computed`` lists
+    specifications that could not be computed, with why ("matched at 15%: the masked LM never gets there").
+    """
+
+    subject: str
+    larger: str
+    smaller: str
+    curve: tuple[Specification, ...]
+    not_computed: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        primaries = [s for s in self.curve if s.primary]
+        if len(primaries) != 1:
+            raise ValueError(f"curve: exactly one specification must be the primary; got {len(primaries)} of "
+                             f"{len(self.curve)} for {self.subject!r}.")
+
+    @property
+    def primary(self) -> Specification:
+        return next(s for s in self.curve if s.primary)
+
+    @property
+    def claim(self) -> str:
+        """What the primary estimate says, by its sign."""
+        return self.larger if self.primary.interval.estimate > 0 else self.smaller
+
+    @property
+    def reading(self) -> Reading:
+        sign = self.primary.sign
+        agree = tuple(s for s in self.curve if s.sign == sign and sign != 0)
+        against = tuple(s for s in self.curve if s not in agree)
+        est_agree = tuple(s for s in agree if s.established)
+        est_against = tuple(s for s in against if s.established)
+        if not self.primary.established:
+            outcome = "not established"
+        elif est_against:
+            outcome = "reverses"
+        elif against:
+            outcome = "primary only"
+        elif len(est_agree) == len(self.curve):
+            outcome = "holds"
+        else:
+            outcome = "direction holds"
+        return Reading(outcome, agree, against, est_agree, est_against)
+
+    @property
+    def holds(self) -> bool:
+        """True when the claim may be stated without qualification: it holds at every specification."""
+        return self.reading.outcome == "holds"
+
+    @property
+    def range_text(self) -> str:
+        """The smallest and the largest estimate over the curve."""
+        est = [s.interval.estimate for s in self.curve]
+        scale = float(np.median([(s.interval.high - s.interval.low) / 2 for s in self.curve]))
+        f = lambda v: stats.format_number(v, scale if scale > 0 else None)  # noqa: E731
+        return f"{f(min(est))} to {f(max(est))}"
+
+    @property
+    def sentence(self) -> str:
+        """The claim as the page states it: at the primary, then across the curve.
+
+        >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 12, unit="seed")
+        >>> c = Claim("Δd", "a is larger", "a is smaller", (
+        ...     Specification("horizon", "step 4,000", iv(-0.26, -0.39, -0.12), primary=True),
+        ...     Specification("horizon", "step 2,000", iv(0.14, 0.02, 0.26))))
+        >>> c.reading.outcome
+        'reverses'
+        >>> print(c.sentence)
+        At the pre-stated specification (step 4,000), a is smaller: Δd -0.26 [-0.39, -0.12] (n = 12 seeds). This does not hold across the 2 specifications: the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
+        """
+        p = self.primary
+        head = f"{self.subject} {_value(p.interval)} ({_units(p.interval)})"
+        r = self.reading
+        m = r.total
+        if r.outcome == "not established":
+            first = (f"At the pre-stated specification ({p.label}) no difference is established: {head}.")
+            established = [s for s in self.curve if s.established]
+            if established:
+                # the arms' own changes differ between specifications, so the words of the primary are not reused:
+                # only the sign of each estimate is stated
+                sides = []
+                for word, sign in (("positive", 1), ("negative", -1)):
+                    these = [s for s in established if s.sign == sign]
+                    if these:
+                        sides.append(f"{word} at {_named(these)}")
+                return (f"{first} Elsewhere on the curve of {m} specifications an interval excludes 0: "
+                        f"{self.subject} is {'; '.join(sides)}.")
+            return f"{first} No interval on the curve of {m} specifications excludes 0 ({self.range_text})."
+        first = f"{_capital(self.claim)}: {head}"
+        if r.outcome == "holds":
+            return (f"{first}, at the pre-stated specification ({p.label}); the interval excludes 0 with the same "
+                    f"sign at every one of the {m} specifications ({self.range_text}).")
+        first = f"At the pre-stated specification ({p.label}), {self.claim}: {head}."
+        if r.outcome == "direction holds":
+            weak = [s for s in r.agree if not s.established]
+            return (f"{first} Every one of the {m} specifications points the same way ({self.range_text}), but the "
+                    f"interval includes 0 at {len(weak)} of them ({_named(weak, with_values=False)}).")
+        if r.outcome == "primary only":
+            return (f"{first} It does not hold across the {m} specifications: the estimate has the other sign at "
+                    f"{len(r.against)} of them ({_named(r.against)}), none of them established.")
+        return (f"{first} This does not hold across the {m} specifications: the estimate reverses, with an "
+                f"interval that excludes 0, at {_named(r.established_against)}.")
+
+    def frame(self) -> pandas.DataFrame:
+        """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the
+        estimate (the order of the figure)."""
+        import pandas as pd
+
+        rows = [{"axis": s.axis, "label": s.label, "estimate": s.interval.estimate, "low": s.interval.low,
+                 "high": s.interval.high, "n": s.interval.n, "unit": s.interval.unit, "primary": s.primary,
+                 "established": s.established} for s in self.curve]
+        return pd.DataFrame(rows).sort_values("estimate", kind="stable", ignore_index=True)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

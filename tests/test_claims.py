@@ -1,0 +1,120 @@
+"""Tests for qkgeometry.claims: direction words follow the signs, and a claim is stated as holding only where its
+specification curve holds."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from qkgeometry import stats
+from qkgeometry.claims import Claim, Specification, change_words, difference_words
+
+UP, DOWN = "toward symmetric", "toward skew"
+
+
+def _iv(estimate: float, half: float = 0.05, n: int = 12) -> stats.Interval:
+    return stats.Interval(estimate, estimate - half, estimate + half, n, unit="seed")
+
+
+def _claim(primary: float, others: list[tuple[float, float]], words=("a is larger", "a is smaller")) -> Claim:
+    curve = [Specification("horizon", "step 4,000", _iv(primary), primary=True)]
+    curve += [Specification("horizon", f"step {k * 500:,}", _iv(e, h)) for k, (e, h) in enumerate(others, 1)]
+    return Claim("Δd per layer", *words, tuple(curve))
+
+
+def test_a_smaller_gain_toward_symmetric_is_never_called_a_move_toward_skew():
+    # causal − MLM Δs negative while every arm moves toward symmetric (+0.016 and +0.192)
+    larger, smaller = change_words("causal LM", "masked LM", "symmetry", UP, DOWN, 0.016, 0.192)
+    claim = Claim("Δs per layer, causal − masked LM", larger, smaller,
+                  (Specification("horizon", "step 4,000", _iv(0.016 - 0.192, 0.06), primary=True),))
+    assert claim.claim == "the causal LM moves symmetry less toward symmetric than the masked LM"
+    assert DOWN not in claim.sentence
+
+
+@pytest.mark.parametrize(("mean_a", "mean_b"), list(itertools.product([-0.3, -0.01, 0.0, 0.02, 0.4], repeat=2)))
+def test_every_direction_word_is_true_of_the_arm_it_describes(mean_a, mean_b):
+    """Whatever the arms' own changes, the claim that the estimate's sign selects never says an arm moves a way it
+    does not."""
+    if mean_a == mean_b:
+        return
+    larger, smaller = change_words("A", "B", "symmetry", UP, DOWN, mean_a, mean_b)
+    said = larger if mean_a - mean_b > 0 else smaller
+    for arm, mean in (("A", mean_a), ("B", mean_b)):
+        for word, sign in ((UP, 1), (DOWN, -1)):
+            # "the A moves symmetry [further|less] toward X" or "the B toward X" in a two-clause claim
+            if re.search(rf"the {arm} moves symmetry less {word}", said):  # "less" allows standing still
+                assert sign * mean >= 0, f"{said!r} with A {mean_a}, B {mean_b}"
+            elif re.search(rf"the {arm} moves symmetry (further )?{word}", said) or re.search(rf"the {arm} {word}", said):
+                assert sign * mean > 0, f"{said!r} with A {mean_a}, B {mean_b}"
+            # the other arm of a comparison moves that way too
+            if re.search(rf"(further|less) {word} than the B", said) and arm == "B":
+                assert sign * mean >= 0, f"{said!r} with A {mean_a}, B {mean_b}"
+    if "further" in said or "less" in said:  # a comparison: the one said to move further moves further
+        further = "further" in said
+        assert (abs(mean_a) > abs(mean_b)) == further, f"{said!r} with A {mean_a}, B {mean_b}"
+
+
+def test_difference_words_follow_the_sign():
+    larger, smaller = difference_words("encoders", "decoders", "symmetry", "more symmetric", "more skew")
+    up = Claim("gap", larger, smaller, (Specification("families", "all", _iv(0.3), primary=True),))
+    down = Claim("gap", larger, smaller, (Specification("families", "all", _iv(-0.3), primary=True),))
+    assert up.claim.startswith("the encoders are more symmetric")
+    assert down.claim.startswith("the decoders are more symmetric")
+
+
+def test_a_claim_that_holds_everywhere_says_so():
+    c = _claim(-0.30, [(-0.2, 0.05), (-0.4, 0.1)])
+    assert c.holds and c.reading.outcome == "holds"
+    assert c.sentence.startswith("A is smaller: Δd per layer")
+    assert "every one of the 3 specifications" in c.sentence and "n = 12 seeds" in c.sentence
+
+
+def test_a_reversal_is_named_with_its_estimate():
+    # sparse − MLM Δd: −0.19 at step 500, +0.14 at 2,000 (established), −0.05 at 4,000 (primary here: established)
+    c = _claim(-0.20, [(-0.19, 0.05), (0.14, 0.1)])
+    assert c.reading.outcome == "reverses" and not c.holds
+    assert "reverses" in c.sentence and "step 1,000 (0.14" in c.sentence
+    assert c.sentence.startswith("At the pre-stated specification (step 4,000), a is smaller")
+
+
+def test_a_direction_that_holds_without_every_interval_excluding_zero():
+    c = _claim(-0.30, [(-0.02, 0.05), (-0.4, 0.1)])
+    assert c.reading.outcome == "direction holds"
+    assert "includes 0 at 1 of them (step 500)" in c.sentence
+
+
+def test_an_opposite_sign_that_is_not_established_is_still_reported():
+    c = _claim(-0.30, [(0.02, 0.05)])
+    assert c.reading.outcome == "primary only"
+    assert "other sign at 1 of them" in c.sentence
+
+
+def test_an_unestablished_primary_is_never_stated_as_a_finding():
+    c = _claim(-0.01, [(0.3, 0.05), (-0.2, 0.05)])
+    assert c.reading.outcome == "not established"
+    assert c.sentence.startswith("At the pre-stated specification (step 4,000) no difference is established")
+    assert "Δd per layer is positive at step 500 (0.30" in c.sentence and "negative at step 1,000" in c.sentence
+    assert "a is larger" not in c.sentence and "a is smaller" not in c.sentence  # words of the primary only
+    quiet = _claim(0.01, [(0.02, 0.05)])
+    assert "No interval on the curve of 2 specifications excludes 0" in quiet.sentence
+
+
+def test_a_curve_needs_exactly_one_primary():
+    with pytest.raises(ValueError, match="exactly one specification must be the primary"):
+        Claim("x", "up", "down", (Specification("a", "b", _iv(1.0)),))
+    with pytest.raises(ValueError, match="exactly one"):
+        Claim("x", "up", "down", (Specification("a", "b", _iv(1.0), True), Specification("a", "c", _iv(1.0), True)))
+
+
+def test_the_frame_is_sorted_by_estimate_and_marks_the_primary():
+    c = _claim(-0.30, [(0.1, 0.05), (-0.5, 0.1)])
+    frame = c.frame()
+    assert list(frame["estimate"]) == sorted(frame["estimate"])
+    assert frame["primary"].sum() == 1 and frame.loc[frame["primary"], "label"].item() == "step 4,000"
+
+
+def test_long_lists_are_counted_not_spelled_out():
+    c = _claim(-0.30, [(0.3, 0.05)] * 6)
+    assert "2 more" in c.sentence
