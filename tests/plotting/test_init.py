@@ -69,6 +69,7 @@ EMPTY_CALLS = {
     "paired_difference_curve": ((_empty("arch", "step", "n", "diff_mean", "ci_low", "ci_high"),), "curve"),
     "trajectories_vs_paper": ((_empty("fraction", "init", "seed", "symmetry"), FULL), "ours"),
     "trajectory_curves": ((_empty("run", "step", "layer", "symmetry", "directionality"),), "frame"),
+    "specification_curve": (([],), "claims"),
 }
 
 

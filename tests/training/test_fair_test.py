@@ -123,3 +123,103 @@ def test_read_fair_test_joins_arms_that_share_their_initialisation_and_refuses_o
     frame.to_csv(b / "s1" / "scores.csv", index=False)
     with pytest.raises(ValueError, match=r"do not share their initialisation .*\[1\]"):
         ft.read_fair_test(a, b)
+
+
+def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_skew():
+    # every arm moves symmetry toward symmetric; the causal LM least (the recorded pattern)
+    frame = _summaries({"mlm": [0.19 + e for e in NOISE], "causal": [0.016 + e for e in NOISE[::-1]],
+                        SPARSE: [0.073 + e for e in NOISE[4:] + NOISE[:4]], ob.AUTHORS_DECODER: NOISE},
+                       score="symmetry")
+    decision = ft.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
+    assert decision.outcome == "both"
+    assert "toward skew" not in decision.sentence
+    assert "the causal LM moves symmetry less toward symmetric than the masked LM" in decision.sentence
+
+
+def _supervision_family(causal, sparse, small):
+    frame = _summaries({"mlm": NOISE, "causal": causal, SPARSE: sparse, ft.SUPERVISED_CAUSAL: small})
+    return ft.contrast_family(frame, pairs=[("causal", SPARSE), (ft.SUPERVISED_CAUSAL, SPARSE),
+                                            ("causal", ft.SUPERVISED_CAUSAL)])
+
+
+@pytest.mark.parametrize(("small_at", "outcome"), [(-0.45, "share"), (-0.15, "supervision"), (-0.3, "both")])
+def test_share_or_supervision_follows_the_stated_rule(small_at, outcome):
+    causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
+    sparse = [-0.15 + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
+    small = [small_at + 0.6 * e for e in NOISE[6:] + NOISE[:6]]
+    decision = ft.share_or_supervision(_supervision_family(causal, sparse, small), "directionality")
+    assert decision.outcome == outcome
+    assert "126" in decision.sentence and "CI" in decision.sentence
+
+
+def test_share_or_supervision_has_nothing_to_split_without_a_density_gap():
+    same = [-0.2 + e for e in NOISE]
+    decision = ft.share_or_supervision(_supervision_family(same, same[::-1], same), "directionality")
+    assert decision.outcome == "nothing to split"
+
+
+def _supervision_recording(tmp_path, batch_size=2, seeds=(0, 1, 2), **config):
+    """The recorded causal runs of seeds ``seeds`` relabelled as a batch-cut recording (same initialisation)."""
+    out = _copy_recording(tmp_path, "small", ["causal"])
+    for seed in (0, 1, 2):
+        prov_path = out / f"s{seed}" / "provenance.json"
+        if seed not in seeds:
+            shutil.rmtree(out / f"s{seed}")
+            continue
+        prov = json.loads(prov_path.read_text())
+        prov["config"].update(batch_size=batch_size, **config)
+        prov_path.write_text(json.dumps(prov))
+    return out
+
+
+def test_read_supervision_arm_labels_its_runs_and_checks_that_they_pair(tmp_path):
+    base = _copy_recording(tmp_path, "base", ["causal", "mlm"])
+    scores, _, prov = ft.read_fair_test(base)
+    arm, grads, arm_prov = ft.read_supervision_arm(_supervision_recording(tmp_path, seeds=(0, 2)), scores, prov)
+    assert set(arm["objective"]) == {ft.SUPERVISED_CAUSAL} and set(grads["objective"]) == {ft.SUPERVISED_CAUSAL}
+    assert arm_prov["seeds"] == [0, 2] and sorted(arm["seed"].unique()) == [0, 2]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"batch_size": 16}, "not smaller"),
+    ({"lr": 0.01}, r"differs from the fair test's in \['lr'\]"),
+])
+def test_read_supervision_arm_refuses_runs_that_are_not_the_planned_arm(tmp_path, change, message):
+    base = _copy_recording(tmp_path, "base", ["causal", "mlm"])
+    scores, _, prov = ft.read_fair_test(base)
+    batch = change.pop("batch_size", 2)
+    folder = _supervision_recording(tmp_path, batch_size=batch, **change)
+    with pytest.raises(ValueError, match=message):
+        ft.read_supervision_arm(folder, scores, prov)
+
+
+def test_read_supervision_arm_refuses_another_initialisation(tmp_path):
+    base = _copy_recording(tmp_path, "base", ["causal", "mlm"])
+    scores, _, prov = ft.read_fair_test(base)
+    folder = _supervision_recording(tmp_path)
+    frame = pd.read_csv(folder / "s1" / "scores.csv")
+    frame.loc[(frame.step == 0) & (frame["head"] == 1), "directionality"] += 0.05
+    frame.to_csv(folder / "s1" / "scores.csv", index=False)
+    with pytest.raises(ValueError, match=r"seeds \[1\] do not start from the fair test's initialisation"):
+        ft.read_supervision_arm(folder, scores, prov)
+
+
+def test_specification_claims_cover_every_horizon_unit_and_level_and_mark_the_primary(tmp_path):
+    scores, _, prov = ft.read_fair_test(_copy_recording(tmp_path, "base", ["causal", "mlm"]))
+    plateau = {o: 6.938 for o in ft.ARMS}
+    claims = ft.specification_claims(scores, plateau, pairs=[("causal", "mlm")], first_step=3000,
+                                     levels=(0.05, 0.5))
+    assert set(claims) == {("causal", "mlm", "symmetry"), ("causal", "mlm", "directionality")}
+    c = claims[("causal", "mlm", "directionality")]
+    labels = [s.label for s in c.curve]
+    assert c.primary.label == "step 4,000, per layer" and c.primary.interval.n == 3
+    assert "step 3,000, per head" in labels and "matched at 5% below the plateau, per layer" in labels
+    assert len([s for s in c.curve if s.axis.startswith("horizon")]) == 2 * 11  # steps 3,000-4,000, two units
+    # no run gets 50% below its plateau: listed, never imputed
+    assert any(m.startswith("matched at 50% below the plateau, per layer") for m in c.not_computed)
+    # the primary is the family's per-layer contrast at the last step
+    summaries = ob.seed_summaries(scores, "layer")
+    primary = ft.contrast_family(summaries, [("causal", "mlm")])[("causal", "mlm", "directionality")]
+    assert c.primary.interval.estimate == pytest.approx(primary.difference.interval.estimate)
+    with pytest.raises(ValueError, match="primary_step"):
+        ft.specification_claims(scores, plateau, pairs=[("causal", "mlm")], primary_step=4050)

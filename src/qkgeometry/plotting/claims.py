@@ -27,7 +27,7 @@ def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = 
     """
     claims = list(claims)
     if not claims:
-        raise ValueError("claims: no claim to draw; pass at least one qkgeometry.claims.Claim.")
+        raise ValueError("claims has no rows: there is no claim to draw; pass at least one qkgeometry.claims.Claim.")
     titles = [c.subject for c in claims] if titles is None else list(titles)
     if len(titles) != len(claims):
         raise ValueError(f"titles: one per claim; got {len(titles)} for {len(claims)} claims.")
@@ -57,11 +57,10 @@ def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = 
         ax.tick_params(labelsize=8)
     for ax in list(axes.flat)[len(claims):]:
         ax.set_visible(False)
-    handles, labels = [], []
+    found = {}
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=8, frameon=False)
+            found.setdefault(lab, h)
+    labels = [k for k in (*kinds, "pre-stated primary") if k in found]  # kinds in order, the primary last
+    fig.legend([found[k] for k in labels], labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=8, frameon=False)
     return fig

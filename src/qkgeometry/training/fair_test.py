@@ -33,10 +33,37 @@ from .config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ARMS", "CURVE_FIRST_STEP", "CURVE_LEVELS", "FAMILY", "FAMILY_WITH_SUPERVISION", "SUPERVISED_CAUSAL", "LEARNING_FLOOR", "MATCHED_LEVEL", "OBJECTIVE_PROSE", "OBJECTIVE_SHORT", "OUTCOME_WORDS", "SCORES", "UNVERIFIABLE", "WAYS",
-           "Contrast", "Decision", "change_claims", "contrast_family", "family_table", "learning_table", "mask_or_density", "matched_steps",
-           "matched_summaries", "plateaus", "read_fair_test", "read_supervision_arm", "share_or_supervision",
-           "specification_claims", "trajectory_rows"]
+__all__ = [
+    "ARMS",
+    "CURVE_FIRST_STEP",
+    "CURVE_LEVELS",
+    "FAMILY",
+    "FAMILY_WITH_SUPERVISION",
+    "LEARNING_FLOOR",
+    "MATCHED_LEVEL",
+    "OBJECTIVE_PROSE",
+    "OBJECTIVE_SHORT",
+    "OUTCOME_WORDS",
+    "SCORES",
+    "SUPERVISED_CAUSAL",
+    "UNVERIFIABLE",
+    "WAYS",
+    "Contrast",
+    "Decision",
+    "change_claims",
+    "contrast_family",
+    "family_table",
+    "learning_table",
+    "mask_or_density",
+    "matched_steps",
+    "matched_summaries",
+    "plateaus",
+    "read_fair_test",
+    "read_supervision_arm",
+    "share_or_supervision",
+    "specification_claims",
+    "trajectory_rows",
+]
 
 #: The two scores, in the order every table lists them.
 SCORES = ("symmetry", "directionality")
@@ -455,6 +482,16 @@ CURVE_FIRST_STEP = 500
 CURVE_LEVELS = (0.05, 0.10, 0.15, 0.20)
 
 
+def _curve_point(frame: pandas.DataFrame, a: str, b: str, column: str, axis: str, label: str, primary: bool,
+                 min_pairs: int) -> Specification | str:
+    """One specification of ``a − b`` in ``column`` (paired by seed), or why it cannot be computed."""
+    va, vb = _paired(frame, a, b, column)
+    if len(va) < min_pairs:
+        reached = {o: int(frame.loc[frame["objective"] == o, column].notna().sum()) for o in (a, b)}
+        return f"{label} ({OBJECTIVE_SHORT[a]} {reached[a]}, {OBJECTIVE_SHORT[b]} {reached[b]} runs get there)"
+    return Specification(axis, label, stats.paired_difference(va, vb).interval, primary)
+
+
 def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
                          pairs: Sequence[tuple[str, str]] = FAMILY, primary_step: int | None = None,
                          first_step: int = CURVE_FIRST_STEP, levels: Sequence[float] = CURVE_LEVELS,
@@ -485,24 +522,15 @@ def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
             column = f"{score}_change"
             specs, missing = [], []
 
-            def add(frame, axis: str, label: str, primary: bool = False) -> None:
-                va, vb = _paired(frame, a, b, column)
-                if len(va) < min_pairs:
-                    reached = {o: int(frame.loc[frame["objective"] == o, column].notna().sum()) for o in (a, b)}
-                    missing.append(f"{label} ({OBJECTIVE_SHORT[a]} {reached[a]}, {OBJECTIVE_SHORT[b]} {reached[b]} "
-                                   "runs get there)")
-                    return
-                iv = stats.paired_difference(va, vb).interval
-                specs.append(Specification(axis, label, iv, primary))
-
             for unit in UNITS:
-                for step in horizons:
-                    at = per_run[unit][per_run[unit]["step"] == step]
-                    add(at, f"horizon, per {unit}", f"step {step:,}, per {unit}",
-                        primary=(unit == "layer" and step == primary_step))
-                for level in levels:
-                    add(matched[(unit, level)], f"matched learning, per {unit}",
-                        f"matched at {level:.0%} below the plateau, per {unit}")
+                points = [(per_run[unit][per_run[unit]["step"] == step], f"horizon, per {unit}",
+                           f"step {step:,}, per {unit}", unit == "layer" and step == primary_step)
+                          for step in horizons]
+                points += [(matched[(unit, level)], f"matched learning, per {unit}",
+                            f"matched at {level:.0%} below the plateau, per {unit}", False) for level in levels]
+                for frame, axis, label, primary in points:
+                    point = _curve_point(frame, a, b, column, axis, label, primary, min_pairs)
+                    (specs if isinstance(point, Specification) else missing).append(point)
             at = per_run["layer"][per_run["layer"]["step"] == primary_step]
             va, vb = _paired(at, a, b, column)
             larger, smaller = change_claims(a, b, score, float(va.mean()), float(vb.mean()))
