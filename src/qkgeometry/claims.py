@@ -99,19 +99,23 @@ def join_words(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _named(specs: Sequence[Specification], with_values: bool = True) -> str:
+def _named(specs: Sequence[Specification], with_values: bool = True, decimals: int | None = None) -> str:
     """Up to :data:`_NAMED` specifications by label (with their estimate), then how many more."""
-    shown = [f"{s.label} ({_value(s.interval)})" if with_values else s.label for s in specs[:_NAMED]]
+    shown = [f"{s.label} ({_value(s.interval, decimals)})" if with_values else s.label for s in specs[:_NAMED]]
     rest = len(specs) - len(shown)
     if rest:
         shown.append(f"{rest} more")
     return join_words(shown)
 
 
-def _value(interval: stats.Interval) -> str:
-    """``"−0.26 [−0.39, −0.12]"``: the estimate and its interval, at the precision the interval supports."""
+def _value(interval: stats.Interval, decimals: int | None = None) -> str:
+    """``"−0.26 [−0.39, −0.12]"``: the estimate and its interval, at the precision the interval supports (or with
+    ``decimals`` decimals: 0 for counts of steps)."""
     half = (interval.high - interval.low) / 2
-    f = lambda v: stats.format_number(v, half if half > 0 else None)  # noqa: E731
+    if decimals is not None:
+        f = lambda v: stats.format_fixed(v, decimals)  # noqa: E731
+    else:
+        f = lambda v: stats.format_number(v, half if half > 0 else None)  # noqa: E731
     return f"{f(interval.estimate)} [{f(interval.low)}, {f(interval.high)}]"
 
 
@@ -169,6 +173,7 @@ class Claim:
     and a negative estimate say (from :func:`change_words` or :func:`difference_words`); ``curve`` holds every
     specification, exactly one of them ``primary`` (the one stated before the numbers). ``not_computed`` lists
     specifications that could not be computed, with why ("matched at 15%: the masked LM never gets there").
+    ``decimals`` fixes how numbers are written (0 for counts of steps); by default each interval's width decides.
     """
 
     subject: str
@@ -176,6 +181,7 @@ class Claim:
     smaller: str
     curve: tuple[Specification, ...]
     not_computed: tuple[str, ...] = field(default=())
+    decimals: int | None = None
 
     def __post_init__(self):
         primaries = [s for s in self.curve if s.primary]
@@ -221,7 +227,10 @@ class Claim:
         """The smallest and the largest estimate over the curve."""
         est = [s.interval.estimate for s in self.curve]
         scale = float(np.median([(s.interval.high - s.interval.low) / 2 for s in self.curve]))
-        f = lambda v: stats.format_number(v, scale if scale > 0 else None)  # noqa: E731
+        if self.decimals is not None:
+            f = lambda v: stats.format_fixed(v, self.decimals)  # noqa: E731
+        else:
+            f = lambda v: stats.format_number(v, scale if scale > 0 else None)  # noqa: E731
         return f"{f(min(est))} to {f(max(est))}"
 
     @property
@@ -238,7 +247,7 @@ class Claim:
         At the pre-stated specification (step 4,000), a is smaller: Δd -0.26 [-0.39, -0.12] (n = 12 seeds). This does not hold across the 2 specifications: the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
         """
         p = self.primary
-        head = f"{self.subject} {_value(p.interval)} ({_units(p.interval)})"
+        head = f"{self.subject} {_value(p.interval, self.decimals)} ({_units(p.interval)})"
         r = self.reading
         m = r.total
         if r.outcome == "not established":
@@ -251,7 +260,7 @@ class Claim:
                 for word, sign in (("positive", 1), ("negative", -1)):
                     these = [s for s in established if s.sign == sign]
                     if these:
-                        sides.append(f"{word} at {_named(these)}")
+                        sides.append(f"{word} at {_named(these, decimals=self.decimals)}")
                 return (f"{first} Elsewhere on the curve of {m} specifications an interval excludes 0: "
                         f"{self.subject} is {'; '.join(sides)}.")
             return f"{first} No interval on the curve of {m} specifications excludes 0 ({self.range_text})."
@@ -266,9 +275,9 @@ class Claim:
                     f"interval includes 0 at {len(weak)} of them ({_named(weak, with_values=False)}).")
         if r.outcome == "primary only":
             return (f"{first} It does not hold across the {m} specifications: the estimate has the other sign at "
-                    f"{len(r.against)} of them ({_named(r.against)}), none of them established.")
+                    f"{len(r.against)} of them ({_named(r.against, decimals=self.decimals)}), none of them established.")
         return (f"{first} This does not hold across the {m} specifications: the estimate reverses, with an "
-                f"interval that excludes 0, at {_named(r.established_against)}.")
+                f"interval that excludes 0, at {_named(r.established_against, decimals=self.decimals)}.")
 
     def frame(self) -> pandas.DataFrame:
         """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the

@@ -28,10 +28,11 @@ def _logs(final: dict[str, float], n_seeds: int = 8, noise: float = 0.002, seed:
     (5.00, "not of the self-match bias"),  # like symmetric, below default
 ])
 def test_the_indefinite_control_is_read_against_its_predictions(indefinite, expected):
-    logs = _logs({"default": 5.02, "symmetric": 5.00, "indefinite": indefinite, "rotated": 5.02, "skew": 5.02})
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "indefinite": indefinite, "rotated": 5.02, "skew": 5.02,
+                  "norm-matched": 5.02})
     family = ic.control_family(logs)
     assert set(zip(family.treatment, family.baseline)) == set(ic.CONTROL_PAIRS)
-    assert family["holm"].between(0, 1).all() and all(v.family_size == 6 for v in family["judged"])
+    assert family["holm"].between(0, 1).all() and all(v.family_size == 8 for v in family["judged"])
     reading = ic.read_controls(family, effect=0.02)
     assert expected in reading.indefinite
     assert "symmetry itself predicts" in reading.rotated
@@ -54,3 +55,64 @@ def test_missing_controls_are_said_plainly():
 
 def _family_with_rotated_only():
     return ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.00}))
+
+
+@pytest.mark.parametrize(("norm_matched", "expected"), [
+    (5.02, "the structure predicts, not the initial scale"),  # like default, above symmetric
+    (5.00, "the initial scale predicts"),  # like symmetric, below default
+])
+def test_the_norm_matched_control_is_read_against_its_predictions(norm_matched, expected):
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "norm-matched": norm_matched})
+    reading = ic.read_controls(ic.control_family(logs), effect=0.02)
+    assert expected in reading.norm_matched
+
+
+def test_two_established_contrasts_are_never_called_neither_established():
+    # the control ends far below both baselines: both contrasts are differences, in a pattern no prediction names
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "indefinite": 4.90})
+    family = ic.control_family(logs)
+    assert all(v.outcome == "difference" for v in family["judged"])
+    reading = ic.read_controls(family, effect=0.02)
+    assert "neither contrast is established" not in reading.indefinite
+    assert "both contrasts are established" in reading.indefinite
+
+
+def test_power_is_sized_at_the_level_of_holms_first_step():
+    family = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01, "skew": 5.01},
+                                     n_seeds=6, noise=0.01))
+    reading = ic.read_controls(family, effect=0.019)
+    assert "Holm's first step over these 4 contrasts (1.25%)" in reading.power
+    sd = max(float(np.std(r.differences, ddof=1)) for r in family["result"])
+    from qkgeometry import stats
+
+    assert f"{stats.seeds_for_power(0.019, sd, alpha=0.05 / 4):,}" in reading.power
+
+
+def _curve_logs(n_seeds: int = 6, gain: float = -0.02) -> pd.DataFrame:
+    """Runs logged every 1,000 steps to 10,000; the treatment's gain grows over the schedule."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(n_seeds):
+        for init, g in (("default", 0.0), ("symmetric", gain)):
+            for step in range(0, 10_001, 1000):
+                loss = 9.0 - 3.0 * np.log1p(step / 1000) / np.log(11) + g * step / 10_000 + rng.normal(0, 0.002)
+                rows.append({"arch": "encoder", "init": init, "seed": seed, "step": step, "val_loss": loss,
+                             "lr": 1.0 - step / 10_000})
+    return pd.DataFrame(rows)
+
+
+def test_the_loss_gap_claim_covers_every_horizon_after_the_first_and_marks_the_last():
+    claim = ic.loss_gap_claim(_curve_logs())
+    assert [s.label for s in claim.curve] == [f"step {k:,}" for k in range(3000, 10_001, 1000)]
+    assert claim.primary.label == "step 10,000" and claim.primary.interval.n == 6
+    assert claim.claim == "symmetric has the lower loss"
+
+
+def test_the_target_claim_reads_each_target_and_says_which_are_out_of_reach():
+    claim = ic.target_claim(_curve_logs())
+    assert claim.primary.label == "the baseline's final loss"
+    assert "its loss at 25% of the horizon" in [s.label for s in claim.curve]
+    with pytest.raises(ValueError, match="fewer than two seeds reach the baseline's final loss"):
+        ic.target_claim(_curve_logs(gain=+0.05))  # the treatment never reaches the baseline's final loss
+    with pytest.raises(ValueError, match="must include 1.0"):
+        ic.target_claim(_curve_logs(), fractions=(0.5,))

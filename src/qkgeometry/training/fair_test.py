@@ -513,7 +513,7 @@ def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
     primary_step = logged[-1] if primary_step is None else int(primary_step)
     if primary_step not in logged:
         raise ValueError(f"primary_step: {primary_step} is not a logged step; logged: {logged[0]}…{logged[-1]}.")
-    horizons = [s for s in logged if s >= first_step]
+    horizons = [s for s in logged if s >= first_step or s == primary_step]  # a short run still has its primary
     matched = {(unit, level): matched_summaries(per_run[unit], matched_steps(per_run[unit], plateau, level))
                for unit in UNITS for level in levels}
     out = {}

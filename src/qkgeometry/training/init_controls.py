@@ -1,20 +1,29 @@
 """The controls of the symmetric initialisation, read against the predictions stated before their runs. Chapter 5,
 "What the controls say".
 
-The symmetric init ``W_Q := W_K`` changes three things at once: it makes every head's form symmetric, it ties the
-query weights' scale and Gram matrix to the keys', and it makes the form positive semi-definite, so that every token
-matches itself at step 0. Three controls, each with the model's own weight distribution, take them apart:
+The symmetric init ``W_Q := W_K`` changes four things at once: it makes every head's form symmetric, it ties the
+query weights' scale and their Gram matrix over the input dimensions (``W_Q W_Qᵀ``) to the keys', it makes the form
+positive semi-definite, so that every token matches itself at step 0, and it starts the form about 12% larger than
+the default init's. Four controls, each with the model's own weight distribution, take them apart:
 
 * ``skew``: exactly skew-symmetric (the opposite of the intervention);
-* ``rotated``: the symmetric init's Gram matrix and scale, neither symmetric nor skew;
-* ``indefinite``: exactly symmetric with the symmetric init's Gram matrix, but indefinite (no self-match bias).
+* ``rotated``: the symmetric init's ``W_Q W_Qᵀ``, singular values and scale, neither symmetric nor skew;
+* ``indefinite``: exactly symmetric with the symmetric init's ``W_Q W_Qᵀ``, but indefinite (no self-match bias);
+* ``norm-matched``: the default init with each head's form scaled to the symmetric init's norm (its structure
+  unchanged): the initial logit scale without the symmetry.
 
 The quantity is the final validation loss, paired by training seed with the default and the symmetric runs of the
 same seed; the control contrasts are one Holm family (:func:`qkgeometry.stats.judge_family`). The predictions:
 
 * **symmetry itself**: rotated ends like default and above symmetric; indefinite ends like symmetric, below default;
 * **the tied scale and Gram matrix**: rotated and indefinite end like symmetric, below default;
-* **the self-match bias**: indefinite ends like default and above symmetric.
+* **the self-match bias**: indefinite ends like default and above symmetric;
+* **the initial scale**: norm-matched ends like symmetric, below default; **the structure**: norm-matched ends like
+  default, above symmetric.
+
+:func:`loss_gap_claim` and :func:`target_claim` read the symmetric init's own gain across its specification curve
+(every logged horizon after 2,000 steps; steps to targets at 25, 50, 75 and 90% of the horizon and to the baseline's
+final loss).
 """
 
 from __future__ import annotations
@@ -26,12 +35,14 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..claims import Claim, Specification
 from . import metrics as tm
 
-__all__ = ["CONTROLS", "CONTROL_PAIRS", "ControlReading", "control_family", "read_controls"]
+__all__ = ["CONTROLS", "CONTROL_PAIRS", "CURVE_FIRST_STEP", "TARGET_FRACTIONS", "ControlReading", "control_family",
+           "loss_gap_claim", "read_controls", "target_claim"]
 
 #: The control inits, in the order the page lists them.
-CONTROLS = ("skew", "rotated", "indefinite")
+CONTROLS = ("skew", "rotated", "indefinite", "norm-matched")
 #: Every (control, baseline) contrast of the family.
 CONTROL_PAIRS = tuple((c, b) for c in CONTROLS for b in ("default", "symmetric"))
 
@@ -62,13 +73,14 @@ def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTRO
 
 @dataclass(frozen=True)
 class ControlReading:
-    """What the controls say against the stated predictions: ``rotated`` (symmetry vs the Gram matrix) and
-    ``indefinite`` (the self-match bias vs the other two), each one sentence, and ``power`` (seeds each control
-    would need)."""
+    """What the controls say against the stated predictions: ``rotated`` (symmetry vs the Gram matrix),
+    ``indefinite`` (the self-match bias vs the other two) and ``norm_matched`` (the initial scale vs the structure),
+    each one sentence, and ``power`` (seeds each control would need at the family's Holm level)."""
 
     rotated: str
     indefinite: str
     power: str
+    norm_matched: str = ""
 
 
 def _lookup(family: pd.DataFrame, control: str, baseline: str):
@@ -83,9 +95,9 @@ def _est(v: stats.Verdict) -> str:
 def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str, like_symmetric: str,
              neither: str, tail: str) -> str:
     """One control against its predictions: it ends above symmetric and like default, below default and like
-    symmetric, or neither (undecided, with where its point estimate lies)."""
+    symmetric, or neither (undecided, saying which contrasts are established and where its point estimate lies)."""
     vs_def, vs_sym = _lookup(family, control, "default"), _lookup(family, control, "symmetric")
-    name = control.capitalize()
+    name = control[:1].upper() + control[1:]
     if vs_def is None or vs_sym is None:
         return f"The {control} control {missing}."
     established = {k: v.outcome == "difference" for k, v in (("def", vs_def), ("sym", vs_sym))}
@@ -94,14 +106,22 @@ def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str
     if established["def"] and vs_def.interval.estimate < 0 and not established["sym"]:
         return f"{name} ends below default and like symmetric: {like_symmetric} ({control} − default {_est(vs_def)})."
     nearer = "default" if abs(vs_def.interval.estimate) < abs(vs_sym.interval.estimate) else "symmetric"
-    return (f"{name} {neither} at n = {vs_def.interval.n} seeds: its point estimate lies nearer {nearer} "
-            f"({_est(vs_def)} from default, {_est(vs_sym)} from symmetric), and neither contrast is established "
-            f"after the correction{tail}.")
+    where = (f"its point estimate lies nearer {nearer} ({_est(vs_def)} from default, {_est(vs_sym)} from symmetric)")
+    if established["def"] and established["sym"]:
+        status = "both contrasts are established, in a pattern no prediction names"
+    elif established["def"] or established["sym"]:
+        which = "default" if established["def"] else "symmetric"
+        status = f"only the contrast with {which} is established, with a sign no prediction names"
+    else:
+        status = "neither contrast is established after the correction"
+    return f"{name} {neither} at n = {vs_def.interval.n} seeds: {where}, and {status}{tail}."
 
 
 def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
     """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds each control
-    would need for 80% power at 5% against a gap of size ``effect`` (the symmetric init's own), from its spread.
+    would need for 80% power against a gap of size ``effect`` (the symmetric init's own), from its spread, at the
+    level of Holm's first step over the family (5% divided by the number of contrasts: the level the strongest
+    contrast must pass).
 
     A contrast is *established* when it is a difference in the family; "like" means not established. Outcomes that
     fit no prediction are called undecided, never read as equality.
@@ -116,17 +136,73 @@ def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
                                          "bias",
                           neither="fits none of the predictions",
                           tail=", so the self-match bias is neither shown nor ruled out")
+    norm_matched = _reading(family, "norm-matched", "has not run yet",
+                            like_default="the pattern the structure predicts, not the initial scale",
+                            like_symmetric="the pattern the initial scale predicts",
+                            neither="fits neither prediction",
+                            tail=", so the initial scale is neither shown nor ruled out as the cause")
+    level = 0.05 / max(len(family), 1)
     needed = {}
     for r in family.itertuples():
         sd = float(np.std(r.result.differences, ddof=1))
         try:
-            needed[r.treatment] = max(needed.get(r.treatment, 0), stats.seeds_for_power(abs(effect), sd))
+            needed[r.treatment] = max(needed.get(r.treatment, 0), stats.seeds_for_power(abs(effect), sd, alpha=level))
         except ValueError:
             needed[r.treatment] = np.inf
     power = ""
     if needed:
         parts = [f"{c} {'more than 1,000' if not np.isfinite(n) else f'{n:,.0f}'}" for c, n in needed.items()]
         power = (f"From each control's own spread, telling a gap the size of the symmetric init's "
-                 f"({abs(effect):.3f} nats) from zero with 80% power at the 5% level would take, per control, up to: "
-                 + ", ".join(parts) + " seeds.")
-    return ControlReading(rotated, indefinite, power)
+                 f"({abs(effect):.3f} nats) from zero with 80% power at the level of Holm's first step over these "
+                 f"{len(family)} contrasts ({level:.2%}) would take, per control, up to: " + ", ".join(parts)
+                 + " seeds.")
+    return ControlReading(rotated, indefinite, power, norm_matched)
+
+
+# ================================================================================== specification curves
+#: Horizons of the loss-gap curve: every logged step after this one (the gain appears late in the schedule).
+CURVE_FIRST_STEP = 2000
+#: Targets of the steps-to-target curve: shares of the horizon at which the baseline's mean loss is the target;
+#: 1.0 is the baseline's final loss (the speed-up's own target, the pre-stated one).
+TARGET_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def loss_gap_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                   first_step: int = CURVE_FIRST_STEP, loss: str = "val_loss", arch: str = "encoder") -> Claim:
+    """``treatment − baseline`` validation loss, paired by seed, at every logged step after ``first_step`` (and at
+    the last, the pre-stated one), as a :class:`qkgeometry.claims.Claim`. Chapter 5, "How robust is the gain?"."""
+    curve = tm.paired_curve(logs[logs["arch"] == arch], treatment, baseline, loss)
+    curve = curve[curve["n"] >= 2]
+    if curve.empty:
+        raise ValueError(f"logs: no step has two seeds with both a {treatment!r} and a {baseline!r} run.")
+    last = int(curve["step"].max())
+    specs = []
+    for r in curve[(curve["step"] > first_step) | (curve["step"] == last)].itertuples():
+        iv = stats.Interval(r.diff_mean, r.ci_low, r.ci_high, int(r.n), unit="seed")
+        specs.append(Specification("horizon", f"step {r.step:,}", iv, primary=r.step == last))
+    return Claim(f"{treatment} − {baseline} validation loss, nats", f"{treatment} has the higher loss",
+                 f"{treatment} has the lower loss", tuple(specs))
+
+
+def target_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str = "default",
+                 fractions: Sequence[float] = TARGET_FRACTIONS, loss: str = "val_loss",
+                 arch: str = "encoder") -> Claim:
+    """``treatment − baseline`` steps to each target (:func:`qkgeometry.training.metrics.targets_table`), paired by
+    seed over the seeds where both runs reach it, as a :class:`qkgeometry.claims.Claim`; the baseline's final loss
+    (fraction 1.0) is the pre-stated target. Targets that fewer than two seeds reach are listed in ``not_computed``.
+    Chapter 5, "How robust is the gain?"."""
+    if 1.0 not in fractions:
+        raise ValueError("fractions: must include 1.0, the baseline's final loss (the pre-stated target).")
+    table = tm.targets_table(logs, fractions, treatment, baseline, loss, arch)
+    specs, missing = [], []
+    for r in table.itertuples():
+        label = "the baseline's final loss" if r.fraction == 1.0 else f"its loss at {r.fraction:.0%} of the horizon"
+        if r.diff is None:
+            missing.append(f"{label} ({r.reached} of {r.n} seeds reach it)")
+            continue
+        specs.append(Specification("target", label, r.diff, primary=r.fraction == 1.0))
+    if not any(s.primary for s in specs):
+        raise ValueError("logs: fewer than two seeds reach the baseline's final loss, so the pre-stated target has "
+                         "no interval.")
+    return Claim(f"{treatment} − {baseline} steps to the target", f"{treatment} gets there later",
+                 f"{treatment} gets there sooner", tuple(specs), tuple(missing), decimals=0)
