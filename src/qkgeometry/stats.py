@@ -311,19 +311,33 @@ def clustered_difference_of_medians(group_a: Sequence[float] | np.ndarray, group
     labels = list(dict.fromkeys([*la.tolist(), *lb.tolist()]))
     if len(labels) < 2:
         raise ValueError(f"clusters: need at least 2 clusters to resample, got {len(labels)}.")
-    by_a = {c: a[la == c] for c in labels}
-    by_b = {c: b[lb == c] for c in labels}
+    index = {c: k for k, c in enumerate(labels)}
     rng = np.random.default_rng(seed)
-    draws = []
-    while len(draws) < n_resamples:
-        pick = rng.integers(0, len(labels), len(labels))
-        xa = np.concatenate([by_a[labels[k]] for k in pick])
-        xb = np.concatenate([by_b[labels[k]] for k in pick])
-        if xa.size and xb.size:
-            draws.append(np.median(xa) - np.median(xb))
+    counts = np.empty((0, len(labels)), dtype=np.int64)
+    while len(counts) < n_resamples:  # how often each cluster is drawn, one row per resample
+        picks = rng.integers(0, len(labels), (n_resamples, len(labels)))
+        drawn = np.stack([np.bincount(row, minlength=len(labels)) for row in picks])
+        ok = (drawn @ np.bincount([index[c] for c in la], minlength=len(labels)) > 0) & \
+             (drawn @ np.bincount([index[c] for c in lb], minlength=len(labels)) > 0)  # both groups drawn
+        counts = np.concatenate([counts, drawn[ok]])[:n_resamples]
+    draws = (_resampled_medians(a, np.array([index[c] for c in la]), counts)
+             - _resampled_medians(b, np.array([index[c] for c in lb]), counts))
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return Interval(float(np.median(a) - np.median(b)), float(low), float(high), len(labels), level,
                     "bootstrap-cluster", unit)
+
+
+def _resampled_medians(values: np.ndarray, cluster: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The median of each resample that repeats every value as often as its cluster was drawn (``counts``: one row
+    per resample, one column per cluster), exactly as ``np.median`` of the concatenated values, without building
+    them: the two middle order statistics are read from the cumulative counts over the sorted values."""
+    order = np.argsort(values, kind="stable")
+    v, weights = values[order], counts[:, cluster[order]]
+    cum = np.cumsum(weights, axis=1)
+    total = cum[:, -1]
+    lo = np.argmax(cum > ((total - 1) // 2)[:, None], axis=1)
+    hi = np.argmax(cum > (total // 2)[:, None], axis=1)
+    return (v[lo] + v[hi]) / 2
 
 
 def _plural(unit: str) -> str:

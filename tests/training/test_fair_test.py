@@ -205,8 +205,8 @@ def test_read_supervision_arm_refuses_another_initialisation(tmp_path):
 
 
 def test_specification_claims_cover_every_horizon_unit_and_level_and_mark_the_primary(tmp_path):
-    scores, _, prov = ft.read_fair_test(_copy_recording(tmp_path, "base", ["causal", "mlm"]))
-    plateau = {o: 6.938 for o in ft.ARMS}
+    scores, _, _ = ft.read_fair_test(_copy_recording(tmp_path, "base", ["causal", "mlm"]))
+    plateau = dict.fromkeys(ft.ARMS, 6.938)
     claims = ft.specification_claims(scores, plateau, pairs=[("causal", "mlm")], first_step=3000,
                                      levels=(0.05, 0.5))
     assert set(claims) == {("causal", "mlm", "symmetry"), ("causal", "mlm", "directionality")}

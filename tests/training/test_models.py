@@ -205,6 +205,9 @@ def test_norm_matched_init_has_the_symmetric_form_norm_and_the_default_geometry(
         return torch.stack(out)
 
     fd, fm, fs = forms(default), forms(matched), forms(symmetric)
+    from qkgeometry.training.models import qk_form_norms
+
+    np.testing.assert_allclose(qk_form_norms(matched), torch.linalg.matrix_norm(fm).numpy(), rtol=1e-12)
     norm = lambda f: torch.linalg.matrix_norm(f)  # noqa: E731
     np.testing.assert_allclose(norm(fm).numpy(), norm(fs).numpy(), rtol=1e-5)  # the symmetric init's form norm
     assert (norm(fs) > 1.03 * norm(fd)).all()  # which is larger than the default's: the confound it controls

@@ -18,12 +18,15 @@ __all__ = [
     "PAPER_GQA",
     "PAPER_MODEL_TYPES",
     "PAPER_RANDOM_WEIGHTS",
+    "PAPER_LINEAGES",
     "fused_qkv_layout",
     "paper_init_runs",
+    "paper_lineage",
     "paper_model_type",
     "paper_models",
     "paper_per_layer",
     "paper_scores",
+    "paper_stack_gap_claim",
 ]
 
 _DATA = Path(__file__).with_name("data")
@@ -224,6 +227,28 @@ def _duplicate_stacks(per_layer: Any, stacks: Any) -> list[str]:
     return out
 
 
+#: Result files of one model lineage under two names, merged so that a lineage counts once where evidence is counted
+#: by family: Whisper v1-v3 (one architecture and recipe, retrained), ViT pre-trained on ImageNet-21k and its
+#: ImageNet-1k fine-tunes, and phi-1, phi-2 and phi-3 (one small-decoder lineage). Keys are :func:`paper_lineage`'s
+#: file stems.
+PAPER_LINEAGES = {"whisperv2": "whisper", "whisperv3": "whisper", "vit-21k": "vit", "phi-1": "phi", "phi-2": "phi",
+                  "phi-3": "phi"}
+
+
+def paper_lineage(file: str, merge: bool = True) -> str:
+    """The model family of one of the authors' result files: ``BARTEncoder.pkl`` and ``BARTDecoder.pkl`` are one
+    family (``"bart"``), and with ``merge`` the files of one lineage are one (:data:`PAPER_LINEAGES`). Chapter 4.
+
+    >>> paper_lineage("BARTDecoder.pkl"), paper_lineage("WhisperV3-encoder.pkl"), paper_lineage("Phi-2.pkl", merge=False)
+    ('bart', 'whisper', 'phi-2')
+    """
+    stem = file.removesuffix(".pkl")
+    for part in ("-encoder", "-decoder", "Encoder", "Decoder", "-Encoder", "-Decoder"):
+        stem = stem.removesuffix(part)
+    stem = stem.lower()
+    return PAPER_LINEAGES.get(stem, stem) if merge else stem
+
+
 def paper_models() -> Any:
     """The authors' pretrained models, one row per (model, attention stack), summarised over layers.
 
@@ -232,7 +257,8 @@ def paper_models() -> Any:
     model listed in two files of the same stack (BEiT in ``BERT.pkl`` and ``BEiT.pkl``, DINOv2 and DiT in
     ``DINO.pkl``) is kept once, under the vision group when it is in one.
 
-    Columns: ``model``, ``file``, ``modality`` (``language``, ``vision``, ``audio``), ``stack`` (``encoder``,
+    Columns: ``model``, ``file``, ``family`` (the file's family, :func:`paper_lineage` unmerged), ``lineage``
+    (families of one lineage merged, :data:`PAPER_LINEAGES`), ``modality`` (``language``, ``vision``, ``audio``), ``stack`` (``encoder``,
     ``decoder``, ``decoder, not causal``), ``paired`` (True for a stack of an encoder-decoder model whose other
     stack is also in the files), ``layers``, ``symmetry_median``, ``symmetry_q25``, ``symmetry_q75`` and the same
     three for ``directionality``, and four flags: ``gqa`` (:data:`PAPER_GQA`), ``fused_qkv``
@@ -274,7 +300,55 @@ def paper_models() -> Any:
     out["fused_qkv"] = out["model"].map(fused_qkv_layout)
     out["random_weights"] = out["model"].isin(PAPER_RANDOM_WEIGHTS)
     out["duplicate_of"] = _duplicate_stacks(frame, out)
-    columns = ["model", "file", "modality", "stack", "paired", "layers", "symmetry_median", "symmetry_q25",
-               "symmetry_q75", "directionality_median", "directionality_q25", "directionality_q75", "gqa",
-               "fused_qkv", "random_weights", "duplicate_of"]
+    out["family"] = out["file"].map(lambda f: paper_lineage(f, merge=False))
+    out["lineage"] = out["file"].map(paper_lineage)
+    columns = ["model", "file", "family", "lineage", "modality", "stack", "paired", "layers", "symmetry_median",
+               "symmetry_q25", "symmetry_q75", "directionality_median", "directionality_q25", "directionality_q75",
+               "gqa", "fused_qkv", "random_weights", "duplicate_of"]
     return pd.DataFrame(out[columns]).reset_index(drop=True)
+
+
+def paper_stack_gap_claim(models: Any, score: str, n_resamples: int = 9999, seed: int = 0) -> Any:
+    """The encoder − decoder difference of median ``score`` over the authors' stacks, resampling whole lineages, as a
+    :class:`qkgeometry.claims.Claim` over its specification curve: every lineage (the pre-stated reading), families
+    as the files name them, without the rows whose GQA or fused QKV the authors' code mis-read, each modality with two
+    lineages of each stack, and each lineage left out in turn. Chapter 4, "How robust is the gap?".
+
+    ``models``: :func:`paper_models` rows to use (encoder and decoder stacks, one row per distinct stack);
+    ``score``: ``"symmetry"`` or ``"directionality"`` (the column ``{score}_median``, or ``score`` itself).
+    """
+    from .. import stats
+    from ..claims import Claim, Specification
+
+    column = score if score in models else f"{score}_median"
+    frame = models[models["stack"].isin(["encoder", "decoder"])]
+
+    def gap(part, cluster: str = "lineage"):
+        enc, dec = part[part["stack"] == "encoder"], part[part["stack"] == "decoder"]
+        if len(enc) < 2 or len(dec) < 2 or part[cluster].nunique() < 2:
+            return None
+        return stats.clustered_difference_of_medians(enc[column], dec[column], enc[cluster], dec[cluster],
+                                                     n_resamples=n_resamples, seed=seed, unit=cluster)
+
+    specs, missing = [], []
+
+    def add(axis: str, label: str, part, cluster: str = "lineage", primary: bool = False) -> None:
+        iv = gap(part, cluster)
+        if iv is None:
+            missing.append(f"{label} (fewer than two stacks of each kind)")
+        else:
+            specs.append(Specification(axis, label, iv, primary))
+
+    add("lineages", f"all {frame['lineage'].nunique()} lineages", frame, primary=True)
+    add("lineages", f"{frame['family'].nunique()} families as the files name them", frame, cluster="family")
+    add("rows", "without GQA / fused-QKV rows", frame[~frame["gqa"] & (frame["fused_qkv"] == "")])
+    for modality, part in frame.groupby("modality", sort=False):
+        if (part.groupby("stack")["lineage"].nunique().reindex(["encoder", "decoder"]).fillna(0) >= 2).all():
+            add("modality", f"{modality} only", part)
+    for lineage in sorted(frame["lineage"].unique()):
+        add("one lineage left out", f"without {lineage}", frame[frame["lineage"] != lineage])
+    larger, smaller = (("the encoder stacks are more symmetric than the decoder stacks",
+                        "the decoder stacks are more symmetric than the encoder stacks") if score == "symmetry" else
+                       ("the decoder stacks are more key-dominated (lower directionality) than the encoder stacks",
+                        "the encoder stacks are more key-dominated (lower directionality) than the decoder stacks"))
+    return Claim(f"encoder − decoder median {score}", larger, smaller, tuple(specs), tuple(missing))

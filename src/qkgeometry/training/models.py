@@ -56,6 +56,7 @@ __all__ = [
     "apply_init",
     "build_model",
     "qk_factors",
+    "qk_form_norms",
     "qk_scores",
     "self_attentions",
 ]
@@ -208,6 +209,18 @@ def qk_factors(model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
     A = np.stack([a.query.weight.detach().double().cpu().numpy().T for a in attns])
     B = np.stack([a.key.weight.detach().double().cpu().numpy().T for a in attns])
     return A, B
+
+
+def qk_form_norms(model: nn.Module) -> np.ndarray:
+    """Each head's ``‖W_Q^h W_K^hᵀ‖_F`` (float64, shape (n_layers, n_heads)): the scale of its logits at step 0,
+    which the symmetric init raises and the ``norm-matched`` control matches. Chapter 5, "The controls"."""
+    n_heads = model.config.num_attention_heads
+    out = []
+    for attn in self_attentions(model):
+        q = attn.query.weight.detach().double().view(n_heads, -1, attn.query.weight.shape[1])
+        k = attn.key.weight.detach().double().view(n_heads, -1, attn.key.weight.shape[1])
+        out.append(torch.linalg.matrix_norm(q.transpose(1, 2) @ k).numpy())
+    return np.stack(out)
 
 
 def qk_scores(model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
