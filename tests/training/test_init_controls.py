@@ -116,3 +116,14 @@ def test_the_target_claim_reads_each_target_and_says_which_are_out_of_reach():
         ic.target_claim(_curve_logs(gain=+0.05))  # the treatment never reaches the baseline's final loss
     with pytest.raises(ValueError, match=r"must include 1\.0"):
         ic.target_claim(_curve_logs(), fractions=(0.5,))
+
+
+def test_a_control_is_read_only_when_every_planned_seed_is_in():
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01, "norm-matched": 5.01}, n_seeds=6)
+    planned = {"rotated": range(6), "norm-matched": range(6)}
+    unfinished = logs[~((logs.init == "norm-matched") & (logs.seed >= 4) & (logs.step == 100))]
+    kept, pending = ic.planned_controls(unfinished, planned)
+    assert pending == {"norm-matched": [0, 1, 2, 3]}
+    assert "norm-matched" not in set(kept.init) and "rotated" in set(kept.init)
+    kept, pending = ic.planned_controls(logs, planned)
+    assert pending == {} and len(kept) == len(logs)

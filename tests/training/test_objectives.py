@@ -361,6 +361,34 @@ def test_the_sparse_loss_arm_is_complete_and_shares_the_initialisation_of_the_fo
     assert listed and [int(v) for v in listed.group(1).split(",")] == sorted(done.index)
 
 
+def test_the_supervision_arm_is_the_planned_batch_cut_and_shares_the_initialisation_of_every_arm():
+    """The sixth arm, recorded one seed per folder: the causal objective at a batch of 2 with a held-out loss, every
+    run to step 4,000 from a clean source tree, the fair test's configuration otherwise, and (checked by
+    read_supervision_arm) the same step-0 scores as the other arms, seed by seed; its notes list exactly the seeds it
+    holds, all of them from the planned 0-11."""
+    import re
+
+    from qkgeometry.training import fair_test as ft
+
+    folder = qg.recorded("ch3-objectives-4k-supervision")
+    listed = re.search(r"Seeds recorded so far[^:]*:\s*([0-9, ]+|none yet)\.", (folder / "README.md").read_text())
+    assert listed
+    if listed.group(1) == "none yet":
+        assert not list(folder.glob("*/provenance.json"))
+        return
+    scores, _, prov = ob.read_recorded(folder)
+    assert prov["objectives"] == ["causal"] and prov["config"]["batch_size"] == 2 and prov["eval_sequences"] == 128
+    done = scores.groupby("seed")["step"].max()
+    assert (done == 4000).all() and len(done) == prov["runs_done"] == prov["runs_total"]
+    assert scores["val_loss"].notna().all()
+    assert not any(json.loads((folder / p["folder"] / "provenance.json").read_text())["src_dirty"]
+                   for p in prov["parts"])
+    others, _, others_prov = ft.read_fair_test(qg.recorded("ch3-objectives-4k"), qg.recorded("ch3-objectives-4k-sparse"))
+    _, _, arm_prov = ft.read_supervision_arm(folder, others, others_prov)
+    assert arm_prov["seeds"] == sorted(done.index) and set(done.index) <= set(range(12))
+    assert [int(v) for v in listed.group(1).split(",")] == sorted(done.index)
+
+
 def test_validation_loss_is_the_mean_over_every_held_out_target_and_a_batch_size_cannot_move_it():
     import pandas as pd
 

@@ -38,13 +38,41 @@ from .. import stats
 from ..claims import Claim, Specification
 from . import metrics as tm
 
-__all__ = ["CONTROLS", "CONTROL_PAIRS", "CURVE_FIRST_STEP", "TARGET_FRACTIONS", "ControlReading", "control_family",
-           "loss_gap_claim", "read_controls", "target_claim"]
+__all__ = [
+    "CONTROLS",
+    "CONTROL_PAIRS",
+    "CURVE_FIRST_STEP",
+    "PLANNED_SEEDS",
+    "TARGET_FRACTIONS",
+    "ControlReading",
+    "control_family",
+    "loss_gap_claim",
+    "planned_controls",
+    "read_controls",
+    "target_claim",
+]
 
 #: The control inits, in the order the page lists them.
 CONTROLS = ("skew", "rotated", "indefinite", "norm-matched")
+#: The seeds each control's recorded plan names (each paired with the default and symmetric runs of its seed); a
+#: control is read only once all of them are in (:func:`planned_controls`).
+PLANNED_SEEDS = {control: tuple(range(3, 9)) for control in CONTROLS}
 #: Every (control, baseline) contrast of the family.
 CONTROL_PAIRS = tuple((c, b) for c in CONTROLS for b in ("default", "symmetric"))
+
+
+def planned_controls(logs: pd.DataFrame, planned: dict[str, Sequence[int]] | None = None,
+                     step: int | None = None) -> tuple[pd.DataFrame, dict[str, list[int]]]:
+    """``logs`` without the runs of any control whose planned seeds are not all recorded to ``step`` (default: the
+    last step any run reached), and ``{control: seeds recorded so far}`` for each control left out, so that a page
+    reads a control only as planned and says how far the others are. Chapter 5, "The controls"."""
+    planned = PLANNED_SEEDS if planned is None else planned
+    step = int(logs["step"].max()) if step is None else int(step)
+    done = logs[logs["step"] >= step].groupby("init")["seed"].agg(lambda s: sorted({int(v) for v in s}))
+    present = set(logs["init"])
+    pending = {c: done.get(c, []) for c in planned
+               if c in present and not set(planned[c]) <= set(done.get(c, []))}
+    return logs[~logs["init"].isin(pending)], pending
 
 
 def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTROL_PAIRS, loss: str = "val_loss",
