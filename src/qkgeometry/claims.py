@@ -244,7 +244,7 @@ class Claim:
         >>> c.reading.outcome
         'reverses'
         >>> print(c.sentence)
-        At the pre-stated specification (step 4,000), a is smaller: Δd -0.26 [-0.39, -0.12] (n = 12 seeds). This does not hold across the 2 specifications: the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
+        At the pre-stated specification (step 4,000), a is smaller: Δd -0.26 [-0.39, -0.12] (n = 12 seeds). This does not hold across the 2 specifications: the interval excludes 0 with this sign at 1 of them, and the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
         """
         p = self.primary
         head = f"{self.subject} {_value(p.interval, self.decimals)} ({_units(p.interval)})"
@@ -269,15 +269,19 @@ class Claim:
             return (f"{first}, at the pre-stated specification ({p.label}); the interval excludes 0 with the same "
                     f"sign at every one of the {m} specifications ({self.range_text}).")
         first = f"At the pre-stated specification ({p.label}), {self.claim}: {head}."
+        k = len(r.established_agree)
         if r.outcome == "direction holds":
             weak = [s for s in r.agree if not s.established]
-            return (f"{first} Every one of the {m} specifications points the same way ({self.range_text}), but the "
-                    f"interval includes 0 at {len(weak)} of them ({_named(weak, with_values=False)}).")
+            return (f"{first} Every one of the {m} specifications points the same way ({self.range_text}); the "
+                    f"interval excludes 0 at {k} of them and includes 0 at {len(weak)} of them "
+                    f"({_named(weak, with_values=False)}).")
         if r.outcome == "primary only":
-            return (f"{first} It does not hold across the {m} specifications: the estimate has the other sign at "
-                    f"{len(r.against)} of them ({_named(r.against, decimals=self.decimals)}), none of them established.")
-        return (f"{first} This does not hold across the {m} specifications: the estimate reverses, with an "
-                f"interval that excludes 0, at {_named(r.established_against, decimals=self.decimals)}.")
+            return (f"{first} It does not hold across the {m} specifications: the interval excludes 0 with this sign "
+                    f"at {k} of them, and the estimate has the other sign at {len(r.against)} of them "
+                    f"({_named(r.against, decimals=self.decimals)}), none of them established.")
+        return (f"{first} This does not hold across the {m} specifications: the interval excludes 0 with this sign "
+                f"at {k} of them, and the estimate reverses, with an interval that excludes 0, at "
+                f"{_named(r.established_against, decimals=self.decimals)}.")
 
     def frame(self) -> pandas.DataFrame:
         """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the
