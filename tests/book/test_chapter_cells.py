@@ -25,13 +25,17 @@ def _cells_using(name: str, needle: str) -> list[str]:
 def test_chapter5_without_recorded_runs_skips_the_section(capsys):
     """Every cell that reads the recorded runs runs with RECORDED = None (formerly a NameError on ``enc_r``)."""
     glued = {}
-    ns = {"RECORDED": None, "glue": lambda k, v, display=True: glued.__setitem__(k, v), "pd": pd}
+    from IPython.display import Markdown
+
+    ns = {"RECORDED": None, "glue": lambda k, v, display=True: glued.__setitem__(k, v), "pd": pd,
+          "Markdown": Markdown}
     cells = _cells_using("05_symmetric_init.ipynb", "logs_r")
     assert len(cells) >= 5
     for source in cells:
         exec(compile(source, "<chapter 5 cell>", "exec"), ns)
     assert ns["logs_r"] is None and "No recorded runs" in capsys.readouterr().out
     assert glued["rec_verdict"] and glued["rec_outlook"]
+    assert "not available without the recorded runs" in glued["gap_curve_key"]
 
 
 def test_chapter5_reads_the_recorded_runs_from_the_package():
