@@ -5,6 +5,8 @@
 * :mod:`~qkgeometry.analyses.baselines` — random-factor baselines of given shapes (chapter 2);
 * :mod:`~qkgeometry.analyses.gradients` — the rank-1 logit gradient and its pair classes (chapter 3);
 * :mod:`~qkgeometry.analyses.anatomy` — within-head shares, key-bias ratios, input-norm forms (chapter 4);
+* :mod:`~qkgeometry.analyses.stack_gap` — encoder against decoder stacks counted by lineage, across its
+  specification curve (chapter 4);
 * :mod:`~qkgeometry.analyses.spectrum` and :mod:`~qkgeometry.analyses.rotary` — beyond the paper (chapter 6).
 
 Each module is imported on its own (``from qkgeometry.analyses import nulls``); this package imports none of them.

@@ -38,7 +38,6 @@ from .paper import (
     paper_models,
     paper_per_layer,
     paper_scores,
-    paper_stack_gap_claim,
 )
 from .presets import PRESETS, RANDOM_PREFIX, PresetEntry, preset
 
@@ -73,7 +72,6 @@ __all__ = [
     "paper_models",
     "paper_per_layer",
     "paper_scores",
-    "paper_stack_gap_claim",
     "part_paths",
     "preset",
     "wikipedia_articles",

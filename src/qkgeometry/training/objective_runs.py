@@ -80,7 +80,7 @@ def validation_set(data: TokenData, objective: str, cfg: ObjectiveConfig, n_sequ
     """The fixed validation set of ``objective``: the first ``n_sequences`` blocks of ``cfg.seq_len`` tokens of the
     validation stream (documents no training batch reads), with masks drawn from a fixed key, so that every run,
     seed and batch size is validated on the same targets. Chapter 3, "Mask, density or supervision?"."""
-    from .data import _VALIDATION_SEED
+    from .data import VALIDATION_SEED
 
     check_objective(objective)
     n_blocks = len(data.val) // cfg.seq_len
@@ -89,7 +89,7 @@ def validation_set(data: TokenData, objective: str, cfg: ObjectiveConfig, n_sequ
                          f"{cfg.seq_len} tokens; got {n_sequences}.")
     ids = torch.from_numpy(data.val[:n_sequences * cfg.seq_len].reshape(n_sequences, cfg.seq_len).astype(np.int64))
     unigram = unigram_probs(data.train, data.vocab_size) if objective == "rtd" else None
-    return [make_objective_batch(chunk, objective, data.vocab_size, _VALIDATION_SEED, k, cfg.mask_prob, unigram)
+    return [make_objective_batch(chunk, objective, data.vocab_size, VALIDATION_SEED, k, cfg.mask_prob, unigram)
             for k, chunk in enumerate(torch.split(ids, _VALIDATION_CHUNK))]
 
 
