@@ -118,3 +118,15 @@ def test_the_frame_is_sorted_by_estimate_and_marks_the_primary():
 def test_long_lists_are_counted_not_spelled_out():
     c = _claim(-0.30, [(0.3, 0.05)] * 6)
     assert "2 more" in c.sentence
+
+
+@pytest.mark.parametrize(("primary", "others", "start", "has"), [
+    (-0.30, [(-0.2, 0.05)], "A is smaller at the pre-stated specification", "at every one of the 2 specifications"),
+    (-0.30, [(-0.02, 0.05)], "A is smaller", "the interval excludes 0 at 1 of them"),
+    (-0.30, [(0.02, 0.05)], "A is smaller", "the other sign at 1 (step 500), none of them established"),
+    (-0.30, [(0.3, 0.05)], "A is smaller", "with the other sign at 1 (step 500)"),
+    (-0.01, [(0.3, 0.05)], "No difference is established", "at 1 with a positive and at 0 with a negative"),
+])
+def test_the_summary_states_the_primary_and_how_the_curve_reads(primary, others, start, has):
+    s = _claim(primary, others).summary
+    assert s.startswith(start) and has in s and "n = 12 seeds" in s

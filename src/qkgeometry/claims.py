@@ -283,6 +283,38 @@ class Claim:
                 f"at {k} of them, and the estimate reverses, with an interval that excludes 0, at "
                 f"{_named(r.established_against, decimals=self.decimals)}.")
 
+    @property
+    def summary(self) -> str:
+        """The claim in one shorter sentence, for a box of key results: the primary, then how the curve reads.
+
+        >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 12, unit="seed")
+        >>> print(Claim("Δd", "a is larger", "a is smaller", (
+        ...     Specification("horizon", "step 4,000", iv(-0.26, -0.39, -0.12), primary=True),
+        ...     Specification("horizon", "step 2,000", iv(0.14, 0.02, 0.26)))).summary)
+        A is smaller at the pre-stated specification (step 4,000: Δd -0.26 [-0.39, -0.12], n = 12 seeds), but not across the curve: of 2 specifications, the interval excludes 0 with this sign at 1 and with the other sign at 1 (step 2,000).
+        """
+        p, r = self.primary, self.reading
+        at = f"({p.label}: {self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)})"
+        m, k = r.total, len(r.established_agree)
+        if r.outcome == "not established":
+            pos = sum(s.established and s.sign > 0 for s in self.curve)
+            neg = sum(s.established and s.sign < 0 for s in self.curve)
+            return (f"No difference is established at the pre-stated specification {at}; of {m} specifications, "
+                    f"the interval excludes 0 at {pos} with a positive and at {neg} with a negative estimate.")
+        head = f"{_capital(self.claim)} at the pre-stated specification {at}"
+        if r.outcome == "holds":
+            return f"{head}, and at every one of the {m} specifications ({self.range_text})."
+        if r.outcome == "direction holds":
+            return (f"{head}; every one of the {m} specifications has this sign, and the interval excludes 0 at "
+                    f"{k} of them.")
+        if r.outcome == "primary only":
+            return (f"{head}, but not across the curve: of {m} specifications, the interval excludes 0 with this sign "
+                    f"at {k}, and the estimate has the other sign at {len(r.against)} "
+                    f"({_named(r.against, with_values=False)}), none of them established.")
+        return (f"{head}, but not across the curve: of {m} specifications, the interval excludes 0 with this sign at "
+                f"{k} and with the other sign at {len(r.established_against)} "
+                f"({_named(r.established_against, with_values=False)}).")
+
     def frame(self) -> pandas.DataFrame:
         """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the
         estimate (the order of the figure)."""

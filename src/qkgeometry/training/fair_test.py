@@ -248,10 +248,17 @@ class Contrast:
     score: str
     difference: stats.PairedDifference
     verdict: stats.Verdict
+    #: What a positive and a negative difference say (:func:`change_claims`), whatever the verdict.
+    words: tuple[str, str] = ("", "")
 
     @property
     def key(self) -> tuple[str, str, str]:
         return self.treated, self.baseline, self.score
+
+    @property
+    def direction(self) -> str:
+        """The words of the estimate's sign, with no verdict attached (for naming a gap, not for judging it)."""
+        return self.words[0] if self.difference.interval.estimate > 0 else self.words[1]
 
     @property
     def is_difference(self) -> bool:
@@ -297,11 +304,12 @@ def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]
         for score in SCORES:
             va, vb = _paired(summaries, a, b, column.format(score=score))
             diff = stats.paired_difference(va, vb)
-            items.append((a, b, score, diff))
+            words = claims(a, b, score, float(va.mean()), float(vb.mean()))
+            items.append((a, b, score, diff, words))
             subject = f"Δ{score[0]} ({OBJECTIVE_SHORT[a]} − {OBJECTIVE_SHORT[b]})"
-            comparisons.append((diff, *claims(a, b, score, float(va.mean()), float(vb.mean())), subject))
+            comparisons.append((diff, *words, subject))
     verdicts = stats.judge_family(comparisons, alpha=alpha)
-    return {(a, b, s): Contrast(a, b, s, d, v) for (a, b, s, d), v in zip(items, verdicts)}
+    return {(a, b, s): Contrast(a, b, s, d, v, tuple(w)) for (a, b, s, d, w), v in zip(items, verdicts)}
 
 
 def _p_text(p: float | None) -> str:
@@ -357,7 +365,7 @@ def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str)
     mask = family[(SPARSE_CAUSAL, "mlm", score)]
     density = family[("causal", SPARSE_CAUSAL, score)]
     sign = np.sign(head.difference.interval.estimate)
-    gap = f"the gap in {score} ({head.verdict.claim})"
+    gap = f"the gap in {score} ({head.direction})"
     parts = (f"with the loss density matched, the causal mask against the masked LM gives "
              f"{mask.verdict.estimate_text}; with the mask held causal, the dense loss against the sparse one gives "
              f"{density.verdict.estimate_text}")
@@ -392,7 +400,7 @@ def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score:
         return Decision(score, "nothing to split", f"The dense and the sparse causal LM do not differ in {score} "
                                                    f"in this family ({gap.verdict.estimate_text}), so there is "
                                                    f"no density gap to split: {parts}.")
-    what = f"the density gap in {score} ({gap.verdict.claim})"
+    what = f"the density gap in {score} ({gap.direction})"
     if _counts(share, sign) and _counts(amount, sign):
         return Decision(score, "both", f"Both the share of positions with loss and the supervision per step carry "
                                        f"{what}: {parts}.")
