@@ -147,9 +147,9 @@ def test_share_or_supervision_follows_the_stated_rule(small_at, outcome):
     causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
     sparse = [-0.15 + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
     small = [small_at + 0.6 * e for e in NOISE[6:] + NOISE[:6]]
-    decision = ft.share_or_supervision(_supervision_family(causal, sparse, small), "directionality")
+    decision = ft.share_or_supervision(_supervision_family(causal, sparse, small), "directionality", (1008, 126))
     assert decision.outcome == outcome
-    assert "126" in decision.sentence and "CI" in decision.sentence
+    assert "1,008 targets per step against 126" in decision.sentence and "CI" in decision.sentence
 
 
 def test_share_or_supervision_has_nothing_to_split_without_a_density_gap():

@@ -380,7 +380,8 @@ def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str)
                                         f"{gap}: {parts}.")
 
 
-def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score: str) -> Decision:
+def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score: str,
+                         targets: tuple[int, int] | None = None) -> Decision:
     """What carries the loss-density gap (causal − causal-sparse) in ``score``, by the rule fixed before the runs of
     the supervision-matched arm (:data:`SUPERVISED_CAUSAL`).
 
@@ -388,14 +389,17 @@ def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score:
     (a difference in the family with the sign of causal − causal-sparse) and causal − the supervision-matched arm
     does not; the supervision per step (targets, gradient noise, the learning they bring) in the reverse case; both
     when both count; undecided otherwise. When causal − causal-sparse is itself no difference, there is nothing to
-    split.
+    split. ``targets``: the supervised targets per step of the dense arm and of the supervision-matched arm, named in
+    the sentence when given.
     """
     gap = family[("causal", SPARSE_CAUSAL, score)]
     share = family[(SUPERVISED_CAUSAL, SPARSE_CAUSAL, score)]
     amount = family[("causal", SUPERVISED_CAUSAL, score)]
     sign = np.sign(gap.difference.interval.estimate)
     parts = (f"at matched supervision, every position against 15% of them gives {share.verdict.estimate_text}; with "
-             f"every position carrying loss, 1,008 targets per step against 126 give {amount.verdict.estimate_text}")
+             f"every position carrying loss, "
+             + (f"{targets[0]:,} targets per step against {targets[1]:,}" if targets else "the full batch against the cut one")
+             + f" give {amount.verdict.estimate_text}")
     if not gap.is_difference:
         return Decision(score, "nothing to split", f"The dense and the sparse causal LM do not differ in {score} "
                                                    f"in this family ({gap.verdict.estimate_text}), so there is "
