@@ -377,7 +377,8 @@ def test_the_supervision_arm_is_the_planned_batch_cut_and_shares_the_initialisat
         assert not list(folder.glob("*/provenance.json"))
         return
     scores, _, prov = ob.read_recorded(folder)
-    assert prov["objectives"] == ["causal"] and prov["config"]["batch_size"] == 2 and prov["eval_sequences"] == 128
+    assert prov["objectives"] == ["causal"] and prov["config"]["batch_size"] == ft.SUPERVISION_BATCH
+    assert prov["eval_sequences"] == 128
     done = scores.groupby("seed")["step"].max()
     assert (done == 4000).all() and len(done) == prov["runs_done"] == prov["runs_total"]
     assert scores["val_loss"].notna().all()

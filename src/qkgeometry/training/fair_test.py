@@ -72,6 +72,8 @@ SCORES = ("symmetry", "directionality")
 #: ``"causal"`` at another batch size; :func:`read_supervision_arm` labels its runs with this name so that they never
 #: mix with the batch-16 causal LM. Chapter 3, "Share of positions or supervision per step?".
 SUPERVISED_CAUSAL = "causal-supervision"
+#: The supervision-matched arm's batch, in sequences, fixed in its plan (the other arms' batch is 16).
+SUPERVISION_BATCH = 2
 #: Every arm of the fair test: the objectives, then the supervision-matched arm.
 ARMS = (*ALL_OBJECTIVES, SUPERVISED_CAUSAL)
 #: How each arm is named in a sentence.
