@@ -130,3 +130,15 @@ def test_long_lists_are_counted_not_spelled_out():
 def test_the_summary_states_the_primary_and_how_the_curve_reads(primary, others, start, has):
     s = _claim(primary, others).summary
     assert s.startswith(start) and has in s and "n = 12 seeds" in s
+
+
+@pytest.mark.parametrize(("primary", "others", "has"), [
+    (-0.30, [(-0.2, 0.05)], "holds at every one of the 2 specifications"),
+    (-0.30, [(-0.02, 0.05)], "keeps its sign at all 2 specifications, with an interval that excludes 0 at 1"),
+    (-0.30, [(0.02, 0.05)], "keeps its sign at 1 of 2 specifications; it has the other sign at step 500"),
+    (-0.30, [(0.3, 0.05)], "reverses, with an interval that excludes 0, at 1 of 2 specifications (step 500)"),
+    (-0.01, [(0.3, 0.05)], "is not established at the pre-stated specification"),
+])
+def test_the_brief_reads_the_curve_without_direction_words(primary, others, has):
+    brief = _claim(primary, others).brief
+    assert has in brief and "a is" not in brief

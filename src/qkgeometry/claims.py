@@ -284,6 +284,32 @@ class Claim:
                 f"{_named(r.established_against, decimals=self.decimals)}.")
 
     @property
+    def brief(self) -> str:
+        """How the curve reads, in a clause with no direction words (for a sentence that names the contrast itself).
+
+        >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 12, unit="seed")
+        >>> Claim("Δd", "up", "down", (Specification("horizon", "step 4,000", iv(-0.26, -0.39, -0.12), primary=True),
+        ...                            Specification("horizon", "step 2,000", iv(0.14, 0.02, 0.26)))).brief
+        'reverses, with an interval that excludes 0, at 1 of 2 specifications (step 2,000)'
+        """
+        r = self.reading
+        m, k = r.total, len(r.established_agree)
+        if r.outcome == "not established":
+            pos = sum(s.established and s.sign > 0 for s in self.curve)
+            neg = sum(s.established and s.sign < 0 for s in self.curve)
+            return (f"is not established at the pre-stated specification; of {m} specifications, the interval excludes "
+                    f"0 at {pos} with a positive and at {neg} with a negative estimate")
+        if r.outcome == "holds":
+            return f"holds at every one of the {m} specifications ({self.range_text})"
+        if r.outcome == "direction holds":
+            return f"keeps its sign at all {m} specifications, with an interval that excludes 0 at {k} of them"
+        if r.outcome == "primary only":
+            return (f"keeps its sign at {len(r.agree)} of {m} specifications; it has the other sign at "
+                    f"{_named(r.against, with_values=False)}, never with an interval that excludes 0")
+        return (f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications "
+                f"({_named(r.established_against, with_values=False)})")
+
+    @property
     def summary(self) -> str:
         """The claim in one shorter sentence, for a box of key results: the primary, then how the curve reads.
 

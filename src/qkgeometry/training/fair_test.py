@@ -348,6 +348,20 @@ class Decision:
     outcome: str
     sentence: str
 
+    @property
+    def brief(self) -> str:
+        """What carries the gap, in a few words (for a box of key results)."""
+        return _DECISION_WORDS[self.outcome]
+
+
+#: The outcomes of the two pre-stated rules, in a few words.
+_DECISION_WORDS = {
+    "mask": "the causal mask, not the loss density", "density": "the loss density (or the learning it brings), not "
+    "the mask", "both": "both of the two", "undecided": "undecided at this number of seeds",
+    "share": "the share of positions with loss, not the supervision per step",
+    "supervision": "the supervision per step (targets, gradient noise and the learning they bring), not the share of "
+                   "positions", "nothing to split": "nothing to split: the density gap is not established here"}
+
 
 def _counts(c: Contrast, sign: float) -> bool:
     """A contrast counts for a reading when it is a difference in its family with the sign of the gap it splits."""
