@@ -24,18 +24,20 @@ from .errors import OutputError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["check_writable_dir", "check_writable_file", "discard", "locked", "open_regular", "read_regular",
+__all__ = ["check_writable_dir", "check_writable_file", "describe_os_error", "discard", "locked", "open_regular", "read_regular",
            "remove_stale_temps", "replacing", "resolve_output", "temp_path", "write_bytes_atomic", "write_csv_atomic"]
 
 
-def _describe(e: OSError) -> str:
+def describe_os_error(e: OSError) -> str:
+    """What an ``OSError`` of a local file means, in a few words (``the disk is full``, ``permission denied``...)."""
     import errno
 
     return {errno.EACCES: "permission denied (read-only folder?)", errno.EROFS: "the file system is read-only",
             errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
             errno.EFBIG: "the file would exceed the allowed file size", errno.ENAMETOOLONG: "the name is too long",
             errno.ENOTDIR: "a part of the path is a file, not a folder", errno.EISDIR: "it is a folder",
-            errno.ELOOP: "it is a loop of symbolic links", errno.EIO: "an I/O error (failing disk?)"
+            errno.ELOOP: "it is a loop of symbolic links", errno.EIO: "an I/O error (failing disk?)",
+            errno.ENOENT: "it does not exist (removed while in use?)"
             }.get(e.errno, e.strerror or type(e).__name__)
 
 
@@ -56,7 +58,7 @@ def check_writable_file(path: Path, what: str) -> Path:
     try:
         target = resolve_output(path)
     except OSError as e:
-        raise OutputError(f"{what} {str(path)!r} cannot be used: {_describe(e)}; pick another path.") from e
+        raise OutputError(f"{what} {str(path)!r} cannot be used: {describe_os_error(e)}; pick another path.") from e
     if target.is_dir():
         raise OutputError(f"{what} {str(path)!r} is a folder; give a file name inside it, e.g. "
                           f"{str(path / 'results.csv')!r}.")
@@ -84,7 +86,7 @@ def _probe_folder(folder: Path, label: str) -> None:
         raise OutputError(f"{label} cannot be created: {str(Path(e.filename or folder))!r} or a folder above it "
                           "is a file; pick another path.") from e
     except OSError as e:
-        raise OutputError(f"{label} cannot be created: {_describe(e)}; pick another path.") from e
+        raise OutputError(f"{label} cannot be created: {describe_os_error(e)}; pick another path.") from e
     probe = folder / f".qkgeometry-probe-{os.getpid()}"
     try:
         with open(probe, "wb") as f:
@@ -92,7 +94,7 @@ def _probe_folder(folder: Path, label: str) -> None:
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
-        raise OutputError(f"{label} is not writable: {_describe(e)}; pick another path or free space.") from e
+        raise OutputError(f"{label} is not writable: {describe_os_error(e)}; pick another path or free space.") from e
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
@@ -116,7 +118,7 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path, what: str = "output") -> N
         with replacing(target) as tmp:
             frame.to_csv(tmp, index=False, quoting=csv.QUOTE_NONNUMERIC)
     except OSError as e:
-        raise OutputError(f"could not write {what} {str(path)!r}: {_describe(e)}. The previous file, if any, is "
+        raise OutputError(f"could not write {what} {str(path)!r}: {describe_os_error(e)}. The previous file, if any, is "
                           "unchanged; free space or pick another path.") from e
 
 
@@ -193,7 +195,7 @@ def locked(path: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except OSError as e:
-        raise OutputError(f"could not create the lock file {lock.lock_file!r}: {_describe(e)}; pick a writable "
+        raise OutputError(f"could not create the lock file {lock.lock_file!r}: {describe_os_error(e)}; pick a writable "
                           "path.") from e
     try:
         yield

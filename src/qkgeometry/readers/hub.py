@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..architectures import QKNorm, get_architecture
-from ..errors import ConfigError, SourceError
+from ..errors import ConfigError, SourceError, first_line
 from ..model import SourcePlans
 from . import remote
 from .hf_config import read_config, resolve_plans
@@ -105,7 +105,8 @@ def plan_table(sources: Iterable[Any]) -> Any:
     """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; the HTTP
     requests a fetch sends; gated or not; fused tensors fetched whole, or only their Q/K rows and the V bytes that
     saves) and a total row, as a pandas DataFrame; local sources get a row that says
-    so. A source that cannot be planned gets its one-line reason in ``note``."""
+    so. A source that cannot be planned (not found, a header that disagrees with its config, a dropped network)
+    gets its one-line reason in ``note``; the other rows are planned all the same."""
     import pandas as pd
 
     rows = []
@@ -121,6 +122,10 @@ def plan_table(sources: Iterable[Any]) -> Any:
             rows.append(row)
         except SourceError as e:
             rows.append({"model": label, "note": str(e)})
+        except ValueError as e:  # a header that disagrees with its config (a split refuses a shape)
+            rows.append({"model": label, "note": remote.scrub(f"cannot plan {src!r}: {first_line(e)}")})
+        except Exception as e:  # one source's failure is its row's note, never the table's end
+            rows.append({"model": label, "note": str(remote.hub_error(e, str(src), None))})
     frame = pd.DataFrame(rows)
     sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "requests", "rows_saved_bytes")
     for col in sizes:
@@ -168,8 +173,17 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
         store.prepare(plan)
         store.forget_changed(repo.commit)
         plan.cached = store.done(repo.commit, plan)
-    fetcher = Fetcher(files, plan, store)
-    return _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.close)
+        fetcher = Fetcher(files, plan, store)  # opens the file whose cached tensors were just counted
+    try:
+        opened = _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.release)
+        if not fetcher.is_cache_file():  # replaced between the two opens: the model would read another file
+            opened.close()
+            raise SourceError(f"the cache file {str(store.file(repo.commit))!r} of {repo_id!r} was replaced while "
+                              "it was being opened (another process cleared or rewrote the cache); rerun.")
+    except BaseException:
+        fetcher.release()
+        raise
+    return opened
 
 
 def _open_cached(store: HubCache, commit: str, repo_id: str, label: str, qk_norm: QKNorm) -> SourcePlans:

@@ -76,8 +76,11 @@ def check_revision(revision: str) -> None:
     """Refuse a revision that is not a branch, tag or commit name: path syntax (``.``, ``..``, a leading or trailing
     ``/``, ``//``, a backslash) or characters git forbids in ref names. A revision names files in the caches, so this
     runs before anything is written."""
+    if not isinstance(revision, str):
+        raise SourceError(f"`revision` must be a string (a branch, tag or commit such as 'main', 'v1.0' or a "
+                          f"40-digit commit); got {type(revision).__name__} {revision!r}.")
     parts = revision.split("/")
-    if (not isinstance(revision, str) or not revision or revision.startswith("/") or revision.endswith(("/", ".lock"))
+    if (not revision or revision.startswith("/") or revision.endswith(("/", ".lock"))
             or any(p in ("", ".", "..") or p.startswith(".") for p in parts) or ".." in revision or "@{" in revision
             or re.search(r"[\x00-\x20\x7f~^:?*\[\\%]", revision)):
         raise SourceError(f"`revision` {revision!r} is not a branch, tag or commit name (no '.', '..', leading or "

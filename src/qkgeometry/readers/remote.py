@@ -18,6 +18,8 @@ import contextlib
 import json
 import logging
 import os
+import re
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,10 +27,11 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import SourceError
+from ..errors import SourceError, first_line
 from .hub_plan import COMMIT_RE
 
-__all__ = ["HubFiles", "RemoteRepo", "hub_error", "is_offline", "open_remote", "safetensors_headers"]
+__all__ = ["HubFiles", "RemoteRepo", "hub_error", "is_offline", "local_error", "open_remote", "safetensors_headers",
+           "scrub"]
 
 #: bytes read for a safetensors header (as huggingface_hub does: most headers fit, the rest take one more request)
 HEADER_PROBE = 100_000
@@ -166,18 +169,21 @@ class HubFiles:
         return r.content
 
     def read(self, file: str, start: int, end: int, *, retries: int = RETRIES) -> bytes:
-        """Bytes ``[start, end)`` of ``file``. 429 and 5xx answers are retried by huggingface_hub (waiting out
-        ``Retry-After`` / ``RateLimit``); a dropped connection, a short body or a range slower than
-        :data:`MIN_RATE` (after :data:`RANGE_GRACE_S`) is retried here, ``retries`` times, then raised."""
-        attempt, renewed = 0, False
+        """Bytes ``[start, end)`` of ``file``. A dropped connection, a short body or a range slower than
+        :data:`MIN_RATE` (after :data:`RANGE_GRACE_S`) is retried here, ``retries`` times, then raised; 429 and 5xx
+        answers are retried by huggingface_hub (waiting out ``Retry-After`` / ``RateLimit``), :data:`RETRIES`
+        times per attempt. So a range that drips in gives up after ``retries + 1`` attempts of ``RANGE_GRACE_S +
+        size / MIN_RATE`` each (about four minutes at the defaults), and the error says how long it tried."""
+        attempt, renewed, began = 0, False, time.monotonic()
         while True:
             url, signed = self.url(file)
             try:
                 data = self._get(url, signed, file, start, end)
-            except (*_hub().transport_errors, TimeoutError):
+            except (*_hub().transport_errors, TimeoutError) as e:
                 attempt += 1
                 if attempt > retries:
-                    raise
+                    raise type(e)(f"{first_line(e)} ({attempt} attempts over "
+                                  f"{time.monotonic() - began:.0f} s)") from e
                 time.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
                 continue
             if data is not None:
@@ -189,16 +195,22 @@ class HubFiles:
             self.url(file, fresh=True)
 
     def _get(self, url: str, signed: bool, file: str, start: int, end: int) -> bytes | None:
-        """One range request; None when a signed URL is refused (expired)."""
+        """One range request; None when a signed URL is refused (expired). The answer must be the range asked for:
+        a 206 whose ``Content-Range`` names other bytes, or that sends more than asked, is refused, and so is a
+        200 (a server that ignores ``Range`` sends the whole file) for a range that does not start the file; a 200
+        for one that does is read up to the range's end only. Nothing beyond the range is ever buffered."""
         hub = _hub()
         headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
         if not signed:  # the token goes to the Hub only, never to the storage host
             headers.update(hub.build_hf_headers())
         self.requests += 1
-        deadline = time.monotonic() + RANGE_GRACE_S + (end - start) / MIN_RATE
+        want = end - start
+        deadline = time.monotonic() + RANGE_GRACE_S + want / MIN_RATE
+        where = f"{file!r} of Hub repo {self.repo.repo_id!r}"
+        # transport errors are retried by read() alone (one count, not one inside another); 429 and 5xx here
         with quiet_retries(), hub.http_stream_backoff(
                 "GET", url, headers=headers, timeout=hub.constants.HF_HUB_DOWNLOAD_TIMEOUT, max_retries=RETRIES,
-                base_wait_time=0.5, max_wait_time=4, follow_redirects=True) as r:
+                base_wait_time=0.5, max_wait_time=4, follow_redirects=True, retry_on_exceptions=()) as r:
             if signed and r.status_code in (401, 403):
                 return None
             if r.status_code == 416:
@@ -206,25 +218,49 @@ class HubFiles:
             if r.status_code >= 400:
                 r.read()
                 hub.hf_raise_for_status(r)
+            if r.status_code == 200 and start > 0:
+                raise SourceError(f"the server behind HF_ENDPOINT ignored the Range header for {where} (it answered "
+                                  f"200 with the whole file where bytes {start}-{end - 1} were asked for); "
+                                  "qkgeometry reads byte ranges only: use a Hub or mirror that serves them, or "
+                                  "pass fetch='snapshot'.")
+            if r.status_code == 206:
+                _check_content_range(r.headers.get("Content-Range"), start, end, where)
+                if r.headers.get("Content-Length", str(want)).strip() != str(want):
+                    raise SourceError(f"the Hub announced {r.headers['Content-Length'][:20]} bytes for bytes "
+                                      f"{start}-{end - 1} of {where} ({want} bytes); rerun, and check HF_ENDPOINT if "
+                                      "it persists.")
             buf, failure = bytearray(), None
             try:  # a failure while reading the body leaves the block normally (huggingface_hub's retry loop
                 # would otherwise take it for a failed request), then is raised below
                 for chunk in r.iter_bytes():
-                    buf += chunk
+                    room = want - len(buf)
+                    if len(chunk) > room and r.status_code == 206:
+                        raise SourceError(f"the Hub sent more than bytes {start}-{end - 1} of {where} for that range; "
+                                          "rerun, and check HF_ENDPOINT if it persists.")
+                    buf += chunk[:room]
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"bytes {start}-{end - 1} of {file!r} came slower than "
                                            f"{MIN_RATE:.0f} B/s")
-                    if r.status_code == 200 and len(buf) >= end:  # a server that ignores Range sends the whole file
+                    if len(buf) >= want:  # a 200 for a range that starts the file: stop at its end
                         break
             except (*hub.transport_errors, TimeoutError) as e:
                 failure = e
         if failure is not None:
             raise failure
-        data = bytes(buf[start:end]) if r.status_code == 200 else bytes(buf)
-        if len(data) != end - start:
+        data = bytes(buf)
+        if len(data) != want:
             raise SourceError(f"the Hub sent {len(data)} bytes of {file!r} in {self.repo.repo_id!r} where "
-                              f"{end - start} were asked for (bytes {start}-{end - 1}); rerun to fetch them again.")
+                              f"{want} were asked for (bytes {start}-{end - 1}); rerun to fetch them again.")
         return data
+
+
+def _check_content_range(value: str | None, start: int, end: int, where: str) -> None:
+    """A 206's ``Content-Range`` must name exactly bytes ``start``..``end - 1``."""
+    m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value or "")
+    if m is None or (int(m.group(1)), int(m.group(2))) != (start, end - 1):
+        raise SourceError(f"the Hub answered the range request for bytes {start}-{end - 1} of {where} with "
+                          f"Content-Range {str(value)[:60]!r}, other bytes than asked; rerun, and check HF_ENDPOINT "
+                          "if it persists.")
 
 
 def range_error(repo: RemoteRepo, file: str, start: int, end: int, size: int | None) -> str:
@@ -325,29 +361,87 @@ def safetensors_revision(repo: RemoteRepo, limit: int = 6) -> str | None:
     return None
 
 
+class _QuietRetries(logging.Filter):
+    """Drops huggingface_hub's per-retry warnings logged by a thread inside :func:`quiet_retries` (other threads,
+    and errors, pass): a filter on the loggers instead of a change of their level, so overlapping calls from
+    several threads never leave the library's logging switched off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not getattr(self.depth, "n", 0)
+
+
+_QUIET = _QuietRetries()
+#: the loggers huggingface_hub reports retries on (its HTTP helpers, and the package logger itself)
+_QUIET_LOGGERS = ("huggingface_hub", "huggingface_hub.utils._http", "huggingface_hub.file_download")
+
+
 @contextlib.contextmanager
 def quiet_retries() -> Iterator[None]:
     """huggingface_hub logs one warning per retry (a dropped network printed eleven lines); the failure, if it
-    persists, is reported once by :func:`hub_error` instead."""
-    log = logging.getLogger("huggingface_hub")
-    old = log.level
-    log.setLevel(logging.ERROR)
+    persists, is reported once by :func:`hub_error` instead. Thread-safe: only this thread's warnings are dropped."""
+    for name in _QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
+    _QUIET.depth.n = getattr(_QUIET.depth, "n", 0) + 1
     try:
         yield
     finally:
-        log.setLevel(old)
+        _QUIET.depth.n -= 1
 
 
 def network_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a failed connection (not of a local file: see :func:`local_error`)."""
+    import socket
+
     import httpx2
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
-    return (httpx2.TransportError, OSError, OfflineModeIsEnabled, LocalEntryNotFoundError, TimeoutError)
+    return (httpx2.TransportError, ConnectionError, socket.gaierror, OfflineModeIsEnabled, LocalEntryNotFoundError,
+            TimeoutError)
+
+
+def local_error(e: BaseException) -> bool:
+    """An ``OSError`` of this machine's files (a full disk, permission denied, a removed cache file), not of the
+    network."""
+    import socket
+
+    return isinstance(e, OSError) and not isinstance(e, (ConnectionError, TimeoutError, socket.gaierror,
+                                                         socket.herror))
+
+
+#: what a message must never show: the query of a signed URL (its signature), an ``Authorization`` value, a token
+_SECRETS = (re.compile(r"(https?://[^\s?'\"]+)\?[^\s'\"]*"), re.compile(r"(Bearer\s+)\S+", re.IGNORECASE),
+            re.compile(r"\bhf_[A-Za-z0-9]{6,}"))
+
+
+def scrub(text: str) -> str:
+    """``text`` without secrets: a URL keeps its host and path but loses its query (``?…``), a bearer token and
+    an ``hf_…`` token become ``…``.
+
+    >>> scrub("GET https://cdn/x.safetensors?Expires=1&Signature=abc failed; Bearer hf_abcdefgh")
+    'GET https://cdn/x.safetensors?… failed; Bearer …'
+    """
+    url, bearer, token = _SECRETS
+    return token.sub("hf_…", bearer.sub(r"\1…", url.sub(r"\1?…", text))).replace("Bearer hf_…", "Bearer …")
 
 
 def hub_error(e: BaseException, repo_id: str, revision: str | None, *, cached: str = "") -> SourceError:
     """One line for a failed Hub call: what happened, with the Hub's own words where they help, and what to do.
-    ``cached`` says what is already on disk (for network failures)."""
+    ``cached`` says what is already on disk (for network failures). A local file's failure (a full disk, a cache
+    folder that cannot be written) names the file and the cause, not the network; no message shows a signed URL's
+    query or a token (:func:`scrub`)."""
+    if isinstance(e, SourceError):
+        return e
+    error = _hub_error(e, repo_id, revision, cached)
+    return type(error)(scrub(str(error)))
+
+
+def _hub_error(e: BaseException, repo_id: str, revision: str | None, cached: str) -> SourceError:
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -356,8 +450,6 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None, *, cached: s
         RevisionNotFoundError,
     )
 
-    if isinstance(e, SourceError):
-        return e
     hub_says = ""
     if isinstance(e, HfHubHTTPError):
         msg = getattr(e, "server_message", None) or ""
@@ -385,6 +477,13 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None, *, cached: s
                            "or tell the repo's owners.")
     if isinstance(e, HfHubHTTPError):
         return SourceError(f"the Hub answered {status} for {repo_id!r}{hub_says}; retry later.")
+    if local_error(e):
+        from .._files import describe_os_error
+
+        where = f"file {str(e.filename)!r}" if getattr(e, "filename", None) else "a local file"
+        return SourceError(f"reading {repo_id!r} from the Hub failed on this machine: {where}: "
+                           f"{describe_os_error(e)}{cached}; free space or fix the permissions of the qkgeometry "
+                           "cache (QKGEOMETRY_CACHE picks another folder), then rerun.")
     if isinstance(e, network_errors()):
         from ..errors import first_line
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -119,15 +120,19 @@ class SafetensorsIndex:
         self._handles = handles
         self.names = names
         self._headers: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, files: list[Path], weight_map: dict[str, str] | None = None,
              index_file: Path | None = None) -> tuple[SafetensorsIndex, dict]:
-        handles: dict[str, Any] = {}
+        handles: dict[str, Any] = _Handles()
         names: dict[str, str] = {}
         for f in files:
             check_regular_file(f, "safetensors file")
             handle = handles[str(f)] = open_safetensors(f)
+            # the bytes of BF16 and F8 tensors are read through this handle, opened with the safetensors one: both
+            # read the same file, even when another file takes its name while the model is open
+            handles[_RAW + str(f)] = open(f, "rb")  # noqa: SIM115 (closed when `handles` is cleared)
             for key in handle.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
                 if weight_map is not None:
                     if weight_map.get(key) == f.name:
@@ -187,17 +192,18 @@ class SafetensorsIndex:
     def _read_widened(self, file: str, name: str, dtype: str) -> np.ndarray:
         """A BF16 or F8 tensor (which numpy cannot hold) read from its bytes and widened to float32, exactly. The
         header's offsets locate the bytes (checked by :func:`parse_header`, the rules the Hub reader applies too)."""
-        if file not in self._headers:
-            with open(file, "rb") as f:
+        f = self._handles[_RAW + file]
+        with self._lock:
+            if file not in self._headers:
                 where = f"safetensors file {file!r}"
+                f.seek(0)
                 size = header_length(f.read(8), os.fstat(f.fileno()).st_size, where)
                 self._headers[file] = (8 + size, parse_header(f.read(size), os.fstat(f.fileno()).st_size, where))
-        start, header = self._headers[file]
-        info = header[name]
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        raw = np.empty(end - begin, dtype=np.uint8)
-        with open(file, "rb") as f:
+            start, header = self._headers[file]
+            info = header[name]
+            begin, end = info["data_offsets"]
+            shape = tuple(info["shape"])
+            raw = np.empty(end - begin, dtype=np.uint8)
             f.seek(start + begin)
             got = f.readinto(raw)
         if got != end - begin:
@@ -217,6 +223,18 @@ class SafetensorsIndex:
 
 #: safetensors dtypes that numpy has no type for: read from their bytes and widened to float32.
 _WIDENED = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
+#: the key prefix, in a handles dict, of the plain file a safetensors handle's raw bytes are read from
+_RAW = "raw:"
+
+
+class _Handles(dict):
+    """The open files of a :class:`SafetensorsIndex`; ``clear()`` closes them."""
+
+    def clear(self) -> None:
+        for key, value in self.items():
+            if key.startswith(_RAW):
+                value.close()
+        super().clear()
 
 
 def open_safetensors(file: Path) -> Any:

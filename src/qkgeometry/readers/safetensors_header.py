@@ -10,10 +10,10 @@ header bytes alone, so a header read by range request from the Hub gets the same
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import LimitExceeded, SourceError
+from ..limits import MAX_TENSOR_ELEMENTS, check_elements
 
 __all__ = ["DTYPE_SIZES", "MAX_HEADER_BYTES", "check_header", "header_length", "parse_header"]
 
@@ -65,7 +65,11 @@ def check_header(entries: dict[str, Any], data_start: int, file_size: int, where
             raise SourceError(f"{where}: header entry {name!r} is not a tensor (it needs a known 'dtype', a 'shape' "
                               "of non-negative integers and two 'data_offsets'); the file is corrupt.")
         begin, end = e["data_offsets"]
-        nbytes = math.prod(e["shape"]) * DTYPE_SIZES[e["dtype"]]
+        try:  # what a header declares is held to the same bounds whether it was read from a disk or the Hub
+            nbytes = check_elements(e["shape"], MAX_TENSOR_ELEMENTS, f"{where}: tensor {name!r}") \
+                * DTYPE_SIZES[e["dtype"]]
+        except LimitExceeded as err:
+            raise SourceError(str(err)) from err
         if end - begin != nbytes:
             raise SourceError(f"{where}: tensor {name!r} ({e['dtype']}, shape {tuple(e['shape'])}) needs {nbytes} "
                               f"bytes but its data_offsets [{begin}, {end}] span {end - begin}; the file is corrupt.")

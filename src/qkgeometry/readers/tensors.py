@@ -50,7 +50,15 @@ def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[
         source = str(offline_path(source.removeprefix(OFFLINE_PREFIX)))
     path = Path(str(source)).expanduser()
     if isinstance(source, str) and not path.is_dir() and hub.is_hub_source(source):
-        return _from_hub(source, revision, names, rows, gap)
+        from . import remote
+
+        repo_id, revision = hub.parse_hub_source(source, revision)
+        try:
+            return _from_hub(repo_id, revision, names, rows, gap)
+        except (SourceError, ValueError):  # already one line (a tensor or row that is not there)
+            raise
+        except Exception as e:  # an HTTP answer, a dropped connection: one line, no signed URL
+            raise remote.hub_error(e, repo_id, revision) from e
     if not path.is_dir():
         raise SourceError(f"`source` {str(source)!r} is not a model folder (config.json + *.safetensors), an offline "
                           "alias of one or a Hub id; pass one of those.")
@@ -97,11 +105,10 @@ def _from_folder(folder: Path, names: list[str], rows: dict[str, list[int]]) -> 
         handles.clear()
 
 
-def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
+def _from_hub(repo_id: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
               gap: int) -> dict[str, np.ndarray]:
-    from . import hub, remote
+    from . import remote
 
-    repo_id, revision = hub.parse_hub_source(source, revision)
     repo = remote.open_remote(repo_id, revision)
     files = remote.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
     headers, starts, _ = remote.safetensors_headers(files)  # checked like a local file's headers
