@@ -235,3 +235,17 @@ def test_plans_recorded_on_numpy_and_on_torch_agree(hub, kind, monkeypatch):
         p = hub_plan(f"tiny/{kind}")
         plans[backend] = (p.spans, p.groups, p.weights, p.fused)
     assert plans["numpy"] == plans["torch"]
+
+
+def test_a_plan_table_gives_a_row_to_a_source_whose_header_disagrees_with_its_config(hub, folders):
+    import json
+
+    from qkgeometry.readers.hub import plan_table
+
+    config = json.loads((folders["llama"] / "config.json").read_text())
+    config["num_key_value_heads"] = 4  # K is stored for 2 KV heads
+    files = {p.name: p.read_bytes() for p in folders["llama"].iterdir() if p.is_file()}
+    hub.add_repo("org/liar", {**files, "config.json": json.dumps(config).encode()})
+    frame = plan_table(["org/liar", "tiny/sharded"]).set_index("model")
+    assert "disagree" in frame.loc["org/liar", "note"] and "\n" not in frame.loc["org/liar", "note"]
+    assert frame.loc["tiny/sharded", "qk_bytes"] > 0 and frame.loc["total", "qk_bytes"] > 0

@@ -44,13 +44,13 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
                                initializer=survey_workers.hang_on, initargs=("m1", str(markers), 1.0))
     killed = []
 
-    def kill_the_hanging_worker():  # at once: m0 is running or done, m2..m4 are queued
+    def kill_the_hanging_worker():  # at once, each time m1 runs (twice: a task is blamed after two broken pools)
         deadline = time.time() + 240
-        while time.time() < deadline and not killed:
+        while time.time() < deadline and len(killed) < 2:
             for marker in markers.iterdir():
-                os.kill(int(marker.name), signal.SIGKILL)
-                killed.append(marker.name)
-                return
+                if marker.name not in killed:
+                    os.kill(int(marker.name), signal.SIGKILL)
+                    killed.append(marker.name)
             time.sleep(0.05)
 
     killer = threading.Thread(target=kill_the_hanging_worker, daemon=True)
@@ -61,7 +61,7 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         killer.join(timeout=10)
-    assert killed, "no worker reached m1"
+    assert len(killed) == 2, "m1 was not run twice"
     assert sorted(frame.attrs["computed"]) == ["m0", "m2", "m3", "m4"]
     failures = frame.attrs["failures"]
     assert failures["source"].tolist() == [models[1]] and failures["error"].tolist() == ["BrokenProcessPool"]
@@ -69,6 +69,50 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     assert sorted(stored["model"].unique()) == ["m0", "m2", "m3", "m4"] and len(stored) == 4 * LAYERS * HEADS
     serial = qg.survey([m for k, m in enumerate(models) if k != 1], per="head", progress=False)
     pd.testing.assert_frame_equal(frame, serial, check_exact=True)
+
+
+def test_a_worker_killed_while_idle_fails_no_model(models, tmp_path):
+    import survey_workers
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=survey_workers.slow_on, initargs=("m1", str(markers), 4.0))
+    killed = []
+
+    def kill_an_idle_worker():  # m1 runs for 4 s in one worker; m0, done, left the other one idle
+        deadline = time.time() + 240
+        while time.time() < deadline and not killed:
+            busy = {int(m.name) for m in markers.iterdir()}
+            idle = [pid for pid in dict(pool._processes) if busy and pid not in busy]
+            if idle:
+                time.sleep(0.5)
+                os.kill(idle[0], signal.SIGKILL)
+                killed.append(idle[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_an_idle_worker, daemon=True)
+    killer.start()
+    try:
+        with no_hang(300):
+            frame = qg.survey(models[:2], per="head", cache=tmp_path / "r.sqlite", progress=False, executor=pool)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        killer.join(timeout=10)
+    assert killed, "no worker was idle"
+    assert sorted(frame.attrs["computed"]) == ["m0", "m1"] and not len(frame.attrs.get("failures", []))
+
+
+def test_a_task_that_exits_fails_only_its_model():
+    import survey_workers
+
+    from qkgeometry.surveying.workers import run_tasks
+
+    results, errors = {}, {}
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool, no_hang(120):
+        run_tasks(pool, survey_workers.exit_on, {i: (i,) for i in range(3)}, results.__setitem__,
+                  errors.__setitem__, {})
+    assert results == {0: 0, 2: 2} and list(errors) == [1] and "SystemExit 3" in str(errors[1])
 
 
 _HANGING_SURVEY = textwrap.dedent("""
