@@ -105,7 +105,6 @@ def test_a_worker_killed_while_idle_fails_no_model(models, tmp_path):
 
 def test_a_task_that_exits_fails_only_its_model():
     import survey_workers
-
     from qkgeometry.surveying.workers import run_tasks
 
     results, errors = {}, {}
