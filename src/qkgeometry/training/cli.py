@@ -32,9 +32,21 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["GRID_FIELDS", "add_objectives_parser", "add_train_parser", "check_out_folders",
-           "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag",
-           "check_train_size", "objective_config_from_args", "run_objectives", "run_train", "train_parameters"]
+__all__ = [
+    "GRID_FIELDS",
+    "add_objectives_parser",
+    "add_train_parser",
+    "check_out_folders",
+    "check_train_size",
+    "configs_from_args",
+    "configure_objectives_parser",
+    "configure_train_parser",
+    "flag",
+    "objective_config_from_args",
+    "run_objectives",
+    "run_train",
+    "train_parameters",
+]
 
 
 #: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.config.TrainConfig` field.
