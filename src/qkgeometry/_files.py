@@ -47,12 +47,13 @@ def resolve_output(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def check_writable_file(path: Path, what: str) -> Path:
+def check_writable_file(path: Path, what: str, *, create: bool = True) -> Path:
     """Check, before any work, that ``path`` can be (re)written atomically; return the file that will be written.
 
     Creates missing parent folders, and writes and removes a small probe file next to the target (so a read-only
     folder or a full disk is reported now, not after an hour of computing). Raises :class:`OutputError` naming
-    ``what`` (e.g. ``--out``), the path and the fix.
+    ``what`` (e.g. ``--out``), the path and the fix. ``create=False`` removes the folders it created once probed
+    (for a caller with refusals still to make: it creates them when it writes).
     """
     path = Path(path)
     try:
@@ -65,7 +66,7 @@ def check_writable_file(path: Path, what: str) -> Path:
     if target.exists() and not target.is_file():
         raise OutputError(f"{what} {str(path)!r} exists and is not a regular file (a pipe or device?); pick "
                           "another path.")
-    _probe_folder(target.parent, f"{what} {str(path)!r}")
+    _probe_folder(target.parent, f"{what} {str(path)!r}", keep=create)
     return target
 
 
@@ -79,7 +80,20 @@ def check_writable_dir(folder: Path, what: str) -> Path:
     return folder
 
 
-def _probe_folder(folder: Path, label: str) -> None:
+def _probe_folder(folder: Path, label: str, keep: bool = True) -> None:
+    """Create ``folder`` (and missing parents) and write a probe file in it; ``keep=False`` removes the folders it
+    created afterwards, so that a later refusal leaves nothing behind."""
+    missing = [f for f in (folder, *folder.parents) if not f.exists()]
+    try:
+        _probe_created(folder, label)
+    finally:
+        if not keep:
+            for f in missing:  # innermost first
+                with contextlib.suppress(OSError):
+                    f.rmdir()
+
+
+def _probe_created(folder: Path, label: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:

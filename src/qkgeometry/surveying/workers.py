@@ -87,13 +87,17 @@ def worker_pool(workers: int) -> Iterator[Executor]:
 
 
 #: what a dask.distributed scheduler address looks like: [protocol://]host:port (a host name, IPv4 or [IPv6])
-_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
+_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
                                 r"\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 
 
 def check_scheduler_address(address: str, what: str = "--dask-scheduler") -> None:
     """Refuse a scheduler address that is not one (empty, no port, a port over 65535, a URL of another protocol)
     before anything is created or contacted; the message names ``what``."""
+    if address.lower().startswith("ucx://"):  # a dask protocol, but one that needs its own package and setup
+        raise ValueError(f"{what} {address!r}: the ucx:// protocol is not supported (UCX needs the separate "
+                         "distributed-ucxx package and its own network setup); pass tcp://HOST:PORT, or tls://, ws:// "
+                         "or wss://.")
     match = _SCHEDULER_ADDRESS.match(address)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise ValueError(f"{what} {address!r} is not a scheduler address; pass tcp://HOST:PORT (e.g. "
