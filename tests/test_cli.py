@@ -129,9 +129,9 @@ def test_a_refused_survey_leaves_no_folder_it_would_have_written_into(tmp_path, 
 def test_an_unreachable_scheduler_is_refused_before_the_store_is_created(tmp_path, capsys, monkeypatch):
     import socket
 
-    from bounded import no_hang, one_line_error
+    from bounded import import_distributed, no_hang, one_line_error
 
-    pytest.importorskip("distributed")
+    import_distributed()
     source = _tiny_folder(tmp_path / "m")
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 import qkgeometry as qg
-from bounded import no_hang, one_line_error, unprivileged
+from bounded import import_distributed, no_hang, one_line_error, unprivileged
 from qkgeometry.cli import main
 from qkgeometry.surveying.scoring import SURVEY_COLUMNS, read_cache, worker_pool
 from qkgeometry.surveying.store import SurveyStore, is_store_file, open_store
@@ -220,7 +220,7 @@ def test_workers_give_the_serial_frame_exactly(models, tmp_path, capsys):
 
 @pytest.mark.slow  # a two-process LocalCluster: about a minute on two busy cores
 def test_a_dask_local_cluster_gives_the_serial_frame_exactly(models, tmp_path):
-    distributed = pytest.importorskip("distributed")
+    distributed = import_distributed()
     serial = qg.survey(models, per="head", progress=False)
     with no_hang(300), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                 dashboard_address=None) as cluster, \
