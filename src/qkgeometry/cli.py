@@ -31,9 +31,8 @@ if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` sh
 
     import pandas as pd
 
-# Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime; an explicit setting
-# wins). On a machine with more runnable processes than cores, spinning threads took the CPU from the working ones
-# and made the per-head scoring 2-5x slower.
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP; an explicit setting wins): with more
+# runnable processes than cores, spinning threads took the CPU from the working ones (per-head scoring 2-5x slower).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..architectures import QKNorm, get_architecture
-from ..errors import ConfigError, SourceError
+from ..errors import ConfigError, SourceError, first_line
 from ..model import SourcePlans
 from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
@@ -253,15 +253,10 @@ def open_safetensors(file: Path) -> Any:
             return safe_open(str(file), framework="numpy")
     except OSError as e:
         raise os_error(file, e, "safetensors file") from e
-    except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
-        msg = str(e)
-        if "Permission denied" in msg or "os error 13" in msg:
-            raise SourceError(f"cannot read safetensors file {str(file)!r}: permission denied; make it readable "
-                              "(chmod) or run as a user who can read it.") from e
-        if "os error" in msg:
-            raise SourceError(f"cannot read safetensors file {str(file)!r}: {msg}; check the disk and retry.") from e
-        raise SourceError(f"could not read safetensors file {str(file)!r}: {e}. The file is probably truncated "
-                          "or corrupt (an interrupted download?); download it again.") from e
+    except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files (the
+        # operating system's refusals, permission denied first, were reported by the plain open above)
+        raise SourceError(f"could not read safetensors file {str(file)!r}: {first_line(e)}. The file is probably "
+                          "truncated or corrupt (an interrupted download?); download it again.") from e
 
 
 def check_quantization(config_path: Path, config: Any, index: SafetensorsIndex) -> None:
