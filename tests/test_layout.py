@@ -116,7 +116,7 @@ def text_tests(text: str) -> list[int]:
             continue
         err = handler.name
 
-        def of_error(node: ast.AST, names: set[str]) -> bool:
+        def of_error(node: ast.AST, names: set[str], err: str = err) -> bool:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr") \
                     and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == err:
                 return True
@@ -133,12 +133,10 @@ def text_tests(text: str) -> list[int]:
             if isinstance(node, ast.Assign) and of_error(node.value, names):
                 names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(body):
-            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn, ast.Eq, ast.NotEq))
+            if (isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn, ast.Eq, ast.NotEq))
                                                      for op in node.ops) \
-                    and any(of_error(x, names) for x in (node.left, *node.comparators)):
-                lines.append(node.lineno)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in TEXT_TESTS and of_error(node.func.value, names):
+                    and any(of_error(x, names) for x in (node.left, *node.comparators))) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in TEXT_TESTS and of_error(node.func.value, names)):
                 lines.append(node.lineno)
     return lines
 
@@ -158,3 +156,15 @@ def test_no_code_tells_errors_apart_by_their_text():
 ])
 def test_the_error_text_rule_sees_through_names_and_methods(code, caught):
     assert bool(text_tests(code)) is caught
+
+
+def test_the_hub_reader_is_a_package_in_pipeline_order():
+    hub = PACKAGE / "readers" / "hub"
+    assert {p.stem for p in hub.glob("*.py")} == {"__init__", "client", "plan", "cache", "fetch"}
+    assert not any((PACKAGE / "readers" / f"{m}.py").exists() for m in ("hub", "hub_cache", "hub_fetch"))
+    import importlib
+
+    for old, new in (("remote", "client"), ("hub_plan", "plan")):  # former names, if kept, are the same modules
+        if (PACKAGE / "readers" / f"{old}.py").exists():
+            assert importlib.import_module(f"qkgeometry.readers.{old}") is \
+                importlib.import_module(f"qkgeometry.readers.hub.{new}")

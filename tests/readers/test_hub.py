@@ -12,9 +12,9 @@ from hub_emulator import go_offline
 from hub_models import hub_cache_root, llama_shards, one_line, same_scores
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
-from qkgeometry.readers import hub_plan as hub_plan_module
 from qkgeometry.readers.hub import hub_plan
-from qkgeometry.readers.hub_plan import coalesce
+from qkgeometry.readers.hub import plan as hub_plan_module
+from qkgeometry.readers.hub.plan import coalesce
 
 
 # ------------------------------------------------------------------------------------------------ scores

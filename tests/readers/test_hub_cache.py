@@ -131,7 +131,7 @@ def test_a_fifo_in_the_cache_folder_does_not_block_a_rerun(hub, folders, name):
 def test_a_lock_held_too_long_gives_one_line(hub, folders, monkeypatch, capsys):
     from filelock import FileLock
 
-    from qkgeometry.readers import hub_cache
+    from qkgeometry.readers.hub import cache as hub_cache
 
     commit = hub.repos["tiny/llama"].branches["main"]
     folder = hub_cache_root() / "models--tiny--llama" / commit

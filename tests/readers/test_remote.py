@@ -14,7 +14,7 @@ import pytest
 import qkgeometry as qg
 from hub_models import one_line, same_scores
 from qkgeometry.errors import SourceError
-from qkgeometry.readers import remote
+from qkgeometry.readers.hub import client as remote
 from qkgeometry.readers.hub import hub_plan
 
 

@@ -50,7 +50,7 @@ def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[
         source = str(offline_path(source.removeprefix(OFFLINE_PREFIX)))
     path = Path(str(source)).expanduser()
     if isinstance(source, str) and not path.is_dir() and hub.is_hub_source(source):
-        from . import remote
+        from .hub import client
 
         repo_id, revision = hub.parse_hub_source(source, revision)
         try:
@@ -58,7 +58,7 @@ def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[
         except (SourceError, ValueError):  # already one line (a tensor or row that is not there)
             raise
         except Exception as e:  # an HTTP answer, a dropped connection: one line, no signed URL
-            raise remote.hub_error(e, repo_id, revision) from e
+            raise client.hub_error(e, repo_id, revision) from e
     if not path.is_dir():
         raise SourceError(f"`source` {str(source)!r} is not a model folder (config.json + *.safetensors), an offline "
                           "alias of one or a Hub id; pass one of those.")
@@ -107,11 +107,11 @@ def _from_folder(folder: Path, names: list[str], rows: dict[str, list[int]]) -> 
 
 def _from_hub(repo_id: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
               gap: int) -> dict[str, np.ndarray]:
-    from . import remote
+    from .hub import client
 
-    repo = remote.open_remote(repo_id, revision)
-    files = remote.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
-    headers, starts, _ = remote.safetensors_headers(files)  # checked like a local file's headers
+    repo = client.open_remote(repo_id, revision)
+    files = client.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
+    headers, starts, _ = client.safetensors_headers(files)  # checked like a local file's headers
     where = {t: f for f, entries in headers.items() for t in entries if t != "__metadata__"}
     out = {}
     for name in names:

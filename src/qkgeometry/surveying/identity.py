@@ -55,7 +55,7 @@ def _hub_identity(text: str) -> str:
     """``org/name[@revision]`` of a Hub source, in lower case without a ``main`` revision; ``text`` itself when it
     is not one (an ``offline:`` alias, a path that does not exist)."""
     from ..errors import SourceError
-    from ..readers.hub_plan import is_hub_source, parse_hub_source
+    from ..readers.hub.plan import is_hub_source, parse_hub_source
 
     if not text or not is_hub_source(text):
         return text

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .._files import open_regular, read_regular, replacing, write_bytes_atomic
-from ..errors import SourceError
-from . import remote
-from .hub_plan import COMMIT_RE, HubPlan, Span, check_revision
-from .safetensors_header import MAX_HEADER_BYTES
+from ..._files import open_regular, read_regular, replacing, write_bytes_atomic
+from ...errors import SourceError
+from ..safetensors_header import MAX_HEADER_BYTES
+from . import client
+from .plan import COMMIT_RE, HubPlan, Span, check_revision
 
 __all__ = ["CACHE_FORMAT", "LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
 
@@ -48,7 +48,7 @@ class HubCache:
     @functools.cached_property
     def root(self) -> Path:
         """The repo's folder; the cache folder is created on first use (not before a refusal)."""
-        from ..catalogue.offline import cache_dir
+        from ...catalogue.offline import cache_dir
 
         return (self._base or cache_dir() / "hub") / ("models--" + self.repo_id.replace("/", "--"))
 
@@ -95,7 +95,7 @@ class HubCache:
         commit = got.decode(errors="replace").strip() if got is not None else None
         return commit if commit and COMMIT_RE.fullmatch(commit) else None
 
-    def config(self, files: remote.HubFiles) -> Path:
+    def config(self, files: client.HubFiles) -> Path:
         """config.json of the commit, fetched once (one request) into the commit's folder."""
         repo = files.repo
         path = self.folder(repo.commit) / "config.json"
@@ -103,7 +103,7 @@ class HubCache:
             try:
                 data = files.small("config.json")
             except Exception as e:
-                raise remote.hub_error(e, repo.repo_id, repo.revision) from e
+                raise client.hub_error(e, repo.repo_id, repo.revision) from e
             write_bytes_atomic(path, data)
         return path
 

@@ -7,10 +7,10 @@ import os
 import weakref
 from collections import defaultdict
 
-from ..errors import SourceError
-from . import remote
-from .hub_cache import HubCache, cache_layout, digest, read_header
-from .hub_plan import COALESCE_GAP, HubPlan, coalesce, format_bytes
+from ...errors import SourceError
+from . import client
+from .cache import HubCache, cache_layout, digest, read_header
+from .plan import COALESCE_GAP, HubPlan, coalesce, format_bytes
 
 __all__ = ["COALESCE_GAP", "Fetcher", "coalesce"]
 
@@ -27,7 +27,7 @@ class Fetcher:
     another layout replaced it), its manifest describes another file: it is neither trusted nor written, and the
     tensors still missing here are fetched into this model's own file."""
 
-    def __init__(self, files: remote.HubFiles, plan: HubPlan, store: HubCache):
+    def __init__(self, files: client.HubFiles, plan: HubPlan, store: HubCache):
         self.files, self.repo, self.plan, self.store = files, files.repo, plan, store
         self.done = set(plan.cached)
         self.group_of: dict[str, int] = {}
@@ -39,7 +39,7 @@ class Fetcher:
         try:
             self.fd = os.open(path, os.O_RDWR)
         except OSError as e:
-            raise remote.hub_error(e, plan.repo_id, plan.revision) from e
+            raise client.hub_error(e, plan.repo_id, plan.revision) from e
         self._closed = weakref.finalize(self, os.close, self.fd)
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
@@ -81,7 +81,7 @@ class Fetcher:
             have = format_bytes(sum(self.plan.spans[m].fetch_nbytes for m in self.done))
             cached = (f"; {n} of {total} tensors ({have}) are cached in {str(self.store.folder(self.plan.commit))!r}"
                       if n else "; nothing was cached yet")
-            raise remote.hub_error(e, self.repo.repo_id, self.repo.revision, cached=cached) from e
+            raise client.hub_error(e, self.repo.repo_id, self.repo.revision, cached=cached) from e
 
     def _fetch(self, names: list[str], shared: bool) -> None:
         if self.bar is None:
