@@ -168,3 +168,14 @@ def test_the_hub_reader_is_a_package_in_pipeline_order():
         if (PACKAGE / "readers" / f"{old}.py").exists():
             assert importlib.import_module(f"qkgeometry.readers.{old}") is \
                 importlib.import_module(f"qkgeometry.readers.hub.{new}")
+
+
+@pytest.mark.parametrize("pattern", [
+    r'"F8_E4M3": ',  # dtype tables (a tag as a key)
+    r'"BF16": ',
+    r"\.weight_scale_inv",  # the suffixes of quantisation scales
+    r"^\w*GAP = ",  # how close two ranges must be to be read as one
+    r"^def (join_ranges|row_ranges|row_pieces)\(",  # range coalescing
+])
+def test_the_safetensors_format_has_one_home(pattern):
+    assert set(_where(pattern)) == {"readers/safetensors_format.py"}

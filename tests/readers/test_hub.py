@@ -12,6 +12,7 @@ from hub_emulator import go_offline
 from hub_models import hub_cache_root, llama_shards, one_line, same_scores
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
+from qkgeometry.readers import safetensors_format
 from qkgeometry.readers.hub import hub_plan
 from qkgeometry.readers.hub import plan as hub_plan_module
 from qkgeometry.readers.hub.plan import coalesce
@@ -192,7 +193,7 @@ def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
 # ------------------------------------------------------------------------------------------------ row-fused QKV
 @pytest.mark.parametrize("kind, v_share", [("gpt_neox", 1 / 3), ("phi3", 2 / 8), ("modernbert", 1 / 3)])
 def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share, monkeypatch):
-    monkeypatch.setattr(hub_plan_module, "ROW_GAP", 1)  # skip every V block, however short
+    monkeypatch.setattr(safetensors_format, "FUSED_ROW_GAP", 1)  # skip every V block, however short
     plan = hub_plan(f"tiny/{kind}")
     fused = sorted(plan.row_fused)
     assert fused and not plan.fused - plan.row_fused  # every fused weight is fetched by rows
@@ -210,7 +211,7 @@ def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share
 
 
 def test_short_v_blocks_between_heads_are_read_rather_than_skipped(hub):
-    """GPT-NeoX interleaves Q, K, V per head: V blocks shorter than ROW_GAP are read through (one request per
+    """GPT-NeoX interleaves Q, K, V per head: V blocks of at most FUSED_ROW_GAP are read through (one request per
     layer, not one per head); only the last head's V block is left out."""
     plan = hub_plan("tiny/gpt_neox")
     for n in plan.row_fused:

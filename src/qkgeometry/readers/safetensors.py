@@ -21,7 +21,14 @@ from ..errors import ConfigError, SourceError, first_line
 from ..model import SourcePlans
 from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
-from .safetensors_header import header_length, parse_header
+from .safetensors_format import (
+    FLOAT_TAGS,
+    SCALE_SUFFIXES,
+    WIDENED_TAGS,
+    header_length,
+    numpy_dtype,
+    parse_header,
+)
 
 __all__ = ["SafetensorsIndex", "open_folder", "sniff"]
 
@@ -112,9 +119,6 @@ class SafetensorsIndex:
     message: scoring raw codes would give meaningless numbers.
     """
 
-    _FLOATS = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
-    #: tensors that say "the weight next to me is not the real weight, it needs this scale"
-    _SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
 
     def __init__(self, handles: dict[str, Any], names: dict[str, str]):
         self._handles = handles
@@ -159,7 +163,7 @@ class SafetensorsIndex:
     def get(self, name: str) -> np.ndarray:
         file = self.names[name]
         dtype = self.dtype(name)
-        scale = next((name.removesuffix(".weight") + s for s in self._SCALE_SUFFIXES
+        scale = next((name.removesuffix(".weight") + s for s in SCALE_SUFFIXES
                       if name.removesuffix(".weight") + s in self.names), None)
         if dtype == "I8" and scale is not None and scale.endswith("SCB"):
             weight, scb = self._read(file, name), self._read(self.names[scale], scale)
@@ -167,7 +171,7 @@ class SafetensorsIndex:
                 raise SourceError(f"tensor {scale!r} in {file!r} has shape {tuple(scb.shape)}, expected "
                                   f"({weight.shape[0]},) for the LLM.int8 weight {name!r}; the file is corrupt.")
             return weight.astype(np.float64) * (scb.astype(np.float64)[:, None] / 127.0)
-        if dtype not in self._FLOATS or scale is not None:
+        if dtype not in FLOAT_TAGS or scale is not None:
             what = (f"stored with a separate scale {scale!r}" if scale is not None
                     else f"stored as {dtype} codes")
             raise SourceError(
@@ -179,7 +183,7 @@ class SafetensorsIndex:
     def _read(self, file: str, name: str) -> np.ndarray:
         try:
             dtype = self.dtype(name)
-            if dtype in _WIDENED:
+            if dtype in WIDENED_TAGS:
                 return self._read_widened(file, name, dtype)
             return self._handles[file].get_tensor(name)
         except SourceError:
@@ -215,14 +219,9 @@ class SafetensorsIndex:
             bits[...] = raw.view("<u2")
             bits <<= 16  # bfloat16 -> float32: the same sign, exponent and leading mantissa bits, zeros below
             return out.reshape(shape)
-        import ml_dtypes
-
-        kind = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2}[dtype]
-        return raw.view(kind).astype(np.float32).reshape(shape)
+        return raw.view(numpy_dtype(dtype)).astype(np.float32).reshape(shape)
 
 
-#: safetensors dtypes that numpy has no type for: read from their bytes and widened to float32.
-_WIDENED = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
 #: the key prefix, in a handles dict, of the plain file a safetensors handle's raw bytes are read from
 _RAW = "raw:"
 

@@ -14,7 +14,7 @@ How a Hub model is read (the default, ``fetch="remote"``):
    :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``), read from the
    storage URL the file's one ``/resolve`` request gave (so ``/resolve`` requests per model are the shards + 2). Of a
    row-fused QKV weight (GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj``, ModernBERT's ``Wqkv``) only the Q
-   and K rows are fetched (V blocks shorter than 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
+   and K rows are fetched (V blocks of at most 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
    Q, K and V side by side in columns and is fetched whole; :func:`hub_plan` says which.
 
 Every header is checked as the local reader checks a file (the data starts after the header, tensors tile it
@@ -55,6 +55,7 @@ from ...architectures import QKNorm, get_architecture
 from ...errors import ConfigError, SourceError, first_line
 from ...model import SourcePlans
 from ..hf_config import read_config, resolve_plans
+from ..safetensors_format import row_pieces
 from . import client
 from .cache import HubCache
 from .fetch import Fetcher
@@ -68,7 +69,6 @@ from .plan import (
     looks_like_path,
     parse_hub_source,
     record_plans,
-    row_pieces,
 )
 
 __all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "format_bytes", "hub_plan", "is_hub_source", "looks_like_path",

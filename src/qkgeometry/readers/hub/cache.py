@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from ..._files import open_regular, read_regular, replacing, write_bytes_atomic
 from ...errors import SourceError
-from ..safetensors_header import MAX_HEADER_BYTES
+from ..safetensors_format import MAX_HEADER_BYTES
 from . import client
 from .plan import COMMIT_RE, HubPlan, Span, check_revision
 

@@ -276,7 +276,7 @@ def safetensors_headers(files: HubFiles) -> tuple[dict[str, dict[str, dict[str, 
     ``model.safetensors.index.json`` lists: a stale ``consolidated.safetensors`` next to it is never read), each read
     by one range request from the file's resolved URL. Returns (file -> tensor entries, file -> data start
     ``8 + N``, tensor -> file)."""
-    from ..safetensors_header import header_length, parse_header
+    from ..safetensors_format import header_length, parse_header
 
     repo = files.repo
     if "model.safetensors" in repo.files:

@@ -10,9 +10,9 @@ from collections import defaultdict
 from ...errors import SourceError
 from . import client
 from .cache import HubCache, cache_layout, digest, read_header
-from .plan import COALESCE_GAP, HubPlan, coalesce, format_bytes
+from .plan import HubPlan, coalesce, format_bytes
 
-__all__ = ["COALESCE_GAP", "Fetcher", "coalesce"]
+__all__ = ["Fetcher"]
 
 
 class Fetcher:

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from ...errors import SourceError
 from ..hf_config import resolve_plans
+from ..safetensors_format import RANGE_GAP, SCALE_SUFFIXES, join_ranges, returned_dtype
 
 __all__ = [
-    "COALESCE_GAP",
     "COMMIT_RE",
     "HF_PREFIX",
     "FetchMode",
@@ -37,14 +37,6 @@ HF_PREFIX = "hf://"
 
 #: a commit id: 40 hexadecimal digits (it names cache folders, so nothing else is accepted where one is expected)
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
-
-#: safetensors dtype tags -> the numpy dtype the local reader returns them as (BF16 and F8 are widened to float32),
-#: for the shape-only arrays a fetch plan is recorded with
-_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "float32", "F8_E4M3": "float32",
-           "F8_E5M2": "float32", "I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64",
-           "BOOL": "bool"}
-_SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
-
 
 def looks_like_path(source: str) -> bool:
     """True for strings that name a file or folder (so a missing one is reported as such, not sent to the Hub)."""
@@ -132,42 +124,18 @@ class Span:
         return sum(b - a for a, b in self.pieces)
 
 
-#: ranges of one file closer than this are fetched in one request (the gap is read and dropped)
-COALESCE_GAP = 4096
-#: the Q/K row blocks of one fused weight are read as one piece across V rows shorter than this: one more request
-#: costs about as much time as reading 1 MiB on a typical link (50 ms at 20 MB/s), so skipping less saves nothing
-ROW_GAP = 2**20
-
-
-def row_pieces(rows: list[tuple[int, int]], row_bytes: int, gap: int | None = None) -> tuple[tuple[int, int], ...]:
-    """Byte pieces of a row-fused weight from its Q/K row ranges: rows times ``row_bytes``, joined across gaps
-    shorter than ``gap`` (default :data:`ROW_GAP`)."""
-    gap = ROW_GAP if gap is None else gap
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(rows):
-        a, b = a * row_bytes, b * row_bytes
-        if out and a - out[-1][1] < gap:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return tuple(out)
-
-
-def coalesce(spans: Iterable[Span], gap: int = COALESCE_GAP
+def coalesce(spans: Iterable[Span], gap: int | None = None
              ) -> list[tuple[str, int, int, list[tuple[Span, int, int]]]]:
-    """Byte ranges to request: per file, the spans' pieces sorted by offset, joined when they touch or lie within
-    ``gap``. Each range lists its (span, piece start, piece end) members, pieces relative to the span's start."""
-    pieces = sorted(((s.file, s.start + a, s.start + b, s, a) for s in spans for a, b in s.pieces),
-                    key=lambda p: (p[0], p[1]))
-    out: list[tuple[str, int, int, list[tuple[Span, int, int]]]] = []
-    for file, start, end, s, a in pieces:
-        member = (s, a, a + end - start)
-        if out and out[-1][0] == file and start - out[-1][2] <= gap:
-            f, first, last, members = out[-1]
-            out[-1] = (f, first, max(last, end), [*members, member])
-        else:
-            out.append((file, start, end, [member]))
-    return out
+    """Byte ranges to request: per file, the spans' pieces joined by :func:`join_ranges` (default gap
+    :data:`RANGE_GAP`). Each range lists its (span, piece start, piece end) members, pieces relative to the span's
+    start."""
+    gap = RANGE_GAP if gap is None else gap
+    by_file: dict[str, list[tuple[int, int, tuple[Span, int, int]]]] = {}
+    for s in spans:
+        for a, b in s.pieces:
+            by_file.setdefault(s.file, []).append((s.start + a, s.start + b, (s, a, b)))
+    return [(file, start, end, members) for file in sorted(by_file)
+            for start, end, members in join_ranges(by_file[file], gap)]
 
 
 @dataclass
@@ -284,7 +252,7 @@ def record_plans(arch, config, infos: dict[str, Any]
     def fake(name: str) -> Any:
         info = infos[name]  # anything with .dtype (a safetensors tag) and .shape
         touched.append(name)
-        dtype = _DTYPES.get(info.dtype)
+        dtype = returned_dtype(info.dtype)
         if dtype is None:
             raise SourceError(f"tensor {name!r} is stored as {info.dtype}, which this reader cannot turn into real "
                               "values; score the unquantised checkpoint or a GGUF export.")
@@ -314,7 +282,7 @@ def record_plans(arch, config, infos: dict[str, Any]
             k = plan.block.k.format(i=i) if plan.block.k else None
             names = list(dict.fromkeys(touched))
             for n in list(names):  # a quantised weight's scale travels with it
-                for s in _SCALE_SUFFIXES:
+                for s in SCALE_SUFFIXES:
                     if n.removesuffix(".weight") + s in infos:
                         names.append(n.removesuffix(".weight") + s)
             for n in names:
