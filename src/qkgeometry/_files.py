@@ -24,7 +24,7 @@ from .errors import OutputError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["check_writable_dir", "check_writable_file", "describe_os_error", "discard", "locked", "open_regular", "read_regular",
+__all__ = ["LOCK_TIMEOUT_S", "check_writable_dir", "check_writable_file", "describe_os_error", "discard", "locked", "open_regular", "read_regular",
            "remove_stale_temps", "replacing", "resolve_output", "temp_path", "write_bytes_atomic", "write_csv_atomic"]
 
 
@@ -194,23 +194,35 @@ def remove_stale_temps(target: Path) -> None:
                 discard(path)
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path`` (a ``filelock`` lock on the sidecar file ``<path>.lock``; an OS lock,
-    released when the process dies, on every platform).
+#: how long a process waits for a lock another process holds before it gives up with one line
+LOCK_TIMEOUT_S = 900.0
 
-    Concurrent surveys that share one cache serialise their read-merge-write steps through it, so both land.
-    The sidecar file may stay (deleting it between runs is harmless).
+
+@contextlib.contextmanager
+def locked(path: Path, *, lock_file: Path | None = None, timeout: float | None = None,
+           holder: str = "another process") -> Iterator[None]:
+    """Hold an exclusive lock for ``path`` (a ``filelock`` lock on the sidecar file ``<path>.lock``, or
+    ``lock_file``; an OS lock, released when the process dies, on every platform).
+
+    Concurrent surveys that share one cache serialise their read-merge-write steps through it, so both land; Hub
+    fetches of one commit share the commit's lock. The wait is bounded (``timeout``, default
+    :data:`LOCK_TIMEOUT_S`, read when called): a stuck process makes the others fail with one line naming the lock
+    file (``holder`` says what holds it), never wait forever. The sidecar file may stay (deleting it between runs
+    is harmless).
     """
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     target = resolve_output(Path(path))
-    lock = FileLock(str(target.with_name(target.name + ".lock")))
+    wait = LOCK_TIMEOUT_S if timeout is None else timeout
+    lock = FileLock(str(lock_file or target.with_name(target.name + ".lock")), timeout=wait)
     try:
         lock.acquire()
+    except Timeout as e:
+        raise OutputError(f"{holder} has held {lock.lock_file!r} for {wait:.0f} s; wait for it to finish, or stop "
+                          "it, then rerun.") from e
     except OSError as e:
-        raise OutputError(f"could not create the lock file {lock.lock_file!r}: {describe_os_error(e)}; pick a writable "
-                          "path.") from e
+        raise OutputError(f"could not create the lock file {lock.lock_file!r}: {describe_os_error(e)}; pick a "
+                          "writable path.") from e
     try:
         yield
     finally:

@@ -139,7 +139,7 @@ def test_a_lock_held_too_long_gives_one_line(hub, folders, monkeypatch, capsys):
     monkeypatch.setattr(hub_cache, "LOCK_TIMEOUT_S", 0.2)
     with FileLock(str(folder / "qk.lock")):  # another process's fetch, as far as the lock can tell
         err = one_line(capsys, ["score", "tiny/llama"])
-    assert "another process has been fetching 'tiny/llama'" in err and "then rerun" in err
+    assert "another process fetching 'tiny/llama'" in err and "qk.lock" in err and "then rerun" in err
 
 
 # ------------------------------------------------------------------------------------------------ replaced files

@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..._files import open_regular, read_regular, replacing, write_bytes_atomic
-from ...errors import SourceError
+from ..._files import LOCK_TIMEOUT_S, locked, open_regular, read_regular, replacing, write_bytes_atomic
+from ...errors import OutputError, SourceError
 from ..safetensors_format import MAX_HEADER_BYTES
 from . import client
 from .plan import COMMIT_RE, HubPlan, Span, check_revision
 
 __all__ = ["CACHE_FORMAT", "LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
 
-#: how long a fetch waits for another process that holds the same commit's lock
-LOCK_TIMEOUT_S = 900.0
 #: the layout of a cache file, kept in its ``__metadata__``: a file another layout wrote (an older or newer
 #: qkgeometry) is never trusted, it is prepared again
 CACHE_FORMAT = "qkgeometry-hub-cache/2"
@@ -65,22 +63,16 @@ class HubCache:
 
     @contextlib.contextmanager
     def lock(self, commit: str) -> Iterator[None]:
-        """Hold the commit's lock (a ``filelock`` lock file, an OS lock on every platform); creates the folder."""
-        from filelock import FileLock, Timeout
-
+        """Hold the commit's lock (:func:`qkgeometry._files.locked` on ``qk.lock``, waiting at most
+        :data:`LOCK_TIMEOUT_S`); creates the folder."""
         folder = self.folder(commit)
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / "qk.lock"), timeout=LOCK_TIMEOUT_S)
         try:
-            lock.acquire()
-        except Timeout as e:
-            raise SourceError(f"another process has been fetching {self.repo_id!r} into {str(folder)!r} for "
-                              f"{LOCK_TIMEOUT_S:.0f} s (it holds {str(folder / 'qk.lock')!r}); wait for it to "
-                              "finish, or stop it, then rerun.") from e
-        try:
-            yield
-        finally:
-            lock.release()
+            with locked(folder, lock_file=folder / "qk.lock", timeout=LOCK_TIMEOUT_S,
+                        holder=f"another process fetching {self.repo_id!r} into {str(folder)!r}"):
+                yield
+        except OutputError as e:
+            raise SourceError(str(e)) from e
 
     def remember(self, revision: str, commit: str) -> None:
         check_revision(revision)
