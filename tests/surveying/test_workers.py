@@ -184,3 +184,30 @@ def test_killing_the_survey_leaves_no_worker_and_no_resource_tracker(models, tmp
             if _alive(child):
                 os.kill(child, signal.SIGKILL)
     assert not left, f"left running after the survey was killed: {left}"
+
+
+def test_ctrl_c_at_a_terminal_prints_one_line_and_no_worker_traceback(models, tmp_path):
+    """Ctrl-C reaches every process of the terminal's group, the idle worker's too."""
+    store = tmp_path / "r.sqlite"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
+    proc = subprocess.Popen([sys.executable, "-c", _HANGING_SURVEY.replace(
+        "import concurrent.futures", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import concurrent.futures"), "m1", str(markers), *args],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+                break
+            time.sleep(0.1)
+        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], stderr
