@@ -51,6 +51,11 @@ def test_the_package_root_holds_only_the_core():
     (r"\bos\.replace\(", "_files.py"),  # every atomic write goes through _files.replacing
     (r"^def replacing\(", "_files.py"),
     (r"^def locked\(", "_files.py"),
+    (r"FileLock\(", "_files.py"),  # one lock wrapper, with a bounded wait
+    (r"^def check_regular_file\(", "_files.py"),  # one check of the files a reader opens
+    (r"^def os_error\(", "_files.py"),
+    (r"errno\.ENOSPC", "_files.py"),  # one table of what an OSError means
+    (r"^def fingerprint\(", "_files.py"),
     (r"^def rows_matching\(", "surveying/store.py"),
     (r"^class \w*Store\b", "surveying/store.py"),
     (r"argparse\.ArgumentParser\(", "cli.py"),  # one command line

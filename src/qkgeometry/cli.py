@@ -212,11 +212,11 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     _check_scoring_options(args)  # every refusal before the store is created
     if args.dask_scheduler is not None:
         check_scheduler_address(args.dask_scheduler)
+    check_writable_file(args.out, "--out", create=False)  # before computing anything; no folder left if refused
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
-    check_writable_file(args.out, "--out", create=False)  # before computing anything; no folder left if refused
     with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
         args.out.parent.mkdir(parents=True, exist_ok=True)
         open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._files import check_regular_file, path_exists
 from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
 from ..source_names import OFFLINE_PREFIX
 from . import ctranslate2, hub, module, onnx, safetensors
-from .files import check_regular_file, path_exists
 
 __all__ = ["PATH_READERS", "load_qk"]
 

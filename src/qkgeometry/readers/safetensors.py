@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from .._files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from ..architectures import QKNorm, get_architecture
 from ..errors import ConfigError, SourceError, first_line
 from ..model import SourcePlans
-from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
 from .safetensors_format import (
     FLOAT_TAGS,

@@ -213,7 +213,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     * **Keyed on content.** A model is reused only when a stored model has the same ``source``, ``revision``,
       ``qkgeometry_version``, ``per``, ``num_std``, ``qk_norm`` and ``input_norm`` (:data:`CACHE_KEY`). For local files the
       revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
-      see ``qkgeometry.readers.files.fingerprint``); for Hub models it is the commit.
+      see ``qkgeometry._files.fingerprint``); for Hub models it is the commit.
     * **One version per model.** A model whose revision or package version changed is recomputed, and its new
       rows replace the old ones as a unit (same ``source``, ``per``, ``num_std``, ``qk_norm``, ``input_norm``).
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
