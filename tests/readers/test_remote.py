@@ -197,6 +197,7 @@ def test_a_drip_that_never_ends_fails_in_bounded_time(hub, monkeypatch, capsys):
     err = one_line(capsys, ["score", "tiny/sharded"])
     assert time.monotonic() - start < 30
     assert "could not reach the Hugging Face Hub for 'tiny/sharded'" in err and "slower than" in err
+    assert re.search(r"\(4 attempts over \d+ s\)", err)  # how long it tried, said
 
 
 PLAN_WITHOUT_TORCH = r"""
