@@ -3,6 +3,7 @@ contract (exit status, one line on stderr naming the file or field, no traceback
 
 from __future__ import annotations
 
+import os
 import signal
 from contextlib import contextmanager
 
@@ -20,6 +21,19 @@ def no_hang(seconds: int = 30):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def import_distributed():
+    """``dask.distributed``, or skip the test where it is not installed; where ``QKG_REQUIRE_DASK`` is set (the
+    floors and Colab-versions runs install the ``cluster`` extra), a missing one fails the test instead of
+    skipping it silently."""
+    import pytest
+
+    if os.environ.get("QKG_REQUIRE_DASK"):
+        import distributed
+
+        return distributed
+    return pytest.importorskip("distributed")
 
 
 def one_line_error(capsys, rc: int, *needles: str, status: int = 2) -> str:

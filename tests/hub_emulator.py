@@ -103,7 +103,9 @@ class Repo:
 class Fault:
     #: "cut" (close the connection after `after` body bytes), "stall" (sleep `seconds`), "503", "429" (with
     #: ``Retry-After: seconds`` and a ``RateLimit`` header; also on ``/resolve``), "expire" (a signed storage URL
-    #: refused as expired, 403), "drip" (the body one byte every `seconds`)
+    #: refused as expired, 403), "drip" (the body one byte every `seconds`), "norange" (``Range`` ignored: a 200
+    #: with the whole file), "shifted" (a 206 of the bytes `after` further on, its ``Content-Range`` saying so),
+    #: "overlong" (a 206 whose body runs `after` bytes past the range, ``Content-Range`` and length unchanged)
     kind: str
     match: str  # substring of the file name the fault applies to
     times: int = 1
@@ -127,6 +129,13 @@ class Request:
     status: int
     sent: int  # body bytes written
     at: float = 0.0  # time.monotonic() when the answer was sent
+    #: the request's headers (lower-case names), so tests can check what each host was sent
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def to_storage(self) -> bool:
+        """Sent to the storage ("CDN") host that signed URLs point to, not to the Hub."""
+        return self.path.startswith("/_cdn/")
 
     @property
     def is_data(self) -> bool:
@@ -155,7 +164,7 @@ class HubEmulator:
         # as storage: it stops following the HEAD there and keeps the auth header on the Hub)
         self._servers = []
         for _ in range(2):
-            server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            server = _QuietServer(("127.0.0.1", 0), Handler)
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self._servers.append(server)
@@ -246,6 +255,16 @@ class HubEmulator:
         return None
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-answer (as a reader that refuses a body does) is no error of the emulator's."""
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     hub: HubEmulator
     protocol_version = "HTTP/1.1"
@@ -293,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
         with self.hub._lock:
             self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), status, sent,
-                                        time.monotonic()))
+                                        time.monotonic(), {k.lower(): v for k, v in self.headers.items()}))
 
     def _error(self, status: int, code: str | None, message: str, head: bool = False) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message}
@@ -506,9 +525,33 @@ class _Handler(BaseHTTPRequestHandler):
                 start, end = max(0, size - int(m.group(2))), size - 1
             if start >= size or end < start:
                 return self._send(416, b"", {"Content-Range": f"bytes */{size}"}, head=head)
+            if fault is not None and fault.kind == "norange":
+                return self._send(200, (blob, 0, blob.size), headers, head=head)
+            if fault is not None and fault.kind == "shifted":
+                start, end = min(start + fault.after, size - 1), min(end + fault.after, size - 1)
+            if fault is not None and fault.kind == "overlong":
+                return self._overlong(blob, start, end + 1, min(end + 1 + fault.after, size), headers)
             return self._send(206, (blob, start, end + 1), {**headers, "Content-Range": f"bytes {start}-{end}/{size}"},
                               head=head, fault=fault)
         self._send(200, (blob, 0, blob.size), headers, head=head, fault=fault)
+
+
+    def _overlong(self, blob: Blob, start: int, end: int, past: int, headers: dict[str, str]) -> None:
+        """A 206 that announces bytes [start, end) and sends [start, past): a server that streams more than asked."""
+        self.send_response(206)
+        for k, v in {**headers, "Content-Range": f"bytes {start}-{end - 1}/{blob.size}"}.items():
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        sent = 0
+        with contextlib.suppress(OSError):
+            for piece in blob.chunks(start, past):
+                self.wfile.write(piece)
+                sent += len(piece)
+        with self.hub._lock:
+            self.hub.log.append(Request(self.command, self.path, self.headers.get("Range"), 206, sent,
+                                        time.monotonic(), {k.lower(): v for k, v in self.headers.items()}))
 
 
 def hub_env(monkeypatch, hub: HubEmulator, home: Path) -> None:

@@ -31,3 +31,26 @@ def hang_on_after(name: str, marker_dir: str, initializer=None, initargs: tuple 
     if initializer is not None:
         initializer(*initargs)
     hang_on(name, marker_dir)
+
+
+def slow_on(name: str, marker_dir: str, seconds: float) -> None:
+    """Make ``score_layers`` take ``seconds`` longer on the model called ``name`` in this worker, after writing
+    ``<pid>`` into ``marker_dir`` (so a test knows which worker is busy); other models run as usual."""
+    import qkgeometry.surveying.scoring as s
+
+    real = s.score_layers
+
+    def maybe_slow(model, *args, **kwargs):
+        if model.name == name:
+            (Path(marker_dir) / str(os.getpid())).write_text(name)
+            time.sleep(seconds)
+        return real(model, *args, **kwargs)
+
+    s.score_layers = maybe_slow
+
+
+def exit_on(i: int) -> int:
+    """A task that calls ``sys.exit(3)`` for 1 and returns ``i`` otherwise."""
+    if i == 1:
+        raise SystemExit(3)
+    return i

@@ -96,6 +96,7 @@ def _tiny_folder(folder) -> str:
     (["--dask-scheduler", "tcp://host:99999"], "--dask-scheduler 'tcp://host:99999' is not a scheduler address"),
     (["--dask-scheduler", "http://host:8786"], "--dask-scheduler 'http://host:8786' is not a scheduler address"),
     (["--dask-scheduler", "tcp://a b:1"], "is not a scheduler address"),
+    (["--dask-scheduler", "ucx://10.0.0.5:8786"], "the ucx:// protocol is not supported"),
 ])
 def test_bad_survey_options_are_refused_naming_the_option_before_the_store_is_created(tmp_path, capsys, options,
                                                                                         needle):
@@ -112,12 +113,25 @@ def test_bad_survey_options_are_refused_naming_the_option_before_the_store_is_cr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
 
 
+@pytest.mark.parametrize("options, needle", [
+    ([], "--out must be a .sqlite store or a .csv file"),
+    (["--workers", "0"], "--workers must be 1 or more"),
+])
+def test_a_refused_survey_leaves_no_folder_it_would_have_written_into(tmp_path, capsys, options, needle):
+    from bounded import one_line_error
+
+    source = _tiny_folder(tmp_path / "m")
+    out = "results.txt" if not options else "results.sqlite"
+    one_line_error(capsys, main(["survey", source, *options, "--out", str(tmp_path / "new" / "dir" / out)]), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"], "a folder was left behind"
+
+
 def test_an_unreachable_scheduler_is_refused_before_the_store_is_created(tmp_path, capsys, monkeypatch):
     import socket
 
-    from bounded import no_hang, one_line_error
+    from bounded import import_distributed, no_hang, one_line_error
 
-    pytest.importorskip("distributed")
+    import_distributed()
     source = _tiny_folder(tmp_path / "m")
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -127,6 +141,11 @@ def test_an_unreachable_scheduler_is_refused_before_the_store_is_created(tmp_pat
         rc = main(["survey", source, "--dask-scheduler", f"tcp://127.0.0.1:{port}", "--out",
                    str(tmp_path / "r.sqlite")])
     one_line_error(capsys, rc, f"--dask-scheduler 'tcp://127.0.0.1:{port}': cannot reach the scheduler")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    with no_hang(90):  # nor the folder of a store in a new folder
+        rc = main(["survey", source, "--dask-scheduler", f"tcp://127.0.0.1:{port}", "--out",
+                   str(tmp_path / "new" / "r.sqlite")])
+    one_line_error(capsys, rc, "cannot reach the scheduler")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
 
 

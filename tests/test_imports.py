@@ -132,7 +132,7 @@ def test_the_model_knows_no_format_and_the_readers_sit_below_it():
     for reader in readers:
         # the Hub cache keeps its fetched tensors under the one cache folder, catalogue.offline.cache_dir(); read_tensors
         # dispatches like load_qk (a folder, an 'offline:' alias, a Hub id)
-        above = {"qkgeometry.readers.hub_cache", "qkgeometry.readers.tensors"}
+        above = {"qkgeometry.readers.hub.cache", "qkgeometry.readers.tensors"}
         allowed = CORE | readers | ({"qkgeometry.catalogue.offline"} if reader in above else set())
         assert graph[reader] <= allowed, f"{reader} imports {sorted(graph[reader] - allowed)}"
     # the dispatch: every reader, the device check, and the catalogue only for 'offline:' aliases

@@ -1,8 +1,10 @@
 """The version sets the package is checked against beside the book's exact pins (``make test-floors``,
 ``make test-colab-versions``):
 
-* ``lowest``: every runtime dependency of pyproject.toml at its declared floor (``name>=X`` becomes ``name==X``), the
-  "lowest-direct" resolution: the floors in pyproject.toml are only true while this set installs and passes;
+* ``lowest``: every runtime dependency of pyproject.toml, and those of the extras the floor tests need
+  (:data:`EXTRAS`: ``cluster``, so that the dask tests run there too), at its declared floor (``name>=X`` becomes
+  ``name==X``), the "lowest-direct" resolution: the floors in pyproject.toml are only true while this set installs
+  and passes;
 * ``colab``: the versions of transformers, huggingface_hub, numpy and pandas that a Colab runtime ships, as stated
   in the header of book-constraints.txt (a line ``# Colab: name==version name==version ...``); pip is then left to
   keep or upgrade them as it does on Colab, where the first cell installs the package over them.
@@ -12,6 +14,8 @@
     python -m tools.floors report colab      # which of them pip kept and which it replaced (never fails)
 
 torch is left out of both: it is installed from the CPU wheel first, as in `make install` (Colab keeps its own).
+Requirements and versions are read with ``packaging`` (``2.0`` and ``2.0.0`` are one version, ``1.0rc1`` is a
+pre-release of ``1.0``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: installed on its own, before the package (the CPU wheel; Colab keeps its own)
 SKIP = frozenset({"torch"})
-_FLOOR = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*>=\s*([0-9][^,;\s]*)\s*$")
+#: extras whose dependencies the floor tests install and pin too (the dask tests need ``cluster``)
+EXTRAS = ("cluster",)
 
 
 def _toml(path: Path) -> dict:
@@ -35,19 +40,28 @@ def _toml(path: Path) -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
-def lowest(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
-    """name -> floor of every runtime dependency of ``pyproject`` (``[project] dependencies``) but torch.
+def lowest(pyproject: Path = ROOT / "pyproject.toml", extras: tuple[str, ...] = EXTRAS) -> dict[str, str]:
+    """name -> floor of every runtime dependency of ``pyproject`` (``[project] dependencies``) and of its
+    ``extras``, but torch.
 
     Raises ValueError naming the requirement when one has no single ``>=`` floor (nothing to pin).
     """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    project = _toml(pyproject)["project"]
+    optional = project.get("optional-dependencies", {})
     pins = {}
-    for req in _toml(pyproject)["project"]["dependencies"]:
-        m = _FLOOR.match(req.split(";")[0])
-        if m is None:
+    for req in [*project["dependencies"], *(r for e in extras for r in optional.get(e, ()))]:
+        try:
+            parsed = Requirement(req)
+        except InvalidRequirement as e:
+            raise ValueError(f"{pyproject}: dependency {req!r} is not a requirement ({e}); fix it.") from e
+        specs = list(parsed.specifier)
+        if len(specs) != 1 or specs[0].operator != ">=":
             raise ValueError(f"{pyproject}: dependency {req!r} has no single '>=' floor; write it as 'name>=X' so "
                              "that the lowest-versions check can pin it.")
-        if _norm(m.group(1)) not in SKIP:
-            pins[m.group(1)] = m.group(2)
+        if _norm(parsed.name) not in SKIP:
+            pins[parsed.name] = specs[0].version
     return pins
 
 
@@ -71,23 +85,21 @@ def _norm(name: str) -> str:
 
 def mismatches(pins: dict[str, str]) -> list[str]:
     """One line per pinned package whose installed version differs (or that is not installed)."""
+    from packaging.version import InvalidVersion, Version
+
     out = []
     for name, want in pins.items():
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:
             have = None
-        if have is None or _release(have) != _release(want):
+        try:
+            same = have is not None and Version(have) == Version(want)
+        except InvalidVersion:
+            same = have == want
+        if not same:
             out.append(f"{name}: {f'{have} installed' if have else 'not installed'}, {want} wanted")
     return out
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of ``version`` (``2.0`` and ``2.0.0`` are the same)."""
-    parts = [int(p) for p in re.findall(r"\d+", version.split("+")[0].split("rc")[0])]
-    while parts and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,8 @@ if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` sh
 
     import pandas as pd
 
-# Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime; an explicit setting
-# wins). On a machine with more runnable processes than cores, spinning threads took the CPU from the working ones
-# and made the per-head scoring 2-5x slower.
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP; an explicit setting wins): with more
+# runnable processes than cores, spinning threads took the CPU from the working ones (per-head scoring 2-5x slower).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -213,12 +212,13 @@ def _cmd_survey(args: argparse.Namespace) -> int:
     _check_scoring_options(args)  # every refusal before the store is created
     if args.dask_scheduler is not None:
         check_scheduler_address(args.dask_scheduler)
-    check_writable_file(args.out, "--out")  # before computing anything
+    check_writable_file(args.out, "--out", create=False)  # before computing anything; no folder left if refused
     if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
     with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         open_store(args.out, "--out").close()  # a file that is not a survey store is refused before any work
         frame = survey(entries, per=args.per, cache=args.out, num_std=args.num_std, progress=sys.stderr.isatty(),
                        device=args.device, input_norm=args.input_norm, executor=executor)
@@ -315,11 +315,12 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     _check_scoring_options(args)  # every refusal before the store is created
     if args.dask_scheduler is not None:
         check_scheduler_address(args.dask_scheduler)
-    check_writable_file(args.out, "--out")
+    check_writable_file(args.out, "--out", create=False)  # no folder left behind by a later refusal
     if args.figure is not None:
-        check_writable_file(args.figure, "--figure")
+        check_writable_file(args.figure, "--figure", create=False)
     pairs = [(c.source, c.step) for c in chosen] if all(c.step is not None for c in chosen) else str(args.source)
     with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         open_store(args.out, "--out").close()
         frame = trajectory(pairs, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
                            executor=executor, device=args.device, progress=sys.stderr.isatty())
@@ -343,6 +344,7 @@ def _save_figure(fig: Any, path: Path) -> None:
     from .plotting import plt
 
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, bbox_inches="tight")
     except OSError as e:
         raise OSError(e.errno, f"could not write figure: {e.strerror}", str(path)) from e

@@ -240,9 +240,10 @@ def _project(folder: Path, name: str, package: bool = True) -> Path:
 
 
 def test_cache_dir_is_in_the_checkout_only_for_a_qkgeometry_checkout(tmp_path, monkeypatch):
-    """./.cache/qkgeometry only at the root of a qkgeometry checkout (or ../ from its notebooks/), never in any
-    folder that happens to hold a pyproject.toml."""
+    """.cache/qkgeometry at the root of a qkgeometry checkout (from any folder inside it), never in any folder that
+    happens to hold a pyproject.toml."""
     monkeypatch.delenv("QKGEOMETRY_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     home_cache = (tmp_path / "home" / ".cache" / "qkgeometry").resolve()
     checkout = _project(tmp_path / "checkout", "qkgeometry")
@@ -254,6 +255,21 @@ def test_cache_dir_is_in_the_checkout_only_for_a_qkgeometry_checkout(tmp_path, m
         monkeypatch.chdir(cwd)
         assert offline.cache_dir() == expected.resolve(), cwd
     assert not (other / ".cache").exists() and not (lookalike / ".cache").exists()
+
+
+def test_cache_dir_is_one_folder_whatever_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("QKGEOMETRY_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    checkout = _project(tmp_path / "checkout", "qkgeometry")
+    (checkout / "src" / "qkgeometry" / "readers").mkdir()
+    for cwd in (checkout, checkout / "notebooks", checkout / "src" / "qkgeometry" / "readers"):
+        monkeypatch.chdir(cwd)
+        assert offline.cache_dir() == (checkout / ".cache" / "qkgeometry").resolve(), cwd
+    elsewhere = [tmp_path / "a", tmp_path / "a" / "b"]
+    elsewhere[1].mkdir(parents=True)
+    for cwd in elsewhere:
+        monkeypatch.chdir(cwd)
+        assert offline.cache_dir() == (tmp_path / "xdg" / "qkgeometry").resolve(), cwd
 
 
 def test_cache_dir_prefers_the_argument_and_the_environment(tmp_path, monkeypatch):

@@ -166,3 +166,11 @@ def test_repeated_random_tokens_refuses_counts_that_make_no_sequences(kwargs, ne
     args = {"vocab_size": 2000, "n_sequences": 3, "half": 5, "low": 100, **kwargs}
     with pytest.raises(ValueError, match=needle):
         behaviour.repeated_random_tokens(**args)
+
+
+@pytest.mark.parametrize("kw", [{"window": -1}, {"window": 0}, {"window": T}, {"window": 1.5}, {"window": True},
+                                {"skip": -1}, {"skip": T - 2}, {"skip": 2.0}])
+def test_a_bad_window_or_skip_is_refused_naming_it(kw):
+    patterns = _causal_rows(np.tril(np.ones((T, T))))[None, None]
+    with pytest.raises(ValueError, match=rf"^{next(iter(kw))}: must be a whole number between"):
+        behaviour.pattern_scores(patterns, causal=True, **kw)

@@ -14,6 +14,7 @@ import qkgeometry as qg
 from bounded import no_hang
 from qkgeometry.analyses.rotary import RopeSpec, rope_frequencies, rotation_matrix
 from qkgeometry.heads import surgery as hs
+from qkgeometry.heads.models import attention_modules
 from tiny_models import tiny_model
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
@@ -26,7 +27,7 @@ HEAD_DIM = 8
 def _model(model_type: str, seed: int = 0):
     model = tiny_model(model_type, seed=seed, attn_implementation="eager", **TINY, **MODELS[model_type])
     model = model.to(torch.float64)
-    for m in hs.attention_modules(model):
+    for m in attention_modules(model):
         proj = (m.q_proj, m.k_proj) if hasattr(m, "q_proj") else (m.query, m.key)
         for p in proj:
             if p.bias is not None:
@@ -39,7 +40,7 @@ def _run(model, ids):
 
 
 def _head(model, layer, head):
-    m = hs.attention_modules(model)[layer]
+    m = attention_modules(model)[layer]
     q, k = (m.q_proj, m.k_proj) if hasattr(m, "q_proj") else (m.query, m.key)
     n_kv = getattr(model.config, "num_key_value_heads", None) or model.config.num_attention_heads
     g = head // (model.config.num_attention_heads // n_kv)
@@ -157,7 +158,7 @@ def test_mean_ablation_with_a_zero_mean_equals_removing_the_head():
     with torch.no_grad():
         with hs.edited_heads(model, {(layer, head): "mean"}, means={(layer, head): torch.zeros(HEAD_DIM)}):
             ablated = _run(model, ids).last_hidden_state
-        o = hs.attention_modules(model)[layer].o_proj.weight
+        o = attention_modules(model)[layer].o_proj.weight
         o[:, head * HEAD_DIM:(head + 1) * HEAD_DIM] = 0
         with hs.edited_heads(model):  # the same attention code, nothing edited
             removed = _run(model, ids).last_hidden_state
@@ -182,7 +183,7 @@ def test_bad_edits_name_the_argument():
     with pytest.raises(ValueError, match="`part`"):
         hs.doubled_factors(np.eye(3), np.eye(3), "both")
     with pytest.raises(ValueError, match="no attention module"):
-        hs.attention_modules(torch.nn.Linear(2, 2))
+        attention_modules(torch.nn.Linear(2, 2))
 
 
 def _isotropic_rms(form: np.ndarray, n: int = 4000, seed: int = 0) -> float:

@@ -297,3 +297,17 @@ def test_a_layer_aliased_to_a_missing_variable_is_refused_not_dropped(tmp_path, 
         pd_full = qg.score_model(full)
         pd_shared = qg.score_model(shared)
     assert pd_shared[["symmetry", "directionality"]].equals(pd_full[["symmetry", "directionality"]])
+
+
+@pytest.mark.parametrize("extra", [1, -1])
+def test_a_fused_self_attention_weight_of_the_wrong_row_count_is_refused_by_name(tmp_path, extra):
+    model = _tiny_whisper()
+    _to_ctranslate2(model, tmp_path / "model.bin")
+    index = CT2Index(tmp_path / "model.bin")
+    variables = {name: index.raw(name).copy() for name in index.names()}
+    name = "encoder/layer_0/self_attention/linear_0/weight"
+    fused = variables[name]
+    variables[name] = np.concatenate([fused, fused[:1]]) if extra > 0 else fused[:-1]  # (3d ± 1, d)
+    write_ctranslate2(tmp_path / "odd.bin", "WhisperSpec", variables, revision=3)
+    with pytest.raises(ValueError, match=rf"'{name}' has shape \({fused.shape[0] + extra}, \d+\), expected"):
+        qg.score_model(qg.load_qk(tmp_path / "odd.bin"))

@@ -12,9 +12,10 @@ from hub_emulator import go_offline
 from hub_models import hub_cache_root, llama_shards, one_line, same_scores
 from qkgeometry import cli
 from qkgeometry.errors import SourceError
-from qkgeometry.readers import hub_plan as hub_plan_module
+from qkgeometry.readers import safetensors_format
 from qkgeometry.readers.hub import hub_plan
-from qkgeometry.readers.hub_plan import coalesce
+from qkgeometry.readers.hub import plan as hub_plan_module
+from qkgeometry.readers.hub.plan import coalesce
 
 
 # ------------------------------------------------------------------------------------------------ scores
@@ -118,7 +119,7 @@ def test_a_single_cut_a_stall_and_a_503_are_retried(hub, folders):
 def test_repo_not_found(hub, capsys):
     err = one_line(capsys, ["score", "tiny/nope"])
     assert "'tiny/nope' was not found" in err and "check the spelling, or the model is private" in err
-    assert "Without network" not in err
+    assert "could not reach" not in err and "check the network" not in err  # a 401 is an answer, not the network
 
 
 def test_gated_repo_401_and_403(hub, folders, capsys, monkeypatch):
@@ -192,7 +193,7 @@ def test_gguf_repo_is_refused_with_the_download_command(hub, capsys):
 # ------------------------------------------------------------------------------------------------ row-fused QKV
 @pytest.mark.parametrize("kind, v_share", [("gpt_neox", 1 / 3), ("phi3", 2 / 8), ("modernbert", 1 / 3)])
 def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share, monkeypatch):
-    monkeypatch.setattr(hub_plan_module, "ROW_GAP", 1)  # skip every V block, however short
+    monkeypatch.setattr(safetensors_format, "FUSED_ROW_GAP", 1)  # skip every V block, however short
     plan = hub_plan(f"tiny/{kind}")
     fused = sorted(plan.row_fused)
     assert fused and not plan.fused - plan.row_fused  # every fused weight is fetched by rows
@@ -210,7 +211,7 @@ def test_row_fused_qkv_fetches_only_the_q_and_k_rows(hub, folders, kind, v_share
 
 
 def test_short_v_blocks_between_heads_are_read_rather_than_skipped(hub):
-    """GPT-NeoX interleaves Q, K, V per head: V blocks shorter than ROW_GAP are read through (one request per
+    """GPT-NeoX interleaves Q, K, V per head: V blocks of at most FUSED_ROW_GAP are read through (one request per
     layer, not one per head); only the last head's V block is left out."""
     plan = hub_plan("tiny/gpt_neox")
     for n in plan.row_fused:
@@ -235,3 +236,17 @@ def test_plans_recorded_on_numpy_and_on_torch_agree(hub, kind, monkeypatch):
         p = hub_plan(f"tiny/{kind}")
         plans[backend] = (p.spans, p.groups, p.weights, p.fused)
     assert plans["numpy"] == plans["torch"]
+
+
+def test_a_plan_table_gives_a_row_to_a_source_whose_header_disagrees_with_its_config(hub, folders):
+    import json
+
+    from qkgeometry.readers.hub import plan_table
+
+    config = json.loads((folders["llama"] / "config.json").read_text())
+    config["num_key_value_heads"] = 4  # K is stored for 2 KV heads
+    files = {p.name: p.read_bytes() for p in folders["llama"].iterdir() if p.is_file()}
+    hub.add_repo("org/liar", {**files, "config.json": json.dumps(config).encode()})
+    frame = plan_table(["org/liar", "tiny/sharded"]).set_index("model")
+    assert "disagree" in frame.loc["org/liar", "note"] and "\n" not in frame.loc["org/liar", "note"]
+    assert frame.loc["tiny/sharded", "qk_bytes"] > 0 and frame.loc["total", "qk_bytes"] > 0

@@ -118,7 +118,7 @@ def test_a_tampered_cache_is_refetched_online_and_refused_offline(hub, folders, 
     assert "changed after they were fetched" in err and "unset HF_HUB_OFFLINE" in err and str(f) in err
 
 
-@pytest.mark.parametrize("name", ["qk.fetching.json", "qk.sha256.json"])
+@pytest.mark.parametrize("name", ["qk.sha256.json", "config.json"])  # the files a rerun reads
 def test_a_fifo_in_the_cache_folder_does_not_block_a_rerun(hub, folders, name):
     with qg.load_qk("tiny/llama") as m:
         m.layer(0)  # a partial fetch: the rerun has to find out what is cached
@@ -131,7 +131,7 @@ def test_a_fifo_in_the_cache_folder_does_not_block_a_rerun(hub, folders, name):
 def test_a_lock_held_too_long_gives_one_line(hub, folders, monkeypatch, capsys):
     from filelock import FileLock
 
-    from qkgeometry.readers import hub_cache
+    from qkgeometry.readers.hub import cache as hub_cache
 
     commit = hub.repos["tiny/llama"].branches["main"]
     folder = hub_cache_root() / "models--tiny--llama" / commit
@@ -139,4 +139,57 @@ def test_a_lock_held_too_long_gives_one_line(hub, folders, monkeypatch, capsys):
     monkeypatch.setattr(hub_cache, "LOCK_TIMEOUT_S", 0.2)
     with FileLock(str(folder / "qk.lock")):  # another process's fetch, as far as the lock can tell
         err = one_line(capsys, ["score", "tiny/llama"])
-    assert "another process has been fetching 'tiny/llama'" in err and "then rerun" in err
+    assert "another process fetching 'tiny/llama'" in err and "qk.lock" in err and "then rerun" in err
+
+
+# ------------------------------------------------------------------------------------------------ replaced files
+@pytest.mark.parametrize("kind", ["llama", "sharded"])  # float32 (read by safetensors) and bfloat16 (by bytes)
+def test_a_cache_cleared_under_an_open_model_is_not_read_as_zeros(hub, folders, kind):
+    import shutil
+
+    first = qg.load_qk(f"tiny/{kind}")
+    first.layer(0)  # layer 0 fetched into the file `first` reads
+    shutil.rmtree(hub_cache_root())  # the cache cleared while the model is open
+    second = qg.load_qk(f"tiny/{kind}")
+    local = qg.load_qk(folders[kind])
+    same_scores(second, local)  # a new cache file, every tensor in it and in its manifest
+    same_scores(first, local)  # the rest of `first` lands in its own file, whatever the new manifest says
+
+
+def test_a_cache_file_replaced_by_another_layout_under_an_open_model_is_not_read(hub, folders):
+    first = qg.load_qk("tiny/sharded")
+    first.layer(0)
+    f = cache_file("tiny/sharded")
+    raw = f.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    names = sorted(k for k in header if k != "__metadata__")
+    offsets = [header[k]["data_offsets"] for k in names]
+    for k, o in zip(names, offsets[1:] + offsets[:1]):  # the same tensors at other places, as another layout has them
+        header[k]["data_offsets"] = o
+    tmp = f.with_name("other")
+    tmp.write_bytes(raw[:8] + json.dumps(header, separators=(",", ":")).encode().ljust(n) + raw[8 + n:])
+    os.replace(tmp, f)
+    same_scores(first, qg.load_qk(folders["sharded"]))
+
+
+def test_a_cache_file_of_another_layout_is_never_trusted(hub, folders, monkeypatch, capsys):
+    qg.score_model(qg.load_qk("tiny/llama"))
+    f = cache_file("tiny/llama")
+    raw = f.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    header["__metadata__"]["format"] = "another-layout"
+    head = json.dumps(header, separators=(",", ":")).encode()
+    assert len(head) <= n
+    f.write_bytes(raw[:8] + head.ljust(n) + raw[8 + n:])  # the same tensors and sizes, another format
+    go_offline(monkeypatch)
+    err = one_line(capsys, ["score", "tiny/llama"])
+    assert "not in the qkgeometry cache" in err
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    hub.reset_log()
+    same_scores(qg.load_qk("tiny/llama"), qg.load_qk(folders["llama"]))
+    assert [r for r in hub.data_requests() if is_weight_range(r)]  # fetched again, into a file of this layout

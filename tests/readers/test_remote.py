@@ -14,7 +14,7 @@ import pytest
 import qkgeometry as qg
 from hub_models import one_line, same_scores
 from qkgeometry.errors import SourceError
-from qkgeometry.readers import remote
+from qkgeometry.readers.hub import client as remote
 from qkgeometry.readers.hub import hub_plan
 
 
@@ -197,6 +197,7 @@ def test_a_drip_that_never_ends_fails_in_bounded_time(hub, monkeypatch, capsys):
     err = one_line(capsys, ["score", "tiny/sharded"])
     assert time.monotonic() - start < 30
     assert "could not reach the Hugging Face Hub for 'tiny/sharded'" in err and "slower than" in err
+    assert re.search(r"\(4 attempts over \d+ s\)", err)  # how long it tried, said
 
 
 PLAN_WITHOUT_TORCH = r"""
@@ -251,3 +252,115 @@ def test_signed_urls_are_renewed_a_minute_before_they_expire():
     amz = remote._expires(f"https://cas/x?X-Amz-Date={stamp}&X-Amz-Expires=3600&X-Amz-Signature=s")
     assert amz == pytest.approx(now + 3540, abs=2)
     assert remote._expires("https://cdn/x") == pytest.approx(now + remote.URL_MAX_AGE_S, abs=2)
+
+
+# ------------------------------------------------------------------------------------------------ what is sent
+def test_the_token_goes_to_the_hub_only_never_to_the_storage_host(hub, folders, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secrettoken123")
+    same_scores(qg.load_qk("tiny/sharded"), qg.load_qk(folders["sharded"]))
+    storage = [r for r in hub.log if r.to_storage]
+    assert storage and all("authorization" not in r.headers for r in storage)
+    assert any(r.headers.get("authorization") == "Bearer hf_secrettoken123" for r in hub.log if not r.to_storage)
+
+
+# ------------------------------------------------------------------------------------------------ what is served
+def test_a_server_that_ignores_range_is_refused_not_buffered(hub, capsys):
+    hub.fault("norange", "model-00002", times=100)
+    err = one_line(capsys, ["score", "tiny/sharded"])
+    assert "ignored the Range header" in err and "'model-00002" in err and "fetch='snapshot'" in err
+
+
+def test_a_206_of_other_bytes_than_asked_is_refused(hub, capsys):
+    hub.fault("shifted", "model-00002", times=100, after=64)
+    err = one_line(capsys, ["score", "tiny/sharded"])
+    assert "Content-Range" in err and "other bytes than asked" in err
+
+
+def test_a_206_that_sends_more_than_asked_is_refused(hub, capsys):
+    hub.fault("overlong", "model-00002", times=100, after=4096)
+    err = one_line(capsys, ["score", "tiny/sharded"])
+    assert "sent more than bytes" in err
+
+
+def test_a_remote_header_is_held_to_the_limits_of_a_local_one(hub, folders):
+    config = (folders["llama"] / "config.json").read_bytes()
+    hub.add_synthetic("syn/huge", {"model.safetensors": {"model.embed_tokens.weight": ("F32", (2**20, 2**15))}},
+                      {"config.json": config})
+    with pytest.raises(SourceError, match=r"'model.embed_tokens.weight' declares shape .* over the bound"):
+        hub_plan("syn/huge")
+
+
+def test_read_tensors_fails_in_one_line_without_a_signed_url(hub):
+    from qkgeometry.readers.tensors import read_tensors
+
+    name = "model.layers.1.self_attn.q_proj.weight"
+    hub.fault("503", "model-0000", times=1000)
+    with pytest.raises(SourceError, match="the Hub answered 503") as got:
+        read_tensors("tiny/sharded", [name])
+    assert "Signature" not in str(got.value) and "Expires=" not in str(got.value)
+    hub.faults.clear()
+    hub.fault("cut", "model-0000", times=1000, after=10)
+    with pytest.raises(SourceError, match="could not reach the Hugging Face Hub") as got:
+        read_tensors("tiny/sharded", [name])
+    assert "Signature" not in str(got.value) and "\n" not in str(got.value)
+
+
+def test_no_message_shows_a_signature_or_a_token():
+    text = remote.scrub("GET https://cdn.example/x.safetensors?Expires=9&Signature=abc&Key-Pair-Id=k: 403; "
+                        "Authorization: Bearer hf_abcdefghijkl")
+    assert "abc" not in text and "hf_abcdefghijkl" not in text and "https://cdn.example/x.safetensors" in text
+
+
+# ------------------------------------------------------------------------------------------------ local failures
+def test_a_full_disk_names_the_cache_file_not_the_network(hub, capsys, monkeypatch):
+    import errno
+    import os
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    err = one_line(capsys, ["score", "tiny/llama"])
+    assert "the disk is full" in err and "qk.safetensors" in err and "could not reach" not in err
+
+
+@pytest.mark.parametrize("error, words", [
+    (PermissionError(13, "Permission denied", "/cache/hub/qk.sha256.json"), "permission denied"),
+    (FileNotFoundError(2, "No such file or directory", "/cache/hub/qk.safetensors"), "does not exist"),
+])
+def test_a_local_os_error_through_hub_error_names_the_file_and_the_cause(error, words):
+    msg = str(remote.hub_error(error, "org/m", "main"))
+    assert error.filename in msg and words in msg and "network" not in msg
+
+
+def test_a_revision_that_is_not_text_is_refused_in_one_line(hub):
+    with pytest.raises(SourceError, match="`revision` must be a string"):
+        qg.load_qk("tiny/llama", revision=1)
+
+
+def test_overlapping_quiet_retries_leave_the_hub_logger_as_it_was():
+    import logging
+    import threading
+
+    log = logging.getLogger("huggingface_hub")
+    before = log.level
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with remote.quiet_retries():
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def second():
+        a_in.wait(5)
+        with remote.quiet_retries():
+            b_in.set()
+            a_out.wait(5)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert log.level == before and log.getEffectiveLevel() <= logging.WARNING

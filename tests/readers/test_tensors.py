@@ -12,7 +12,8 @@ from safetensors.torch import save_file
 
 from hub_emulator import HubEmulator, hub_env
 from qkgeometry.errors import SourceError
-from qkgeometry.readers.tensors import read_tensors, row_ranges
+from qkgeometry.readers.safetensors_format import row_ranges
+from qkgeometry.readers.tensors import read_tensors
 
 VOCAB, D = 4096, 64
 

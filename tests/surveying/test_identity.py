@@ -121,3 +121,15 @@ def test_a_random_twin_is_keyed_by_its_resolved_source(tmp_path, monkeypatch):
     frame = qg.survey(["random:m", f"random:{tmp_path / 'm'}", "random:./m"], progress=False)
     assert frame["source"].unique().tolist() == [f"random:{tmp_path / 'm'}"]
     assert len(frame.attrs["repeated"]) == 2 and os.path.isabs(frame["source"].iloc[0][len("random:"):])
+
+
+def test_five_spellings_of_one_hub_model_are_one_stored_model(tmp_path, monkeypatch):
+    from qkgeometry.surveying.identity import source_identity
+
+    monkeypatch.chdir(tmp_path)  # no local folder of these names
+    spellings = ["hf://org/m", "org/m", "hf://org/m@main", "hf://models/org/m", "Org/M"]
+    assert {source_identity(s) for s in spellings} == {"org/m"}
+    assert source_identity("GPT2") == source_identity("gpt2") == "gpt2"
+    assert source_identity("hf://org/m@v1.0") != source_identity("org/m")  # another revision, another model
+    assert source_identity("random:hf://Org/M") == "random:org/m"
+    assert source_identity("offline:minilm-l6") == "offline:minilm-l6"

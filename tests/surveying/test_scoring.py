@@ -403,3 +403,13 @@ def test_layers_are_read_in_the_background_while_the_last_one_is_scored(tiny_mod
     frame = qg.score_model(tiny_models[1], per="head")
     assert len(frame) == 3 * 4 and len(readers) == 3
     assert set(readers) == {"qkgeometry-read-ahead"}
+
+
+def test_summarize_of_an_empty_survey_is_an_empty_summary():
+    from qkgeometry.surveying.scoring import SURVEY_COLUMNS, summarize
+
+    out = summarize(pd.DataFrame(columns=SURVEY_COLUMNS))
+    assert out.empty and {"model", "n", "symmetry_median", "directionality_q75"} <= set(out.columns)
+    with pytest.raises(ValueError, match="column 'symmetry' holds values that are not numbers"):
+        summarize(pd.DataFrame({"model": ["m"], "family": ["decoder"], "component": ["self"],
+                                "symmetry": ["high"], "directionality": [0.1]}))

@@ -44,13 +44,13 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
                                initializer=survey_workers.hang_on, initargs=("m1", str(markers), 1.0))
     killed = []
 
-    def kill_the_hanging_worker():  # at once: m0 is running or done, m2..m4 are queued
+    def kill_the_hanging_worker():  # at once, each time m1 runs (twice: a task is blamed after two broken pools)
         deadline = time.time() + 240
-        while time.time() < deadline and not killed:
+        while time.time() < deadline and len(killed) < 2:
             for marker in markers.iterdir():
-                os.kill(int(marker.name), signal.SIGKILL)
-                killed.append(marker.name)
-                return
+                if marker.name not in killed:
+                    os.kill(int(marker.name), signal.SIGKILL)
+                    killed.append(marker.name)
             time.sleep(0.05)
 
     killer = threading.Thread(target=kill_the_hanging_worker, daemon=True)
@@ -61,7 +61,7 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         killer.join(timeout=10)
-    assert killed, "no worker reached m1"
+    assert len(killed) == 2, "m1 was not run twice"
     assert sorted(frame.attrs["computed"]) == ["m0", "m2", "m3", "m4"]
     failures = frame.attrs["failures"]
     assert failures["source"].tolist() == [models[1]] and failures["error"].tolist() == ["BrokenProcessPool"]
@@ -69,6 +69,49 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     assert sorted(stored["model"].unique()) == ["m0", "m2", "m3", "m4"] and len(stored) == 4 * LAYERS * HEADS
     serial = qg.survey([m for k, m in enumerate(models) if k != 1], per="head", progress=False)
     pd.testing.assert_frame_equal(frame, serial, check_exact=True)
+
+
+def test_a_worker_killed_while_idle_fails_no_model(models, tmp_path):
+    import survey_workers
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=survey_workers.slow_on, initargs=("m1", str(markers), 4.0))
+    killed = []
+
+    def kill_an_idle_worker():  # m1 runs for 4 s in one worker; m0, done, left the other one idle
+        deadline = time.time() + 240
+        while time.time() < deadline and not killed:
+            busy = {int(m.name) for m in markers.iterdir()}
+            idle = [pid for pid in dict(pool._processes) if busy and pid not in busy]
+            if idle:
+                time.sleep(0.5)
+                os.kill(idle[0], signal.SIGKILL)
+                killed.append(idle[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_an_idle_worker, daemon=True)
+    killer.start()
+    try:
+        with no_hang(300):
+            frame = qg.survey(models[:2], per="head", cache=tmp_path / "r.sqlite", progress=False, executor=pool)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        killer.join(timeout=10)
+    assert killed, "no worker was idle"
+    assert sorted(frame.attrs["computed"]) == ["m0", "m1"] and not len(frame.attrs.get("failures", []))
+
+
+def test_a_task_that_exits_fails_only_its_model():
+    import survey_workers
+    from qkgeometry.surveying.workers import run_tasks
+
+    results, errors = {}, {}
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool, no_hang(120):
+        run_tasks(pool, survey_workers.exit_on, {i: (i,) for i in range(3)}, results.__setitem__,
+                  errors.__setitem__, {})
+    assert results == {0: 0, 2: 2} and list(errors) == [1] and "SystemExit 3" in str(errors[1])
 
 
 _HANGING_SURVEY = textwrap.dedent("""
@@ -141,3 +184,30 @@ def test_killing_the_survey_leaves_no_worker_and_no_resource_tracker(models, tmp
             if _alive(child):
                 os.kill(child, signal.SIGKILL)
     assert not left, f"left running after the survey was killed: {left}"
+
+
+def test_ctrl_c_at_a_terminal_prints_one_line_and_no_worker_traceback(models, tmp_path):
+    """Ctrl-C reaches every process of the terminal's group, the idle worker's too."""
+    store = tmp_path / "r.sqlite"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
+    proc = subprocess.Popen([sys.executable, "-c", _HANGING_SURVEY.replace(
+        "import concurrent.futures", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import concurrent.futures"), "m1", str(markers), *args],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+                break
+            time.sleep(0.1)
+        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], stderr

@@ -11,7 +11,7 @@ from tools import floors
 
 
 def test_lowest_pins_every_runtime_dependency_but_torch_at_its_floor():
-    pins = floors.lowest()
+    pins = floors.lowest(extras=())
     declared = floors._toml(floors.ROOT / "pyproject.toml")["project"]["dependencies"]
     names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in declared]
     assert set(pins) == set(names) - {"torch"}
@@ -55,3 +55,23 @@ def test_main_prints_pins_and_fails_a_check_that_does_not_hold(capsys, monkeypat
     assert floors.main(["report", "lowest"]) == 0
     assert "replaced: numpy" in capsys.readouterr().out
     assert floors.main(["nope"]) == 2
+
+
+def test_the_floors_include_the_cluster_extra_so_the_dask_tests_run_there():
+    project = floors._toml(floors.ROOT / "pyproject.toml")["project"]
+    (distributed,) = project["optional-dependencies"]["cluster"]
+    assert floors.lowest()["distributed"] == distributed.partition(">=")[2]
+
+
+def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
+    monkeypatch.setattr(floors.metadata, "version", lambda name: {"a": "1.0rc1", "b": "2.0.0", "c": "1.10"}[name])
+    assert floors.mismatches({"a": "1.0"}) == ["a: 1.0rc1 installed, 1.0 wanted"]  # a pre-release is not the release
+    assert floors.mismatches({"a": "1.0rc1", "b": "2", "c": "1.10.0"}) == []
+    assert floors.mismatches({"c": "1.1"}) == ["c: 1.10 installed, 1.1 wanted"]
+
+
+@pytest.mark.parametrize("target", ["test-floors", "test-colab-versions"])
+def test_the_version_runs_install_the_cluster_extra_and_fail_a_skipped_dask_test(target):
+    makefile = (floors.ROOT / "Makefile").read_text()
+    recipe = re.search(rf"^{target}:\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
+    assert '-e ".[dev,cluster]"' in recipe and "QKG_REQUIRE_DASK=1" in recipe

@@ -224,3 +224,16 @@ def test_a_batch_too_large_for_one_step_is_refused_at_once(tmp_path, capsys, com
     one_line_error(capsys, rc, "batch", "100,000,000", "over the bound of 4,194,304", "smaller batch_size")
     assert elapsed < 10, f"refused after {elapsed:.1f} s"
     assert not out.exists()
+
+
+def test_a_model_too_large_for_this_machine_is_refused_before_anything_is_built(capsys, tmp_path, monkeypatch):
+    import torch
+
+    def no_build(*_, **__):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(torch.nn.Linear, "__init__", no_build)
+    assert qkgeometry_main(["train", "--out", str(tmp_path / "run"), "--hidden", "1000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hidden 1000000" in err and "more than this machine's" in err
+    assert "choose a smaller --hidden" in err and not (tmp_path / "run").exists()

@@ -70,6 +70,11 @@ def split_conv1d_fused(qkv: Any, dims: Dims, name: str):
 def split_fused_blocked(qkv: Any, dims: Dims, name: str):
     """Fused Linear weight ``[W_Qᵀ; W_Kᵀ; W_Vᵀ]`` stacked along the output axis (ModernBERT Wqkv, Phi-3 qkv_proj)."""
     nq, nk = dims.n_heads * dims.head_dim, dims.n_kv_heads * dims.head_dim
+    if len(qkv.shape) != 2 or tuple(qkv.shape) != (nq + 2 * nk, dims.d_model):
+        # any other row count leaves it unknown which rows are Q and which are K
+        raise ValueError(f"tensor {name!r} has shape {tuple(qkv.shape)}, expected ({nq + 2 * nk}, {dims.d_model}) "
+                         f"([Q; K; V] for {dims.n_heads} query and {dims.n_kv_heads} key/value heads of "
+                         f"{dims.head_dim}); the checkpoint and its config disagree, or the file is corrupt.")
     return (_heads_from_linear(qkv[:nq], dims.n_heads, dims.head_dim, dims.d_model, name),
             _heads_from_linear(qkv[nq:nq + nk], dims.n_kv_heads, dims.head_dim, dims.d_model, name))
 

@@ -218,20 +218,25 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
     """The one folder where qkgeometry writes derived files: assembled offline models, tokenizers, token arrays,
     corpora and training checkpoints. Created if missing.
 
-    Order: the argument, ``$QKGEOMETRY_CACHE``, ``./.cache/qkgeometry`` when run at the root of a qkgeometry checkout
-    (its ``pyproject.toml`` names the project ``qkgeometry`` and ``src/qkgeometry`` exists; ``.cache/`` is
-    git-ignored), ``../.cache/qkgeometry`` from a checkout's ``notebooks/`` folder, else ``~/.cache/qkgeometry``.
+    Order: the argument, ``$QKGEOMETRY_CACHE``, ``.cache/qkgeometry`` at the root of the qkgeometry checkout the
+    current folder is in (its ``pyproject.toml`` names the project ``qkgeometry`` and ``src/qkgeometry`` exists;
+    ``.cache/`` is git-ignored), the same from any folder inside it, else the user's cache folder of this platform
+    (``platformdirs``: ``$XDG_CACHE_HOME/qkgeometry``, by default ``~/.cache/qkgeometry``, on Linux), whatever
+    the current folder.
     """
     env = os.environ.get("QKGEOMETRY_CACHE")
     if path is None:
         if env:
             path = env
-        elif _is_checkout(Path(".")):
-            path = Path(".cache") / "qkgeometry"
-        elif Path.cwd().name == "notebooks" and _is_checkout(Path("..")):
-            path = Path("..") / ".cache" / "qkgeometry"
         else:
-            path = Path.home() / ".cache" / "qkgeometry"
+            here = Path.cwd()
+            root = next((f for f in (here, *here.parents) if _is_checkout(f)), None)
+            if root is not None:
+                path = root / ".cache" / "qkgeometry"
+            else:
+                import platformdirs
+
+                path = platformdirs.user_cache_path("qkgeometry", appauthor=False)
     out = Path(path).expanduser().resolve()
     _mkdir(out, "QKGEOMETRY_CACHE" if env and path == env else "the cache path")
     return out

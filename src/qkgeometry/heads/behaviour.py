@@ -78,8 +78,9 @@ def pattern_scores(patterns, causal: bool, skip: int = 4, window: int = 3, sep_p
     """
     a = _patterns(patterns)
     n, h, t, _ = a.shape
-    if not 0 <= skip < t - 2:
-        raise ValueError(f"skip: must be between 0 and T - 3 = {t - 3}; got {skip}.")
+    for name, value, low, high in (("skip", skip, 0, t - 3), ("window", window, 1, t - 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+            raise ValueError(f"{name}: must be a whole number between {low} and {high} (T = {t}); got {value!r}.")
     rows = np.arange(skip, t if causal else t - 1)
     i = rows
     out = {"previous": a[:, :, i, i - 1].mean(-1) if skip >= 1 else a[:, :, i[1:], i[1:] - 1].mean(-1),

@@ -26,6 +26,7 @@ from ..analyses.nulls import rotation_null_moments_factored
 from ..analyses.rotary import RopeSpec, offset_factors
 from ..analyses.spectrum import spectral_summary
 from ..scores import directionality_score_factored, symmetry_score_factored
+from .models import attention_modules, qk_projections
 
 __all__ = [
     "head_factors",
@@ -40,21 +41,13 @@ def head_factors(model) -> Iterable[tuple[int, int, np.ndarray, np.ndarray, np.n
     ``transformers`` model, in float64, with ``W_Q``, ``W_K`` of shape (d, d_h) (KV heads repeated, h // group).
     Chapter 7. A model without separate query and key projections (GPT-2's fused ``c_attn``) raises ``ValueError``:
     an empty frame would read as "no heads"."""
-    mods = [m for m in model.modules() if (hasattr(m, "q_proj") and hasattr(m, "k_proj"))
-            or (hasattr(m, "query") and isinstance(m.query, torch.nn.Linear))
-            or (hasattr(m, "q") and isinstance(m.q, torch.nn.Linear) and hasattr(m, "k"))]
-    if not mods:
-        raise ValueError(f"model: {type(model).__name__} has no attention module with separate query and key "
-                         "projections (q_proj/k_proj, query/key or q/k), which the head analyses read; pass a BERT-, "
-                         "MPNet-, Llama- or Qwen2-style model, or score this one with qkgeometry.score_model(model, "
-                         "per='head').")
+    mods = attention_modules(model)
     cfg = model.config
     n_heads = cfg.num_attention_heads
     n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
     for layer, m in enumerate(mods):
-        q, k = ((m.q_proj, m.k_proj) if hasattr(m, "q_proj") else (m.query, m.key) if hasattr(m, "query")
-                else (m.q, m.k))
+        q, k = qk_projections(m)
         qw, kw = (t.weight.detach().to(torch.float64).numpy() for t in (q, k))
         qb = None if q.bias is None else q.bias.detach().to(torch.float64).numpy()
         kb = None if k.bias is None else k.bias.detach().to(torch.float64).numpy()
@@ -127,9 +120,7 @@ def skew_effective_rank(wq: np.ndarray, wk: np.ndarray) -> float:
 
 def _attention_inputs(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
     """The hidden states each attention module receives (what its Q and K projections read), in layer order."""
-    mods = [m for m in model.modules() if (hasattr(m, "q_proj") and hasattr(m, "k_proj"))
-            or (hasattr(m, "query") and isinstance(m.query, torch.nn.Linear))
-            or (hasattr(m, "q") and isinstance(m.q, torch.nn.Linear) and hasattr(m, "k"))]
+    mods = attention_modules(model)
     seen: dict[int, torch.Tensor] = {}
 
     def hook(i):

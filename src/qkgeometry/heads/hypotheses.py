@@ -2,14 +2,14 @@
 as two Holm families. Chapter 7.
 
 :func:`separation` turns "labelled heads vs the rest" into an AUC with a bootstrap interval over heads and a
-permutation test.
+permutation test; :func:`rank_correlation` gives Spearman's ρ of two head scores with a bootstrap interval.
 
+**Identities and empirical hypotheses.** At offset 0, ``xᵀ M x = xᵀ M_s x`` (``xᵀ M_n x ≡ 0``): a head's
 current-token logit is set by ``M_s`` alone, and a duplicate token's (the same token met again) nearly so. The
 hypotheses about those heads (kind ``"identity"``) check that the algebra shows in the numbers; the others (kind
-``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind.
+``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind,
+and :func:`threshold_sensitivity` runs the family again with every label threshold scaled.
 
-**Beyond the weights.** :func:`input_geometry` scores each head's form on the inputs it really meets, the
- :func:`threshold_sensitivity` runs the family again with every label threshold scaled.
 Conventions: the book's Notation page.
 """
 

@@ -27,8 +27,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["DECODERS", "ENCODERS", "FORWARD_MODELS", "forward_model", "held_out_texts", "rebuilt_check",
-           "token_batch"]
+__all__ = [
+    "DECODERS",
+    "ENCODERS",
+    "FORWARD_MODELS",
+    "attention_modules",
+    "forward_model",
+    "held_out_texts",
+    "qk_projections",
+    "rebuilt_check",
+    "token_batch",
+]
 
 ENCODERS = ("minilm-l6", "mpnet-base")
 DECODERS = ("smollm2-135m", "qwen2.5-coder-0.5b")
@@ -130,6 +139,36 @@ def token_batch(tokenizer, texts: list[str], length: int) -> torch.Tensor:
     return torch.tensor(rows)
 
 
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The attention modules of a ``transformers`` model, in layer order: those holding separate query and key
+    projections (``q_proj``/``k_proj``: Llama, Qwen2; ``query``/``key``: BERT; ``q``/``k``: MPNet). Every step of
+    chapter 7 (geometry, surgery, the rebuilt-model check) numbers layers by this one list, so layer ``i`` is the
+    same module everywhere. A model without such modules (GPT-2's fused ``c_attn``) raises ``ValueError``."""
+    found = [m for m in model.modules() if _qk_names(m) is not None]
+    if not found:
+        raise ValueError(f"model: {type(model).__name__} has no attention module with separate query and key "
+                         "projections (q_proj/k_proj, query/key or q/k), which the head analyses read; pass a BERT-, "
+                         "MPNet-, Llama- or Qwen2-style model, or score this one with qkgeometry.score_model(model, "
+                         "per='head').")
+    return found
+
+
+def qk_projections(module: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.Linear]:
+    """The query and key ``Linear`` layers of one of :func:`attention_modules`."""
+    names = _qk_names(module)
+    if names is None:
+        raise ValueError(f"module: {type(module).__name__} has no separate query and key projections.")
+    return getattr(module, names[0]), getattr(module, names[1])
+
+
+def _qk_names(module: torch.nn.Module) -> tuple[str, str] | None:
+    for q, k in (("q_proj", "k_proj"), ("query", "key"), ("q", "k")):
+        if isinstance(getattr(module, q, None), torch.nn.Linear) and isinstance(getattr(module, k, None),
+                                                                                   torch.nn.Linear):
+            return q, k
+    return None
+
+
 def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, length: int = 64) -> dict:
     """Evidence that the rebuilt decoder ``alias`` is the checkpoint: the largest difference between its W_qk of
     each head and the one :func:`qkgeometry.load_qk` reads from the GGUF file (relative to ‖W_qk‖), its held-out
@@ -137,7 +176,6 @@ def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, leng
     rebuild looks like that). Chapter 7."""
     from .. import load_qk
     from ..catalogue.offline import offline_path
-    from .surgery import attention_modules
 
     if alias not in DECODERS:
         raise ValueError(f"alias: {alias!r} is not a rebuilt decoder; choose from {', '.join(DECODERS)}.")
@@ -151,8 +189,7 @@ def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, leng
         group = qk.n_heads // qk.n_kv_heads
         wq = np.asarray(layer.wq, dtype=np.float64)
         wk = np.asarray(layer.wk_kv, dtype=np.float64)
-        q_w = m.q_proj.weight.detach().to(torch.float64).numpy()
-        k_w = m.k_proj.weight.detach().to(torch.float64).numpy()
+        q_w, k_w = (t.weight.detach().to(torch.float64).numpy() for t in qk_projections(m))
         for h in range(qk.n_heads):
             g = h // group
             ours = wq[h] @ wk[g].T
@@ -162,15 +199,15 @@ def rebuilt_check(alias: str, model=None, tokenizer=None, n_texts: int = 4, leng
     with torch.no_grad():
         loss = float(model(ids, labels=ids, use_cache=False).loss)
         rng = np.random.default_rng(0)
-        saved = [m.q_proj.weight.detach().clone() for m in modules]
+        saved = [qk_projections(m)[0].weight.detach().clone() for m in modules]
         try:
             for m in modules:
-                w = m.q_proj.weight
+                w = qk_projections(m)[0].weight
                 perm = np.concatenate([h * qk.head_dim + rng.permutation(qk.head_dim) for h in range(qk.n_heads)])
                 w.copy_(w[torch.as_tensor(perm)])
             scrambled = float(model(ids, labels=ids, use_cache=False).loss)
         finally:
             for m, w in zip(modules, saved, strict=True):
-                m.q_proj.weight.copy_(w)
+                qk_projections(m)[0].weight.copy_(w)
     return {"model": alias, "max_relative_wqk_difference": worst, "loss": loss, "scrambled_loss": scrambled,
             "log_vocab": math.log(model.config.vocab_size), "tokens": int(ids.numel())}

@@ -38,12 +38,12 @@ import torch
 
 from .._validation import ArrayLike, to_float64
 from ..analyses.rotary import RopeSpec, offset_form, rotation_matrix
+from .models import attention_modules, qk_projections
 
 __all__ = [
     "PARTS",
     "PART_EDITS",
     "EditState",
-    "attention_modules",
     "doubled_factors",
     "doubled_rotation",
     "edited_heads",
@@ -144,24 +144,6 @@ class EditState:
     position_embeddings: Any = None
 
 
-def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The self-attention modules of a BERT-, Llama- or Qwen2-style ``transformers`` model, in layer order (the
-    modules that hold the Q and K projections and call the attention interface)."""
-    found = [m for m in model.modules()
-             if (hasattr(m, "q_proj") and hasattr(m, "k_proj")) or (hasattr(m, "query") and hasattr(m, "key")
-                                                                    and isinstance(m.query, torch.nn.Linear))]
-    if not found:
-        raise ValueError(f"model: no attention module with q_proj/k_proj or query/key projections found in "
-                         f"{type(model).__name__}; head edits support BERT-, Llama- and Qwen2-style models.")
-    return found
-
-
-def _projections(module) -> tuple[torch.nn.Linear, torch.nn.Linear]:
-    if hasattr(module, "q_proj"):
-        return module.q_proj, module.k_proj
-    return module.query, module.key
-
-
 def _head_dim(module, query: torch.Tensor) -> int:
     return int(query.shape[-1])
 
@@ -169,7 +151,7 @@ def _head_dim(module, query: torch.Tensor) -> int:
 def _unbiased(module, state: EditState, head: int, kv_head: int, head_dim: int):
     """The head's query and key without biases, rotated as the model rotates them: (batch, 1, T, d_h) each."""
     x = state.hidden
-    wq, wk = _projections(module)
+    wq, wk = qk_projections(module)
     q = torch.nn.functional.linear(x, wq.weight[head * head_dim:(head + 1) * head_dim]).unsqueeze(1)
     k = torch.nn.functional.linear(x, wk.weight[kv_head * head_dim:(kv_head + 1) * head_dim]).unsqueeze(1)
     if state.position_embeddings is not None:
@@ -335,7 +317,7 @@ def _module_part_scale(model, module, head: int, part: str) -> float:
     n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
     g = head // (n_heads // n_kv)
-    wq, wk = _projections(module)
+    wq, wk = qk_projections(module)
     q = wq.weight[head * hd:(head + 1) * hd].detach().to(torch.float64).numpy().T
     k = wk.weight[g * hd:(g + 1) * hd].detach().to(torch.float64).numpy().T
     return part_scale(q, k, part)

@@ -14,7 +14,7 @@ module                     reads
 ``ctranslate2``            a CTranslate2 Whisper ``model.bin`` (recognised by its header, never unpickled)
 ``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_walk``)
 ``module``                 an in-memory ``transformers.PreTrainedModel``
-``hub``, ``remote``         a Hugging Face Hub repo id or ``hf://`` path: only the Q/K bytes, by range request
+``hub`` (a package)        a Hugging Face Hub repo id or ``hf://`` path: only the Q/K bytes, by range request
 ``tensors``                named tensors beside Q/K (embeddings, norm gains) or rows of them, by range
 ``hf_config``, ``files``   shared: config.json → plans; file-system checks and fingerprints
 =========================  ================================================================================
@@ -30,12 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._files import check_regular_file, path_exists
 from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
 from ..source_names import OFFLINE_PREFIX
 from . import ctranslate2, hub, module, onnx, safetensors
-from .files import check_regular_file, path_exists
 
 __all__ = ["PATH_READERS", "load_qk"]
 

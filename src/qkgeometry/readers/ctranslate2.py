@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from .._files import fingerprint
 from ..architectures import QKNorm, get_architecture
 from ..errors import CTranslate2FormatError, LimitExceeded
 from ..limits import MAX_TENSOR_ELEMENTS, check_elements
 from ..model import BlockPlan, SourcePlans
-from .files import fingerprint
 
 __all__ = ["DTYPE_IDS", "CT2FormatError", "CT2Index", "Variable", "is_ctranslate2", "open_ctranslate2", "sniff",
            "whisper_blocks"]

@@ -23,6 +23,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
 
 from .._arrays import as_float64, numel
+from .._files import fingerprint, os_error
 from ..architectures import (
     AttentionBlock,
     Dims,
@@ -34,7 +35,6 @@ from ..architectures import (
 )
 from ..errors import GGUFFormatError, SourceError
 from ..model import BlockPlan, SourcePlans
-from .files import fingerprint, os_error
 from .hf_config import check_dims, warn_extra_layers
 
 __all__ = ["GGUFFormatError", "GGUFIndex", "TensorInfo", "open_gguf", "sniff"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .._arrays import as_float64
+from .._files import read_bytes
 from ..architectures import (
     Architecture,
     AttentionBlock,
@@ -30,7 +31,6 @@ from ..architectures import (
 )
 from ..errors import ConfigError, SourceError, first_line
 from ..model import BlockPlan, TensorGetter
-from .files import read_bytes
 
 __all__ = ["ConfigView", "check_dims", "read_config", "resolve_plans", "warn_extra_layers"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._files import check_regular_file, fingerprint, os_error, path_exists
 from ..architectures import Architecture, QKNorm
 from ..errors import SourceError
 from ..model import SourcePlans
-from .files import check_regular_file, fingerprint, os_error, path_exists
 
 __all__ = ["open_onnx", "single_onnx", "sniff"]
 

@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from ..architectures import QKNorm, get_architecture
-from ..errors import ConfigError, SourceError
+from ..errors import ConfigError, SourceError, first_line
 from ..model import SourcePlans
-from .files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from .hf_config import ConfigView, read_config, resolve_plans
-from .safetensors_header import header_length, parse_header
+from .safetensors_format import (
+    FLOAT_TAGS,
+    SCALE_SUFFIXES,
+    WIDENED_TAGS,
+    header_length,
+    numpy_dtype,
+    parse_header,
+)
 
 __all__ = ["SafetensorsIndex", "open_folder", "sniff"]
 
@@ -111,23 +119,24 @@ class SafetensorsIndex:
     message: scoring raw codes would give meaningless numbers.
     """
 
-    _FLOATS = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
-    #: tensors that say "the weight next to me is not the real weight, it needs this scale"
-    _SCALE_SUFFIXES = (".SCB", ".weight.SCB", ".weight_scale", ".weight_scale_inv", ".scales", ".weight.absmax")
 
     def __init__(self, handles: dict[str, Any], names: dict[str, str]):
         self._handles = handles
         self.names = names
         self._headers: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, files: list[Path], weight_map: dict[str, str] | None = None,
              index_file: Path | None = None) -> tuple[SafetensorsIndex, dict]:
-        handles: dict[str, Any] = {}
+        handles: dict[str, Any] = _Handles()
         names: dict[str, str] = {}
         for f in files:
             check_regular_file(f, "safetensors file")
             handle = handles[str(f)] = open_safetensors(f)
+            # the bytes of BF16 and F8 tensors are read through this handle, opened with the safetensors one: both
+            # read the same file, even when another file takes its name while the model is open
+            handles[_RAW + str(f)] = open(f, "rb")  # noqa: SIM115 (closed when `handles` is cleared)
             for key in handle.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
                 if weight_map is not None:
                     if weight_map.get(key) == f.name:
@@ -154,7 +163,7 @@ class SafetensorsIndex:
     def get(self, name: str) -> np.ndarray:
         file = self.names[name]
         dtype = self.dtype(name)
-        scale = next((name.removesuffix(".weight") + s for s in self._SCALE_SUFFIXES
+        scale = next((name.removesuffix(".weight") + s for s in SCALE_SUFFIXES
                       if name.removesuffix(".weight") + s in self.names), None)
         if dtype == "I8" and scale is not None and scale.endswith("SCB"):
             weight, scb = self._read(file, name), self._read(self.names[scale], scale)
@@ -162,7 +171,7 @@ class SafetensorsIndex:
                 raise SourceError(f"tensor {scale!r} in {file!r} has shape {tuple(scb.shape)}, expected "
                                   f"({weight.shape[0]},) for the LLM.int8 weight {name!r}; the file is corrupt.")
             return weight.astype(np.float64) * (scb.astype(np.float64)[:, None] / 127.0)
-        if dtype not in self._FLOATS or scale is not None:
+        if dtype not in FLOAT_TAGS or scale is not None:
             what = (f"stored with a separate scale {scale!r}" if scale is not None
                     else f"stored as {dtype} codes")
             raise SourceError(
@@ -174,7 +183,7 @@ class SafetensorsIndex:
     def _read(self, file: str, name: str) -> np.ndarray:
         try:
             dtype = self.dtype(name)
-            if dtype in _WIDENED:
+            if dtype in WIDENED_TAGS:
                 return self._read_widened(file, name, dtype)
             return self._handles[file].get_tensor(name)
         except SourceError:
@@ -187,17 +196,18 @@ class SafetensorsIndex:
     def _read_widened(self, file: str, name: str, dtype: str) -> np.ndarray:
         """A BF16 or F8 tensor (which numpy cannot hold) read from its bytes and widened to float32, exactly. The
         header's offsets locate the bytes (checked by :func:`parse_header`, the rules the Hub reader applies too)."""
-        if file not in self._headers:
-            with open(file, "rb") as f:
+        f = self._handles[_RAW + file]
+        with self._lock:
+            if file not in self._headers:
                 where = f"safetensors file {file!r}"
+                f.seek(0)
                 size = header_length(f.read(8), os.fstat(f.fileno()).st_size, where)
                 self._headers[file] = (8 + size, parse_header(f.read(size), os.fstat(f.fileno()).st_size, where))
-        start, header = self._headers[file]
-        info = header[name]
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        raw = np.empty(end - begin, dtype=np.uint8)
-        with open(file, "rb") as f:
+            start, header = self._headers[file]
+            info = header[name]
+            begin, end = info["data_offsets"]
+            shape = tuple(info["shape"])
+            raw = np.empty(end - begin, dtype=np.uint8)
             f.seek(start + begin)
             got = f.readinto(raw)
         if got != end - begin:
@@ -209,14 +219,21 @@ class SafetensorsIndex:
             bits[...] = raw.view("<u2")
             bits <<= 16  # bfloat16 -> float32: the same sign, exponent and leading mantissa bits, zeros below
             return out.reshape(shape)
-        import ml_dtypes
-
-        kind = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2}[dtype]
-        return raw.view(kind).astype(np.float32).reshape(shape)
+        return raw.view(numpy_dtype(dtype)).astype(np.float32).reshape(shape)
 
 
-#: safetensors dtypes that numpy has no type for: read from their bytes and widened to float32.
-_WIDENED = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
+#: the key prefix, in a handles dict, of the plain file a safetensors handle's raw bytes are read from
+_RAW = "raw:"
+
+
+class _Handles(dict):
+    """The open files of a :class:`SafetensorsIndex`; ``clear()`` closes them."""
+
+    def clear(self) -> None:
+        for key, value in self.items():
+            if key.startswith(_RAW):
+                value.close()
+        super().clear()
 
 
 def open_safetensors(file: Path) -> Any:
@@ -235,15 +252,10 @@ def open_safetensors(file: Path) -> Any:
             return safe_open(str(file), framework="numpy")
     except OSError as e:
         raise os_error(file, e, "safetensors file") from e
-    except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files
-        msg = str(e)
-        if "Permission denied" in msg or "os error 13" in msg:
-            raise SourceError(f"cannot read safetensors file {str(file)!r}: permission denied; make it readable "
-                              "(chmod) or run as a user who can read it.") from e
-        if "os error" in msg:
-            raise SourceError(f"cannot read safetensors file {str(file)!r}: {msg}; check the disk and retry.") from e
-        raise SourceError(f"could not read safetensors file {str(file)!r}: {e}. The file is probably truncated "
-                          "or corrupt (an interrupted download?); download it again.") from e
+    except Exception as e:  # safetensors raises its own SafetensorError on bad headers / short files (the
+        # operating system's refusals, permission denied first, were reported by the plain open above)
+        raise SourceError(f"could not read safetensors file {str(file)!r}: {first_line(e)}. The file is probably "
+                          "truncated or corrupt (an interrupted download?); download it again.") from e
 
 
 def check_quantization(config_path: Path, config: Any, index: SafetensorsIndex) -> None:

@@ -2,9 +2,6 @@
 folder, an ``offline:`` alias that is one, or a Hub repo id, where only the bytes asked for are fetched by range
 request (a few rows of a 50,000-token embedding table cost kilobytes, not the table's 50 MB).
 
->>> from qkgeometry.readers.tensors import row_ranges
->>> row_ranges([3, 4, 9], row_bytes=10, gap=0)
-[(3, 5), (9, 10)]
 """
 
 from __future__ import annotations
@@ -17,16 +14,13 @@ import numpy as np
 
 from ..errors import SourceError
 from ..source_names import OFFLINE_PREFIX
+from .safetensors_format import FLOAT_TAGS, TABLE_ROW_GAP, numpy_dtype, row_ranges
 
-__all__ = ["ROW_GAP", "read_tensors", "row_ranges"]
-
-#: rows of one tensor closer than this many bytes are fetched in one request (the gap is read and dropped)
-ROW_GAP = 64 * 1024
-_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+__all__ = ["read_tensors"]
 
 
 def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[int]] | None = None, *,
-                 revision: str | None = None, gap: int = ROW_GAP) -> dict[str, np.ndarray]:
+                 revision: str | None = None, gap: int = TABLE_ROW_GAP) -> dict[str, np.ndarray]:
     """The tensors ``names`` of the safetensors model ``source`` as float32 arrays (float64 ones stay float64).
 
     ``rows`` maps a name to the row indices (along axis 0) wanted; that tensor is returned as
@@ -50,23 +44,19 @@ def read_tensors(source: str, names: Sequence[str], rows: Mapping[str, Iterable[
         source = str(offline_path(source.removeprefix(OFFLINE_PREFIX)))
     path = Path(str(source)).expanduser()
     if isinstance(source, str) and not path.is_dir() and hub.is_hub_source(source):
-        return _from_hub(source, revision, names, rows, gap)
+        from .hub import client
+
+        repo_id, revision = hub.parse_hub_source(source, revision)
+        try:
+            return _from_hub(repo_id, revision, names, rows, gap)
+        except (SourceError, ValueError):  # already one line (a tensor or row that is not there)
+            raise
+        except Exception as e:  # an HTTP answer, a dropped connection: one line, no signed URL
+            raise client.hub_error(e, repo_id, revision) from e
     if not path.is_dir():
         raise SourceError(f"`source` {str(source)!r} is not a model folder (config.json + *.safetensors), an offline "
                           "alias of one or a Hub id; pass one of those.")
     return _from_folder(path, names, rows)
-
-
-def row_ranges(indices: Iterable[int], row_bytes: int, gap: int = ROW_GAP) -> list[tuple[int, int]]:
-    """Runs of rows ``[first, end)`` to read: sorted unique ``indices``, joined where fewer than ``gap`` bytes
-    (``row_bytes`` per row) lie between them."""
-    out: list[tuple[int, int]] = []
-    for i in sorted(set(indices)):
-        if out and (i - out[-1][1]) * row_bytes <= gap:
-            out[-1] = (out[-1][0], i + 1)
-        else:
-            out.append((i, i + 1))
-    return out
 
 
 def _check_rows(name: str, wanted: list[int], n_rows: int) -> None:
@@ -97,14 +87,13 @@ def _from_folder(folder: Path, names: list[str], rows: dict[str, list[int]]) -> 
         handles.clear()
 
 
-def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
+def _from_hub(repo_id: str, revision: str | None, names: list[str], rows: dict[str, list[int]],
               gap: int) -> dict[str, np.ndarray]:
-    from . import hub, remote
+    from .hub import client
 
-    repo_id, revision = hub.parse_hub_source(source, revision)
-    repo = remote.open_remote(repo_id, revision)
-    files = remote.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
-    headers, starts, _ = remote.safetensors_headers(files)  # checked like a local file's headers
+    repo = client.open_remote(repo_id, revision)
+    files = client.HubFiles(repo)  # one /resolve per file; every range read from its signed URL
+    headers, starts, _ = client.safetensors_headers(files)  # checked like a local file's headers
     where = {t: f for f, entries in headers.items() for t in entries if t != "__metadata__"}
     out = {}
     for name in names:
@@ -113,13 +102,13 @@ def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[st
             raise SourceError(f"tensor {name!r} is not in Hub repo {repo_id!r} (commit {repo.commit[:12]}); its "
                               f"tensors include {', '.join(sorted(where)[:4])} ...")
         info = headers[file][name]
-        if info["dtype"] not in _DTYPES:
+        if info["dtype"] not in FLOAT_TAGS:
             raise SourceError(f"tensor {name!r} of Hub repo {repo_id!r} is stored as {info['dtype']}; only "
-                              f"{', '.join(_DTYPES)} tensors are read here.")
+                              f"{', '.join(sorted(FLOAT_TAGS))} tensors are read here.")
         begin, stop = (int(v) for v in info["data_offsets"])
         base = starts[file] + begin
         shape = tuple(int(v) for v in info["shape"])
-        dtype = _numpy_dtype(info["dtype"])
+        dtype = numpy_dtype(info["dtype"])
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         if name not in rows:
             raw = files.read(file, base, base + stop - begin)
@@ -134,14 +123,6 @@ def _from_hub(source: str, revision: str | None, names: list[str], rows: dict[st
             got.update({i: block[i - first] for i in range(first, end)})
         out[name] = _widened(np.stack([got[i] for i in wanted]) if wanted else np.empty((0, *shape[1:]), dtype))
     return out
-
-
-def _numpy_dtype(tag: str) -> np.dtype:
-    if tag == "BF16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(_DTYPES[tag])
 
 
 def _widened(a: Any) -> np.ndarray:

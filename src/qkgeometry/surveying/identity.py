@@ -2,8 +2,9 @@
 
 * **The identity of a source** (:func:`source_identity`): a local file or folder is keyed by its resolved absolute
   path, so that ``m0``, ``./m0`` and ``/abs/m0`` are one model, and the same relative name typed in two working
-  folders is two; anything else (an ``offline:`` alias, a Hub id) by its text, the Hub commit being part of the
-  stored revision. A ``random:`` twin keeps its prefix. The store keys its models by this identity together with the
+  folders is two; a Hub model by its repo id in lower case with its revision unless ``main`` (``hf://org/m``,
+  ``org/m``, ``hf://org/m@main`` and ``ORG/M`` are one model), the Hub commit being part of the stored revision;
+  anything else (an ``offline:`` alias) by its text. A ``random:`` twin keeps its prefix. The store keys its models by this identity together with the
   scoring settings (``per``, ``num_std``, ``qk_norm``, ``input_norm``).
 * **Distinct labels** (:func:`distinct_labels`): two models may share a folder name (``x/m`` and ``y/m``). Tables
   and figures group rows by the model label, so rows of different sources under one label would be averaged into
@@ -28,7 +29,16 @@ __all__ = ["VIEW_OPTIONS", "distinct_labels", "one_view", "source_identity"]
 
 def source_identity(source: Any) -> str:
     """The text that identifies ``source`` in a survey store: a local path resolved (symbolic links followed, made
-    absolute), a ``random:`` twin with its source resolved, anything else as written."""
+    absolute), a Hub model as its repo id in lower case (the Hub's ids ignore case) with ``@revision`` unless the
+    revision is ``main`` (so ``hf://org/m``, ``org/m``, ``hf://org/m@main``, ``hf://models/org/m`` and ``ORG/M`` are
+    one model, as they are one model in the Hub cache), a ``random:`` twin with its source resolved, anything else
+    (an ``offline:`` alias) as written.
+
+    >>> {source_identity(s) for s in ("hf://Org/M", "org/m", "hf://org/m@main", "hf://models/org/m")}
+    {'org/m'}
+    >>> source_identity("hf://org/m@v1.0"), source_identity("random:GPT2")
+    ('org/m@v1.0', 'random:gpt2')
+    """
     text = str(source)
     prefix = RANDOM_PREFIX if text.startswith(RANDOM_PREFIX) else ""
     rest = text[len(prefix):]
@@ -36,7 +46,24 @@ def source_identity(source: Any) -> str:
         local = bool(rest) and "\0" not in rest and os.path.exists(os.path.expanduser(rest))
     except (OSError, ValueError):
         local = False
-    return prefix + (os.path.realpath(os.path.expanduser(rest)) if local else rest)
+    if local:
+        return prefix + os.path.realpath(os.path.expanduser(rest))
+    return prefix + _hub_identity(rest)
+
+
+def _hub_identity(text: str) -> str:
+    """``org/name[@revision]`` of a Hub source, in lower case without a ``main`` revision; ``text`` itself when it
+    is not one (an ``offline:`` alias, a path that does not exist)."""
+    from ..errors import SourceError
+    from ..readers.hub.plan import is_hub_source, parse_hub_source
+
+    if not text or not is_hub_source(text):
+        return text
+    try:
+        repo_id, revision = parse_hub_source(text)
+    except SourceError:
+        return text
+    return repo_id.lower() + (f"@{revision}" if revision not in (None, "main") else "")
 
 
 def distinct_labels(frame: pd.DataFrame) -> pd.DataFrame:

@@ -111,6 +111,14 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"`frame` lacks the column(s) {missing}; pass the frame of qkgeometry.score_model or "
                          "qkgeometry.survey (one row per layer or head, with both scores).")
+    scores = {}
+    for score in ("symmetry", "directionality"):
+        try:  # an empty frame's columns are of dtype object, which pandas cannot take quantiles of
+            scores[score] = pd.to_numeric(frame[score], errors="raise").astype(float)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"`frame` column {score!r} holds values that are not numbers ({first_line(e)}); pass "
+                             "the frame of qkgeometry.score_model or qkgeometry.survey.") from e
+    frame = frame.assign(**scores)
     grouped = distinct_labels(frame).groupby(["model", "family", "component"], sort=False)[["symmetry", "directionality"]]
     out = grouped.size().rename("n").to_frame()
     median, q25, q75 = grouped.median(), grouped.quantile(0.25), grouped.quantile(0.75)  # vectorised per group
@@ -205,7 +213,7 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
     * **Keyed on content.** A model is reused only when a stored model has the same ``source``, ``revision``,
       ``qkgeometry_version``, ``per``, ``num_std``, ``qk_norm`` and ``input_norm`` (:data:`CACHE_KEY`). For local files the
       revision hashes config.json and the weights (in full up to 256 MiB, else the headers plus an even sample:
-      see ``qkgeometry.readers.files.fingerprint``); for Hub models it is the commit.
+      see ``qkgeometry._files.fingerprint``); for Hub models it is the commit.
     * **One version per model.** A model whose revision or package version changed is recomputed, and its new
       rows replace the old ones as a unit (same ``source``, ``per``, ``num_std``, ``qk_norm``, ``input_norm``).
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for

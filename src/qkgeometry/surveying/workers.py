@@ -3,12 +3,16 @@
 :func:`run_tasks` submits one task per model and hands each outcome to the one writer as it arrives. It makes two
 promises that a plain :class:`~concurrent.futures.ProcessPoolExecutor` does not keep:
 
-* **A worker that dies fails only its model.** When a worker process is killed (``kill -9``, the out-of-memory
-  killer), the pool breaks and every pending task fails with ``BrokenProcessPool``, healthy and queued ones alike.
-  Each task records, at its start, the process it runs in; after a break the task whose process died first (any
-  exit other than the pool's own SIGTERM to its remaining workers) is reported as failed, and every other task of
-  the broken pool is run again on a fresh pool with the same settings. A round in which no task can be blamed fails
-  the tasks that were running, so a model that kills every worker it meets cannot loop.
+* **A worker that dies fails only its model, and only if it happens again.** When a worker process is killed
+  (``kill -9``, the out-of-memory killer), the pool breaks and every pending task fails with ``BrokenProcessPool``,
+  healthy and queued ones alike. Each task records, at its start, the process it runs in; after a break the tasks
+  whose process died (any exit other than the pool's own SIGTERM to its remaining workers) are suspects, or, when
+  no running task's process died (an idle worker was killed), every task that had started. Every task of the
+  broken pool is run again on a fresh pool with the same settings, except a task that is a suspect for the second
+  time: that one is reported as failed. So a worker killed while idle, or one stray kill, fails no model, and a
+  model that kills every worker it meets fails after two pools, never loops.
+* **A task that exits fails only its model.** A ``SystemExit`` raised by a task (a library calling ``sys.exit``)
+  is that task's error, not the end of the survey.
 * **Workers do not outlive this process.** :func:`worker_pool`'s workers watch their parent and exit when it is
   gone (``kill -9`` or SIGTERM of the survey), so no worker, nor the resource tracker they keep open, is left
   running.
@@ -37,7 +41,11 @@ PARENT_POLL_S = 0.5
 
 def watch_parent(parent: int) -> None:
     """Pool initializer: end this worker process as soon as the process ``parent`` is gone (its parent process id
-    changes when it dies). Runs a daemon thread; returns at once."""
+    changes when it dies). Runs a daemon thread; returns at once. The worker ignores Ctrl-C (the terminal sends it
+    to the whole process group): the survey stops its workers itself, and a worker's own traceback would only add
+    a stray "Process SpawnProcess-1:" report to the survey's one line."""
+    with contextlib.suppress(ValueError, OSError):  # not the main thread of the worker: keep its handlers
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -79,13 +87,17 @@ def worker_pool(workers: int) -> Iterator[Executor]:
 
 
 #: what a dask.distributed scheduler address looks like: [protocol://]host:port (a host name, IPv4 or [IPv6])
-_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
+_SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|"
                                 r"\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 
 
 def check_scheduler_address(address: str, what: str = "--dask-scheduler") -> None:
     """Refuse a scheduler address that is not one (empty, no port, a port over 65535, a URL of another protocol)
     before anything is created or contacted; the message names ``what``."""
+    if address.lower().startswith("ucx://"):  # a dask protocol, but one that needs its own package and setup
+        raise ValueError(f"{what} {address!r}: the ucx:// protocol is not supported (UCX needs the separate "
+                         "distributed-ucxx package and its own network setup); pass tcp://HOST:PORT, or tls://, ws:// "
+                         "or wss://.")
     match = _SCHEDULER_ADDRESS.match(address)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise ValueError(f"{what} {address!r} is not a scheduler address; pass tcp://HOST:PORT (e.g. "
@@ -164,6 +176,7 @@ def run_tasks(executor: Executor, task: Callable[..., Any], args_of: dict[int, t
     live futures (the caller cancels them on Ctrl-C). A process pool that breaks is replaced as the module
     docstring says; the replacement pools are shut down before returning."""
     pending = dict(args_of)
+    strikes: dict[int, int] = {}  # pools a task was a suspect of breaking
     pool, own = executor, False
     with tempfile.TemporaryDirectory(prefix="qkgeometry-tasks-") as marks:
         try:
@@ -188,7 +201,9 @@ def run_tasks(executor: Executor, task: Callable[..., Any], args_of: dict[int, t
                 if not broken:
                     break
                 pool.shutdown(wait=True)  # a broken pool is unusable; once shut down, its workers' exit codes are final
-                blamed = _blame(broken, markers, seen)
+                for i in _suspects(broken, markers, seen):
+                    strikes[i] = strikes.get(i, 0) + 1
+                blamed = {i: broken[i] for i in sorted(broken) if strikes.get(i, 0) >= 2}
                 for i, error in blamed.items():
                     on_error(i, error)
                 pending = {i: args_of[i] for i in broken if i not in blamed}
@@ -203,18 +218,19 @@ def _error_of(future: Future) -> BaseException | None:
         future.result()
     except Exception as e:  # the worker died, or the task could not be sent or returned
         return e
+    except SystemExit as e:  # a task that called sys.exit: its model's error, not the survey's end
+        return RuntimeError(f"the task exited (SystemExit {e.code!r}) instead of returning a result")
     return None
 
 
-def _blame(broken: dict[int, BaseException], markers: dict[int, str | None],
-           seen: dict[int, Any]) -> dict[int, BaseException]:
-    """The tasks of a broken pool to report as failed: those that ran in a worker which died of something other
-    than the pool's own SIGTERM; when none can be told, every task that had started (so a retry always shrinks)."""
+def _suspects(broken: dict[int, BaseException], markers: dict[int, str | None], seen: dict[int, Any]) -> set[int]:
+    """The tasks of a broken pool that may have broken it: those that ran in a worker which died of something other
+    than the pool's own SIGTERM; when none did (an idle worker died), every task that had started; when none had,
+    every task of the pool (so that a pool that keeps breaking ends)."""
     started: dict[int, int] = {}
     for i in broken:
         with contextlib.suppress(OSError, ValueError, TypeError):
             started[i] = int(Path(str(markers[i])).read_text())
     killed = {i for i, pid in started.items()
               if pid in seen and seen[pid].exitcode not in (None, -signal.SIGTERM)}
-    blamed = killed or set(started) or set(broken)
-    return {i: broken[i] for i in sorted(blamed)}
+    return killed or set(started) or set(broken)

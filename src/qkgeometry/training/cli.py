@@ -32,9 +32,21 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["GRID_FIELDS", "add_objectives_parser", "add_train_parser", "check_out_folders",
-           "configs_from_args", "configure_objectives_parser", "configure_train_parser", "flag",
-           "objective_config_from_args", "run_objectives", "run_train"]
+__all__ = [
+    "GRID_FIELDS",
+    "add_objectives_parser",
+    "add_train_parser",
+    "check_out_folders",
+    "check_train_size",
+    "configs_from_args",
+    "configure_objectives_parser",
+    "configure_train_parser",
+    "flag",
+    "objective_config_from_args",
+    "run_objectives",
+    "run_train",
+    "train_parameters",
+]
 
 
 #: Option groups of ``qkgeometry train``, by :class:`~qkgeometry.training.config.TrainConfig` field.
@@ -140,13 +152,58 @@ def configs_from_args(args: argparse.Namespace) -> dict:
               if f.name not in GRID_FIELDS}
     configs = {}
     for arch, init, seed in itertools.product(args.arch, args.init, args.seed):
+        given = {"arch": arch, "init": init, "seed": seed, **shared}
         try:
-            configs[f"{arch}-{init}-s{seed}"] = TrainConfig(arch=arch, init=init, seed=seed, **shared)
+            configs[f"{arch}-{init}-s{seed}"] = TrainConfig(**given)
         except ValueError as e:  # "hidden must be ..." -> "--hidden must be ..."
-            name, _, rest = str(e).partition(" ")
-            known = name in shared or name in GRID_FIELDS
-            raise ValueError(f"{flag(name)} {rest}" if known else str(e)) from None
+            name = _culprit(TrainConfig, given)
+            raise ValueError(str(e).replace(name, flag(name), 1) if name else str(e)) from None
+    for config in configs.values():
+        check_train_size(config)
     return configs
+
+
+def _culprit(config_cls: type, given: dict) -> str | None:
+    """The field whose given value alone (the others at their defaults) makes ``config_cls`` refuse, or None
+    (only a combination is refused): which option to name, found by building configs, not by reading the
+    error's text."""
+    for name, value in given.items():
+        try:
+            config_cls(**{name: value})
+        except ValueError:
+            return name
+    return None
+
+
+#: bytes of memory per trained parameter: float32 weights, gradients and AdamW's two moments
+TRAIN_BYTES_PER_PARAMETER = 16
+
+
+def train_parameters(config) -> int:
+    """About how many parameters the BERT of ``config`` has (embeddings, attention, feed-forward, LM head)."""
+    d, ffn = config.hidden, config.ffn
+    per_layer = 4 * d * d + 2 * d * ffn + 9 * d + ffn  # Q, K, V, O; the two feed-forward maps; biases and norms
+    return config.vocab_size * d + (config.seq_len + 2) * d + config.layers * per_layer + d * d + config.vocab_size
+
+
+def check_train_size(config) -> None:
+    """Refuse, before anything is built, a model whose training would not fit in this machine's memory (weights,
+    gradients and AdamW's moments: :data:`TRAIN_BYTES_PER_PARAMETER` bytes per parameter)."""
+    need = train_parameters(config) * TRAIN_BYTES_PER_PARAMETER
+    have = _memory_bytes()
+    if have is not None and need > have:
+        raise ValueError(f"--hidden {config.hidden}, --layers {config.layers}, --ffn {config.ffn} and --vocab-size "
+                         f"{config.vocab_size} make a model of about {train_parameters(config):.3g} parameters, "
+                         f"whose training needs about {need / 1e9:,.0f} GB of memory, more than this machine's "
+                         f"{have / 1e9:,.0f} GB; choose a smaller --hidden, --layers, --ffn or --vocab-size.")
+
+
+def _memory_bytes() -> int | None:
+    """This machine's physical memory in bytes, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def check_out_folders(configs: dict, out: str | os.PathLike) -> dict[str, Path]:

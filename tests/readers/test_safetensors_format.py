@@ -10,7 +10,7 @@ import pytest
 from safetensors.numpy import save
 
 from qkgeometry.errors import SourceError
-from qkgeometry.readers.safetensors_header import header_length, parse_header
+from qkgeometry.readers.safetensors_format import header_length, parse_header
 
 
 def split(blob: bytes) -> tuple[bytes, int]:

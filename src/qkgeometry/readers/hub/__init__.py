@@ -14,7 +14,7 @@ How a Hub model is read (the default, ``fetch="remote"``):
    :func:`qkgeometry.catalogue.cache_dir` (``hub/models--ORG--NAME/COMMIT/qk.safetensors``), read from the
    storage URL the file's one ``/resolve`` request gave (so ``/resolve`` requests per model are the shards + 2). Of a
    row-fused QKV weight (GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj``, ModernBERT's ``Wqkv``) only the Q
-   and K rows are fetched (V blocks shorter than 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
+   and K rows are fetched (V blocks of at most 1 MiB between them are read through); GPT-2's ``c_attn`` keeps
    Q, K and V side by side in columns and is fetched whole; :func:`hub_plan` says which.
 
 Every header is checked as the local reader checks a file (the data starts after the header, tensors tile it
@@ -29,6 +29,19 @@ headers say. A rerun of a finished model sends no data request, and with ``HF_HU
 (the revision is remembered per repo). ``fetch="snapshot"`` downloads the config and every ``*.safetensors`` file with
 ``snapshot_download`` instead (the huggingface_hub cache), for the rare checkpoint the remote path cannot read.
 Chapter 4 ("Models from the Hub") shows the plan and what it costs.
+
+The package reads like its pipeline:
+
+==============  ==================================================================================================
+module          step
+==============  ==================================================================================================
+``client``      resolve: the commit, each file's one ``/resolve``, range reads from the storage URL, every failure
+                as one line (the HTTP client, through huggingface_hub)
+``plan``        plan: the source names, which tensors and byte ranges scoring reads (:class:`HubPlan`)
+``cache``       cache: the local safetensors file per (repo, commit), its manifest of sha256s and its lock
+``fetch``       fetch: the plan's ranges into the cache file, one layer group at a time
+``__init__``    open: :func:`open_hub` (what ``load_qk`` calls), :func:`hub_plan`, :func:`plan_table`
+==============  ==================================================================================================
 """
 
 from __future__ import annotations
@@ -38,14 +51,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..architectures import QKNorm, get_architecture
-from ..errors import ConfigError, SourceError
-from ..model import SourcePlans
-from . import remote
-from .hf_config import read_config, resolve_plans
-from .hub_cache import HubCache
-from .hub_fetch import Fetcher
-from .hub_plan import (
+from ...architectures import QKNorm, get_architecture
+from ...errors import ConfigError, SourceError, first_line
+from ...model import SourcePlans
+from ..hf_config import read_config, resolve_plans
+from ..safetensors_format import row_pieces
+from . import client
+from .cache import HubCache
+from .fetch import Fetcher
+from .plan import (
     HF_PREFIX,
     FetchMode,
     HubPlan,
@@ -55,7 +69,6 @@ from .hub_plan import (
     looks_like_path,
     parse_hub_source,
     record_plans,
-    row_pieces,
 )
 
 __all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "format_bytes", "hub_plan", "is_hub_source", "looks_like_path",
@@ -66,13 +79,13 @@ def hub_plan(source: str, revision: str | None = None) -> HubPlan:
     """The fetch plan of a Hub model, from its safetensors headers (a few small range requests; no weights).
     ``qkgeometry score ID --plan`` and ``qkgeometry survey --preset ... --plan`` print it."""
     repo_id, revision = parse_hub_source(source, revision)
-    repo = remote.open_remote(repo_id, revision)
-    return _plan_remote(remote.HubFiles(repo), HubCache(repo_id))[0]
+    repo = client.open_remote(repo_id, revision)
+    return _plan_remote(client.HubFiles(repo), HubCache(repo_id))[0]
 
 
-def _plan_remote(files: remote.HubFiles, store: HubCache) -> tuple[HubPlan, Path]:
+def _plan_remote(files: client.HubFiles, store: HubCache) -> tuple[HubPlan, Path]:
     repo = files.repo
-    headers, starts, weight_map = remote.safetensors_headers(files)
+    headers, starts, weight_map = client.safetensors_headers(files)
     header_requests = files.requests + 1  # and config.json, read once (a cold start reads it)
     config_path = store.config(files)
     config = read_config(config_path)
@@ -105,7 +118,8 @@ def plan_table(sources: Iterable[Any]) -> Any:
     """One row per Hub model (bytes of the checkpoint, of its Q/K weights, still to fetch, already cached; the HTTP
     requests a fetch sends; gated or not; fused tensors fetched whole, or only their Q/K rows and the V bytes that
     saves) and a total row, as a pandas DataFrame; local sources get a row that says
-    so. A source that cannot be planned gets its one-line reason in ``note``."""
+    so. A source that cannot be planned (not found, a header that disagrees with its config, a dropped network)
+    gets its one-line reason in ``note``; the other rows are planned all the same."""
     import pandas as pd
 
     rows = []
@@ -121,6 +135,10 @@ def plan_table(sources: Iterable[Any]) -> Any:
             rows.append(row)
         except SourceError as e:
             rows.append({"model": label, "note": str(e)})
+        except ValueError as e:  # a header that disagrees with its config (a split refuses a shape)
+            rows.append({"model": label, "note": client.scrub(f"cannot plan {src!r}: {first_line(e)}")})
+        except Exception as e:  # one source's failure is its row's note, never the table's end
+            rows.append({"model": label, "note": str(client.hub_error(e, str(src), None))})
     frame = pd.DataFrame(rows)
     sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "requests", "rows_saved_bytes")
     for col in sizes:
@@ -143,7 +161,7 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
     if fetch == "snapshot":
         return open_snapshot(repo_id, revision, label, qk_norm)
     store = HubCache(repo_id)
-    if remote.is_offline():
+    if client.is_offline():
         commit = store.commit_for(revision)
         if commit is not None and not store.complete(commit):
             changed = store.verified(commit)[1]
@@ -158,18 +176,27 @@ def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNor
                               "HF_HUB_OFFLINE to fetch it, or pass a local model folder or an offline alias such as "
                               "'offline:minilm-l6'.")
         return _open_cached(store, commit, repo_id, label, qk_norm)
-    repo = remote.open_remote(repo_id, revision)
+    repo = client.open_remote(repo_id, revision)
     store.remember(repo.revision, repo.commit)
     if store.complete(repo.commit):
         return _open_cached(store, repo.commit, repo_id, label, qk_norm)
-    files = remote.HubFiles(repo)
+    files = client.HubFiles(repo)
     plan, _config_path = _plan_remote(files, store)
     with store.lock(repo.commit):
         store.prepare(plan)
         store.forget_changed(repo.commit)
         plan.cached = store.done(repo.commit, plan)
-    fetcher = Fetcher(files, plan, store)
-    return _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.close)
+        fetcher = Fetcher(files, plan, store)  # opens the file whose cached tensors were just counted
+    try:
+        opened = _open_cache_file(store, repo.commit, repo_id, label, qk_norm, fetcher.ensure, fetcher.release)
+        if not fetcher.is_cache_file():  # replaced between the two opens: the model would read another file
+            opened.close()
+            raise SourceError(f"the cache file {str(store.file(repo.commit))!r} of {repo_id!r} was replaced while "
+                              "it was being opened (another process cleared or rewrote the cache); rerun.")
+    except BaseException:
+        fetcher.release()
+        raise
+    return opened
 
 
 def _open_cached(store: HubCache, commit: str, repo_id: str, label: str, qk_norm: QKNorm) -> SourcePlans:
@@ -178,7 +205,7 @@ def _open_cached(store: HubCache, commit: str, repo_id: str, label: str, qk_norm
 
 def _open_cache_file(store: HubCache, commit: str, repo_id: str, label: str, qk_norm: QKNorm,
                      ensure: Callable[[str], None] | None, on_close: Callable[[], None] | None) -> SourcePlans:
-    from .safetensors import SafetensorsIndex, check_quantization
+    from ..safetensors import SafetensorsIndex, check_quantization
 
     config_path = store.folder(commit) / "config.json"
     config = read_config(config_path)
@@ -209,18 +236,18 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
     folder reader; the revision recorded is the snapshot's commit."""
     from huggingface_hub import snapshot_download
 
-    from .safetensors import open_folder
+    from ..safetensors import open_folder
 
     # online, the commit the endpoint reports is checked before huggingface_hub names folders by it (and its
     # refs/REVISION file keeps an offline rerun working); offline no endpoint is asked
-    repo = None if remote.is_offline() else remote.open_remote(repo_id, revision)
+    repo = None if client.is_offline() else client.open_remote(repo_id, revision)
     try:
-        with remote.quiet_retries():
+        with client.quiet_retries():
             folder = snapshot_download(repo_id, revision=revision,
                                        allow_patterns=["config.json", "*.safetensors", "*.safetensors.index.json"])
     except Exception as e:
-        raise remote.hub_error(e, repo_id, revision) from e
+        raise client.hub_error(e, repo_id, revision) from e
     if not any(Path(folder).glob("*.safetensors")):
-        raise remote.no_safetensors_error(repo or remote.open_remote(repo_id, revision))
+        raise client.no_safetensors_error(repo or client.open_remote(repo_id, revision))
     opened = open_folder(Path(folder), label, qk_norm)
     return replace(opened, source=repo_id, revision=Path(folder).name)  # the snapshot folder is the commit hash

@@ -9,22 +9,26 @@ import functools
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .._files import open_regular, read_regular, replacing, write_bytes_atomic
-from ..errors import SourceError
-from . import remote
-from .hub_plan import COMMIT_RE, HubPlan, Span, check_revision
+from ..._files import LOCK_TIMEOUT_S, locked, open_regular, read_regular, replacing, write_bytes_atomic
+from ...errors import OutputError, SourceError
+from ..safetensors_format import MAX_HEADER_BYTES
+from . import client
+from .plan import COMMIT_RE, HubPlan, Span, check_revision
 
-__all__ = ["LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
+__all__ = ["CACHE_FORMAT", "LOCK_TIMEOUT_S", "HubCache", "cache_layout", "read_header"]
 
-#: how long a fetch waits for another process that holds the same commit's lock
-LOCK_TIMEOUT_S = 900.0
+#: the layout of a cache file, kept in its ``__metadata__``: a file another layout wrote (an older or newer
+#: qkgeometry) is never trusted, it is prepared again
+CACHE_FORMAT = "qkgeometry-hub-cache/2"
 #: the last verification in this process: (file identity, size, times, manifest) -> (intact, changed)
 _VERIFIED: dict[tuple, tuple[frozenset[str], tuple[str, ...]]] = {}
+_VERIFIED_LOCK = threading.Lock()
 
 
 class HubCache:
@@ -42,7 +46,7 @@ class HubCache:
     @functools.cached_property
     def root(self) -> Path:
         """The repo's folder; the cache folder is created on first use (not before a refusal)."""
-        from ..catalogue.offline import cache_dir
+        from ...catalogue.offline import cache_dir
 
         return (self._base or cache_dir() / "hub") / ("models--" + self.repo_id.replace("/", "--"))
 
@@ -59,22 +63,16 @@ class HubCache:
 
     @contextlib.contextmanager
     def lock(self, commit: str) -> Iterator[None]:
-        """Hold the commit's lock (a ``filelock`` lock file, an OS lock on every platform); creates the folder."""
-        from filelock import FileLock, Timeout
-
+        """Hold the commit's lock (:func:`qkgeometry._files.locked` on ``qk.lock``, waiting at most
+        :data:`LOCK_TIMEOUT_S`); creates the folder."""
         folder = self.folder(commit)
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / "qk.lock"), timeout=LOCK_TIMEOUT_S)
         try:
-            lock.acquire()
-        except Timeout as e:
-            raise SourceError(f"another process has been fetching {self.repo_id!r} into {str(folder)!r} for "
-                              f"{LOCK_TIMEOUT_S:.0f} s (it holds {str(folder / 'qk.lock')!r}); wait for it to "
-                              "finish, or stop it, then rerun.") from e
-        try:
-            yield
-        finally:
-            lock.release()
+            with locked(folder, lock_file=folder / "qk.lock", timeout=LOCK_TIMEOUT_S,
+                        holder=f"another process fetching {self.repo_id!r} into {str(folder)!r}"):
+                yield
+        except OutputError as e:
+            raise SourceError(str(e)) from e
 
     def remember(self, revision: str, commit: str) -> None:
         check_revision(revision)
@@ -89,7 +87,7 @@ class HubCache:
         commit = got.decode(errors="replace").strip() if got is not None else None
         return commit if commit and COMMIT_RE.fullmatch(commit) else None
 
-    def config(self, files: remote.HubFiles) -> Path:
+    def config(self, files: client.HubFiles) -> Path:
         """config.json of the commit, fetched once (one request) into the commit's folder."""
         repo = files.repo
         path = self.folder(repo.commit) / "config.json"
@@ -97,7 +95,7 @@ class HubCache:
             try:
                 data = files.small("config.json")
             except Exception as e:
-                raise remote.hub_error(e, repo.repo_id, repo.revision) from e
+                raise client.hub_error(e, repo.repo_id, repo.revision) from e
             write_bytes_atomic(path, data)
         return path
 
@@ -121,9 +119,10 @@ class HubCache:
         entries = self.recorded(commit)
         st = f.stat()
         key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, json.dumps(entries, sort_keys=True))
-        if key in _VERIFIED:  # the same file, unchanged since it was hashed in this process
-            good, bad = _VERIFIED[key]
-            return set(good), list(bad)
+        with _VERIFIED_LOCK:  # the same file, unchanged since it was hashed in this process
+            known = _VERIFIED.get(key)
+        if known is not None:
+            return set(known[0]), list(known[1])
         good, bad = set(), []
         data_start = header[2]
         with open(f, "rb") as fh:
@@ -137,8 +136,9 @@ class HubCache:
                     good.add(name)
                 else:
                     bad.append(name)
-        _VERIFIED.clear()  # one entry: the last file verified
-        _VERIFIED[key] = (frozenset(good), tuple(sorted(bad)))
+        with _VERIFIED_LOCK:
+            _VERIFIED.clear()  # one entry: the last file verified
+            _VERIFIED[key] = (frozenset(good), tuple(sorted(bad)))
         return good, sorted(bad)
 
     def complete(self, commit: str) -> bool:
@@ -165,7 +165,7 @@ class HubCache:
             return
         f.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(self.manifest(plan.commit), b"{}")
-        head = json.dumps({"__metadata__": {"repo": plan.repo_id, "commit": plan.commit},
+        head = json.dumps({"__metadata__": {"format": CACHE_FORMAT, "repo": plan.repo_id, "commit": plan.commit},
                            **{n: {"dtype": s["dtype"], "shape": s["shape"], "data_offsets": s["data_offsets"]}
                               for n, s in layout.items()}}, separators=(",", ":")).encode()
         head += b" " * (-len(head) % 8)
@@ -221,23 +221,30 @@ def cache_layout(plan: HubPlan) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_header(path: Path) -> tuple[int, dict[str, Any], int] | None:
-    """(expected file size, tensor entries, data start) of a regular safetensors file, or None if it is absent,
-    not a regular file, or its header is unreadable."""
-    fh = open_regular(path)
-    if fh is None:
-        return None
-    with fh:
-        try:
-            n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or n > 100 * 2**20:
+def read_header(path: Path | int) -> tuple[int, dict[str, Any], int] | None:
+    """(expected file size, tensor entries, data start) of a regular cache file (a path, or a descriptor open on
+    one), or None if it is absent, not a regular file, its header is unreadable or it was written in another
+    layout than :data:`CACHE_FORMAT`."""
+    try:
+        if isinstance(path, int):
+            head = os.pread(path, 8, 0)
+            n = int.from_bytes(head, "little")
+            raw = os.pread(path, n, 8) if 0 < n <= MAX_HEADER_BYTES else b""
+        else:
+            fh = open_regular(path)
+            if fh is None:
                 return None
-            data = json.loads(fh.read(n))
-        except (OSError, ValueError):
-            return None
+            with fh:
+                n = int.from_bytes(fh.read(8), "little")
+                raw = fh.read(n) if 0 < n <= MAX_HEADER_BYTES else b""
+        data = json.loads(raw) if raw else None
+    except (OSError, ValueError):
+        return None
     if not isinstance(data, dict):
         return None
-    data.pop("__metadata__", None)
+    meta = data.pop("__metadata__", None)
+    if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+        return None
     try:
         end = max((int(v["data_offsets"][1]) for v in data.values()), default=0)
     except (TypeError, KeyError, ValueError, IndexError):
