@@ -62,7 +62,7 @@ MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 #: One colour per initialisation / attention variant (chapter 5; all encoder runs). None of them is a family colour,
 #: so that blue and red keep meaning encoder and decoder.
 INIT_COLORS = {"default": "#000000", "symmetric": "#17becf", "shared": "#8c564b", "skew": "#e377c2",
-               "rotated": "#bcbd22", "indefinite": "#6a3d9a", "norm-matched": "#7f7f7f"}
+               "rotated": "#bcbd22", "indefinite": "#6a3d9a", "norm-matched": "#637939"}
 #: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
 INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1)),
                "indefinite": (0, (1, 1)), "norm-matched": (0, (5, 2))}
