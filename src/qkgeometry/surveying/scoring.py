@@ -268,6 +268,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
             if store is not None:
                 store.put(outcome["frame"], outcome["key"])
             computed_order.append(str(outcome["frame"]["model"].iloc[0]))
+        elif outcome.get("place") and store is not None:  # a reused checkpoint: where it sits in its run
+            store.place(outcome["key"], outcome["place"])
         bar.set_postfix_str(outcome["label"])
         bar.update(1)
 
@@ -365,15 +367,27 @@ def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFra
 
 def _source_of(entry: Any) -> Any:
     from ..catalogue import PresetEntry
+    from .trajectories import Checkpoint
 
-    return entry.source if isinstance(entry, PresetEntry) else entry
+    return entry.source if isinstance(entry, (PresetEntry, Checkpoint)) else entry
+
+
+def _place(entry: Any) -> dict[str, Any] | None:
+    """Where a :class:`~qkgeometry.surveying.trajectories.Checkpoint` entry sits in its run (the store's
+    trajectory columns); None for any other entry."""
+    from .trajectories import Checkpoint
+
+    return entry.columns() if isinstance(entry, Checkpoint) else None
 
 
 def _label(entry: Any) -> str:
     from ..catalogue import PresetEntry
+    from .trajectories import Checkpoint
 
     if isinstance(entry, PresetEntry):
         return entry.name
+    if isinstance(entry, Checkpoint):
+        return entry.source
     return entry.name if isinstance(entry, QKModel) else str(entry)
 
 
@@ -428,13 +442,17 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
                    "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
             hit = _complete_rows(stored, key, model, per)
             if hit is not None:
-                return {"status": "hit", "label": label, "frame": hit, "key": key, "failure": None}
+                place = _place(entry)
+                return {"status": "hit", "label": label, "frame": hit if place is None else hit.assign(**place),
+                        "key": key, "failure": None, "place": place}
             rows = score_layers(model, per, num_std, progress, label=label)
             _check_result(rows, model, per)
         frame = rows.assign(model=meta.name if meta else model.name,
                             init=meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX)
                                                          else "pretrained"),
                             modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
+        if _place(entry) is not None:
+            frame = frame.assign(**_place(entry))
     except Exception as e:  # one bad model must not end a long survey: report, skip, go on
         return _failed(entry, e)
     return {"status": "computed", "label": label, "frame": frame, "key": key, "failure": None}

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
-           "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
-           "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
+           "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS", "SurveyStore", "empty_frame", "export_csv", "is_store_file",
+           "migrate_csv", "open_store", "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
 
 #: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
@@ -61,10 +61,20 @@ STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 IDENTITY = ["source", "per", "num_std", "qk_norm", "input_norm"]
 #: what changes when a model's content or the scoring code changes; a new fingerprint replaces the old rows
 FINGERPRINT = ["revision", "qkgeometry_version"]
+#: Where a checkpoint sits in its training run, stored once per model (NULL for a model that is no checkpoint):
+#: ``run`` (the run's full identity: the resolved folder that holds the checkpoints, the Hub repo id, or the name a
+#: training callback was given), ``checkpoint`` (its name in the run), ``stage`` (the training stage, for suites
+#: whose step count restarts at each stage), ``step`` (the training step) and ``tokens`` (tokens seen).
+TRAJECTORY_COLUMNS = ["run", "checkpoint", "stage", "step", "tokens"]
 
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
-_FORMAT = 1
+#: the store's layout version (``PRAGMA user_version``): 1 had no :data:`TRAJECTORY_COLUMNS`; 2 keeps them in
+#: ``models``. A version-1 store is migrated in place when it is opened for writing (the columns filled from the
+#: checkpoint names its sources carry, as version 1 read them), and read as version 2 when opened read-only.
+STORE_FORMAT = 2
+_FORMAT = STORE_FORMAT
+_INTEGER_TRAJECTORY = ("stage", "step", "tokens")
 #: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
 _ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
                 "n_heads", "n_kv_heads", "init", "modality"]
@@ -73,6 +83,7 @@ CREATE TABLE IF NOT EXISTS models (
     id INTEGER PRIMARY KEY,
     source TEXT NOT NULL, per TEXT NOT NULL, num_std REAL NOT NULL, qk_norm TEXT NOT NULL, input_norm TEXT NOT NULL,
     revision TEXT NOT NULL, qkgeometry_version TEXT NOT NULL, model TEXT NOT NULL, n_rows INTEGER NOT NULL,
+    run TEXT, checkpoint TEXT, stage INTEGER, step INTEGER, tokens INTEGER,
     UNIQUE (source, per, num_std, qk_norm, input_norm));
 CREATE TABLE IF NOT EXISTS rows (
     model_id INTEGER NOT NULL REFERENCES models(id),
@@ -195,6 +206,9 @@ class SurveyStore:
                     conn.execute(statement)
             else:
                 self._check()
+                if self._version < _FORMAT:
+                    _migrate(conn)
+            self._version = _FORMAT
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -210,6 +224,7 @@ class SurveyStore:
         if version > _FORMAT:
             raise ValueError(f"{self._what} {str(self.path)!r} was written by a newer qkgeometry (store format "
                              f"{version}, this one reads {_FORMAT}); upgrade qkgeometry.")
+        self._version = int(version)
 
     # -------------------------------------------------------------------------------------------- context
     def close(self) -> None:
@@ -227,35 +242,57 @@ class SurveyStore:
         return f"SurveyStore({str(self.path)!r})"
 
     # -------------------------------------------------------------------------------------------- reading
-    _SELECT = ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
-               ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) +
-               " FROM rows r JOIN models m ON m.id = r.model_id")
+    _version = _FORMAT
 
-    def _frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+    @property
+    def _select(self) -> str:
+        trajectory = ", ".join(f"m.{c}" if self._version >= 2 else f"NULL AS {c}" for c in TRAJECTORY_COLUMNS)
+        return ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
+                ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) + ", " + trajectory +
+                " FROM rows r JOIN models m ON m.id = r.model_id")
+
+    def _frame(self, sql: str, params: tuple = (), trajectory: bool = False) -> pd.DataFrame:
         try:
             records = self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path (the file is "
                              "left as it is).") from e
+        columns = [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if trajectory else SURVEY_COLUMNS
         if not records:
-            return empty_frame()
-        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT])
+            return empty_frame(trajectory)
+        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT,
+                                                            *TRAJECTORY_COLUMNS])
         frame["head"] = pd.to_numeric(frame["head"]).astype("Int64")  # NULL (a layer row) is <NA>
         for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
             frame[col] = frame[col].astype(np.int64)
         for col in ("symmetry", "directionality", "num_std"):
             frame[col] = frame[col].astype(float)
-        return frame[SURVEY_COLUMNS]
+        if trajectory and self._version < 2:  # a version-1 store read without migrating: as the migration fills it
+            filled = _trajectory_of_sources(frame["source"].astype(str).unique())
+            for col in TRAJECTORY_COLUMNS:
+                frame[col] = frame["source"].astype(str).map(lambda s, c=col: filled[s][c])
+        _trajectory_dtypes(frame)
+        return frame[columns]
 
-    def read(self) -> pd.DataFrame:
-        """Every row of the store, in the order the models were added (a replaced model moves to the end)."""
+    def read(self, trajectory: bool = False) -> pd.DataFrame:
+        """Every row of the store, in the order the models were added (a replaced model moves to the end): the
+        columns of :data:`SURVEY_COLUMNS`, and with ``trajectory=True`` also those of :data:`TRAJECTORY_COLUMNS`."""
         self._import_csv()
-        return self._frame(self._SELECT + " ORDER BY r.rowid")
+        return self._frame(self._select + " ORDER BY r.rowid", trajectory=trajectory)
 
-    def rows_for(self, source: str) -> pd.DataFrame:
+    def rows_for(self, source: str, trajectory: bool = False) -> pd.DataFrame:
         """The rows of every stored model whose ``source`` is ``source`` (any ``per``, ``num_std``, form)."""
         self._import_csv()
-        return self._frame(self._SELECT + " WHERE m.source = ? ORDER BY r.rowid", (str(source),))
+        return self._frame(self._select + " WHERE m.source = ? ORDER BY r.rowid", (str(source),), trajectory)
+
+    def place(self, key: dict[str, Any], columns: dict[str, Any]) -> None:
+        """Set the :data:`TRAJECTORY_COLUMNS` of the stored model of ``key`` (its :data:`IDENTITY`): where a
+        checkpoint whose rows were reused sits in its run. Nothing happens when no such model is stored."""
+        values = _trajectory_values(columns)
+        ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
+        sets = ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS)
+        self._write_sql(f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
+                        "input_norm = ?", (*values, *ident))
 
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
@@ -272,6 +309,11 @@ class SurveyStore:
         column, and nothing is written."""
         if len(frame):
             _check_rows(frame)
+            models = frame[IDENTITY].drop_duplicates()
+            if len(models) > 1:
+                sources = ", ".join(repr(str(s)) for s in dict.fromkeys(models["source"]))
+                raise ValueError(f"`frame` holds the rows of {len(models)} models (sources {sources}); put() stores "
+                                 "one model: pass each model's rows alone, or call put_many(frame).")
             self._write([(frame, key)])
 
     def put_many(self, frame: pd.DataFrame) -> int:
@@ -300,8 +342,8 @@ class SurveyStore:
         with locked(self.path):
             self._import_csv()
             self._transaction(parts)
-            frame = self._frame(self._SELECT + " ORDER BY r.rowid")
-            write_csv_atomic(spreadsheet_safe(frame), self.path, "survey file")
+            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
+            write_csv_atomic(spreadsheet_safe(_csv_columns(frame)), self.path, "survey file")
             self._stamp = _file_stamp(self.path)
 
     def _import_csv(self) -> None:
@@ -312,12 +354,27 @@ class SurveyStore:
         stamp = _file_stamp(self.path)
         if stamp == self._stamp:
             return
-        frame = read_store(self.path)
+        frame = read_store(self.path, trajectory=True)
         parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
         self._transaction(parts, clear=True)
         self._stamp = stamp
 
-    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False) -> None:
+    def _write_sql(self, sql: str, params: tuple) -> None:
+        """One statement in one transaction (with a CSV, under its lock and exported after)."""
+        if not self._csv:
+            self._transaction([], statement=(sql, params))
+            return
+        from .._files import locked, write_csv_atomic
+
+        with locked(self.path):
+            self._import_csv()
+            self._transaction([], statement=(sql, params))
+            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
+            write_csv_atomic(spreadsheet_safe(_csv_columns(frame)), self.path, "survey file")
+            self._stamp = _file_stamp(self.path)
+
+    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
+                     statement: tuple[str, tuple] | None = None) -> None:
         from ..errors import OutputError
 
         conn = self._conn
@@ -329,6 +386,8 @@ class SurveyStore:
                     conn.execute("DELETE FROM models")
                 for frame, key in parts:
                     self._replace(frame, key)
+                if statement is not None:
+                    conn.execute(*statement)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
@@ -347,15 +406,18 @@ class SurveyStore:
         records = _records(frame)
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
-        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records))
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records),
+                       *_trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
-                                    "qkgeometry_version, model, n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                    "qkgeometry_version, model, n_rows, " + ", ".join(TRAJECTORY_COLUMNS) +
+                                    f") VALUES ({', '.join('?' * (9 + len(TRAJECTORY_COLUMNS)))})",
                                     ident + fingerprint).lastrowid
         else:
             model_id = found[0]
             conn.execute("DELETE FROM rows WHERE model_id = ?", (model_id,))
-            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ? WHERE id = ?",
+            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ?, " +
+                         ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE id = ?",
                          (*fingerprint, model_id))
         conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
                          f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
@@ -376,11 +438,95 @@ def _check_rows(frame: pd.DataFrame) -> None:
             raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}, layer "
                              f"{row['layer']!r}) is not a finite number; a survey store holds finite scores only. "
                              "Rescore the model, or drop its rows.")
-    for col in ("model", "component", "layer", "source", "per", "input_norm", "qkgeometry_version"):
+    for col in ("model", "component", "layer", "source", "per", "input_norm", "revision", "qkgeometry_version",
+                "d_model", "head_dim", "n_heads", "n_kv_heads"):
         if frame[col].isna().any():
             i = int(np.flatnonzero(frame[col].isna().to_numpy())[0])
             raise ValueError(f"`frame`: {col} is missing in row {i} (model {frame.iloc[i]['model']!r}); a survey "
                              "store needs it on every row.")
+    for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
+        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
+        bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)) | (values < 0))
+        if bad.size:
+            row = frame.iloc[bad[0]]
+            raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}) is not a whole "
+                             "number >= 0; pass the sizes the model was scored with.")
+    for col in TRAJECTORY_COLUMNS:
+        if col not in frame.columns:
+            continue
+        for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
+            held = part[col].dropna().astype(str).unique()
+            if len(held) > 1 or (len(held) == 1 and part[col].isna().any()):
+                raise ValueError(f"`frame`: the rows of {str(part['source'].iloc[0])!r} hold {col} = "
+                                 f"{', '.join(held)}{' and missing' if part[col].isna().any() else ''}; a model sits "
+                                 "at one place of its run: give all its rows one value.")
+            if col in _INTEGER_TRAJECTORY and len(held):
+                value = pd.to_numeric(pd.Series([part[col].dropna().iloc[0]]), errors="coerce").iloc[0]
+                if not (np.isfinite(value) and value == round(value) and value >= 0):
+                    raise ValueError(f"`frame`: {col} = {part[col].dropna().iloc[0]!r} for "
+                                     f"{str(part['source'].iloc[0])!r} is not a whole number >= 0.")
+
+
+def _trajectory_values(columns: dict[str, Any]) -> tuple:
+    """The :data:`TRAJECTORY_COLUMNS` of one model as SQLite values (None where missing)."""
+    out = []
+    for col in TRAJECTORY_COLUMNS:
+        v = columns.get(col)
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            out.append(None)
+        elif col in _INTEGER_TRAJECTORY:
+            out.append(int(v))
+        else:
+            out.append(str(v))
+    return tuple(out)
+
+
+def _trajectory_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`TRAJECTORY_COLUMNS` of ``frame`` (those present) as text and nullable integers (in place)."""
+    for col in TRAJECTORY_COLUMNS:
+        if col not in frame.columns:
+            continue
+        if col in _INTEGER_TRAJECTORY:
+            frame[col] = pd.array(pd.to_numeric(frame[col], errors="coerce"), dtype="Int64")
+        else:
+            frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
+
+
+def _trajectory_of_sources(sources: Any) -> dict[str, dict[str, Any]]:
+    """What a version-1 store knew of each source's place in a run: its checkpoint name (read once, when the store
+    is migrated; version 2 stores it as written)."""
+    from .trajectories import checkpoint_of
+
+    out = {}
+    for source in sources:
+        found = checkpoint_of(str(source), resolve=False)
+        named = found.step is not None
+        out[str(source)] = {"run": found.run if named else None, "checkpoint": found.name if named else None,
+                            "stage": found.stage if named else None, "step": found.step,
+                            "tokens": found.tokens if named else None}
+    return out
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction: lay a version-1 store out as version 2 (add :data:`TRAJECTORY_COLUMNS` to
+    ``models``, filled from the checkpoint names of its sources) and mark it version 2."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
+    for col in TRAJECTORY_COLUMNS:
+        if col not in have:
+            conn.execute(f"ALTER TABLE models ADD COLUMN {col} {'INTEGER' if col in _INTEGER_TRAJECTORY else 'TEXT'}")
+    sources = [row[0] for row in conn.execute("SELECT DISTINCT source FROM models")]
+    for source, cols in _trajectory_of_sources(sources).items():
+        conn.execute("UPDATE models SET " + ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE source = ?",
+                     (*_trajectory_values(cols), source))
+    conn.execute(f"PRAGMA user_version = {_FORMAT}")
+
+
+def _csv_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """What a CSV store writes: :data:`SURVEY_COLUMNS`, plus :data:`TRAJECTORY_COLUMNS` when any model has them."""
+    if all(c in frame.columns for c in TRAJECTORY_COLUMNS) and frame[TRAJECTORY_COLUMNS].notna().any(axis=None):
+        return frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]]
+    return frame[SURVEY_COLUMNS]
 
 
 def _retry_locked(step: Any, seconds: float = 60.0) -> Any:
@@ -449,7 +595,7 @@ def migrate_csv(csv: str | Path, store: str | Path) -> int:
     absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
     :func:`qkgeometry.surveying.scoring.read_cache` drops them. Returns the number of models copied. Chapter 4."""
 
-    frame = read_store(csv)
+    frame = read_store(csv, trajectory=True)
     with SurveyStore(store, what="--store") as target:
         return target.put_many(frame)
 
@@ -460,14 +606,15 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
     from .._files import check_writable_file, write_csv_atomic
 
     check_writable_file(Path(csv), "--csv")
-    frame = read_store(store)
+    frame = _csv_columns(read_store(store, trajectory=True))
     write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
     return len(frame)
 
 
-def read_store(path: str | Path | None) -> pd.DataFrame:
+def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:
     """Every row of the survey store or survey CSV at ``path``: what
-    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there)."""
+    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there); with ``trajectory=True`` also the
+    columns of :data:`TRAJECTORY_COLUMNS` (missing values where a model is no checkpoint of a run)."""
     import io
     import warnings
 
@@ -475,24 +622,24 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
     from ..errors import first_line
 
     if path is None:
-        return empty_frame()
+        return empty_frame(trajectory)
     path = Path(path)
     try:
         if not resolve_output(path).exists():
-            return empty_frame()
+            return empty_frame(trajectory)
         if not resolve_output(path).is_file():
             raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
                              "file.")
         if is_store_file(path):
             if not resolve_output(path).stat().st_size:
-                return empty_frame()
+                return empty_frame(trajectory)
             with SurveyStore(path, what="survey store", readonly=True) as store:
-                return store.read()
+                return store.read(trajectory)
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
     if not data.strip():
-        return empty_frame()
+        return empty_frame(trajectory)
     try:
         text = data.decode("utf-8")
         if not text.endswith("\n"):
@@ -529,7 +676,12 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
     frame["qk_norm"] = frame["qk_norm"].fillna("")
     frame["input_norm"] = frame["input_norm"].fillna("raw")
     frame["revision"] = frame["revision"].fillna("")
-    return frame[SURVEY_COLUMNS]
+    if not trajectory:
+        return frame[SURVEY_COLUMNS]
+    for col in TRAJECTORY_COLUMNS:
+        if col not in frame.columns:
+            frame[col] = None
+    return _trajectory_dtypes(frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]].copy())
 
 
 #: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
@@ -569,8 +721,9 @@ def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
     return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
 
 
-def empty_frame() -> pd.DataFrame:
-    """A survey frame with no rows: the columns of :data:`SURVEY_COLUMNS`, ``head`` as ``Int64``."""
-    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
+def empty_frame(trajectory: bool = False) -> pd.DataFrame:
+    """A survey frame with no rows: the columns of :data:`SURVEY_COLUMNS` (and of :data:`TRAJECTORY_COLUMNS` with
+    ``trajectory=True``), ``head`` as ``Int64``."""
+    frame = pd.DataFrame(columns=[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if trajectory else SURVEY_COLUMNS)
     frame["head"] = frame["head"].astype("Int64")
-    return frame
+    return _trajectory_dtypes(frame)
