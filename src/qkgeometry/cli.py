@@ -322,10 +322,11 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     check_writable_file(args.out, "--out")
     if args.figure is not None:
         check_writable_file(args.figure, "--figure")
+    progress = sys.stderr.isatty()
     with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
         open_store(args.out, "--out").close()
         frame = trajectory(chosen, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
-                           executor=executor, device=args.device, progress=sys.stderr.isatty())
+                           executor=executor, device=args.device, progress=progress)
     if len(frame):
         plain = frame.copy()
         plain.attrs = {}  # pandas compares attrs (which hold frames) when it combines the groups
@@ -340,7 +341,7 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     computed = frame.attrs.get("computed", [])
     print(f"computed {len(computed)} checkpoint(s), reused {len(chosen) - len(computed) - len(failures)} from "
           f"{args.out}")
-    for f in failures.itertuples(index=False):
+    for f in [] if progress else failures.itertuples(index=False):  # with a progress bar, printed as they fail
         print(f"failed: {f.source}: {f.error}: {f.message}")
     if args.figure is not None and len(frame):
         _save_trajectory_figure(frame, events, args.figure)

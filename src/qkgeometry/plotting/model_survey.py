@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from .style import DIVERGING, FAMILY_COLORS, MODEL_MARKERS, STACK_COLORS, STACK_WORDS, plt, require_rows
 
 __all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_scores", "curve_label",
-           "head_pair_terms", "label_text", "modality_planes", "one_view_only", "paired_stacks", "raw_vs_folded", "stack_of",
+           "head_pair_terms", "label_text", "modality_planes", "paired_stacks", "raw_vs_folded", "stack_of",
            "survey_figures", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter", "survey_twins"]
 
 #: characters of a model name shown in a figure (longer names end in "…")
@@ -87,7 +87,7 @@ def curve_label(model: str, component: str) -> str:
     return label_text(model) if component == "self" else f"{label_text(model)} [{component}]"
 
 
-def one_view_only(frame, name: str = "frame") -> None:
+def _one_view_only(frame, name: str = "frame") -> None:
     """Refuse a frame that mixes what one figure cannot show together: per-layer with per-head rows, or raw with
     folded gains, of one model (the figure would average them). ``ValueError`` names how to select one."""
     from ..surveying.identity import one_view
@@ -109,7 +109,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     the panels. ``frame``: a survey frame (per layer, or per head, which is then averaged over heads). Returns the
     Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
-    one_view_only(frame)
+    _one_view_only(frame)
     keys = ["model", "family", "init", "component"]
     if frame[keys].isna().any(axis=1).all():  # nothing to draw, and a legend of 0 columns would fail in matplotlib
         raise ValueError(f"frame has no row with all of {', '.join(keys)} set; pass the frame of "
@@ -151,7 +151,7 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
     twins left out), on a shared colour scale centred at 0, in a near-square grid (at most four panels a row).
     Returns the Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(..., per='head')")
-    one_view_only(frame[frame["head"].notna()] if "head" in frame.columns else frame)
+    _one_view_only(frame[frame["head"].notna()] if "head" in frame.columns else frame)
     heads = frame[frame["head"].notna() & (frame.get("init", "pretrained") != "random")]
     groups = list(heads.groupby(["model", "component"], sort=False))
     if not groups:
@@ -253,7 +253,7 @@ def survey_twins(frame, score: str = "symmetry"):
     ``frame``: a survey frame with ``init`` in {pretrained, random}; twins are matched by the name suffix
     " (random init)". Returns the Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with pretrained models and their random:<source> twins")
-    one_view_only(frame)
+    _one_view_only(frame)
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False)[score].mean().reset_index()
     layers["base"] = layers["model"].str.replace(" (random init)", "", regex=False)
     bases = list(dict.fromkeys(layers["base"]))

@@ -263,7 +263,8 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         if outcome["status"] == "failed":
             f = outcome["failure"]
             warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=4)
-            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
+            if progress:  # live, above the bar; without one, the caller reports failures (frame.attrs)
+                bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
         elif outcome["status"] == "computed":
             if store is not None:
                 store.put(outcome["frame"], outcome["key"])
