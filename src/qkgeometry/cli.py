@@ -476,7 +476,7 @@ def _trajectory_figures(frame: pd.DataFrame) -> dict:
     labels = run_labels(rows["run"].astype(str))
     out = {}
     for (run, component), part in rows.groupby([rows["run"].astype(str), "component"], sort=False):
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"trajectory-{labels[run]}-{component}").strip("-")
+        stem = re.sub(r"[^A-Za-z0-9._]+", "-", f"trajectory-{labels[run]}-{component}").strip("-")
         out[stem] = trajectory_curves(part.assign(run=labels[run]), identical=identical_checkpoints(part))
     return out
 

@@ -14,7 +14,6 @@ from qkgeometry.surveying.trajectories import (
     Checkpoint,
     checkpoint_of,
     find_checkpoints,
-    read_trajectory,
     select_checkpoints,
     trajectory,
     trajectory_plan,
@@ -233,6 +232,7 @@ def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_fo
     """Steps given as (source, step) pairs with relative paths come back, and are stored, as given: a figure drawn
     from the store later shows them, not the steps in the folders' names."""
     from qkgeometry.cli import main
+    from qkgeometry.surveying.trajectories import read_trajectory
 
     monkeypatch.chdir(run_folder)
     store = tmp_path / "p.sqlite"
@@ -250,6 +250,7 @@ def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_fo
 def test_two_runs_whose_folders_share_a_name_are_never_merged(run_folder, tmp_path, capsys):
     from qkgeometry.cli import _trajectory_figures
     from qkgeometry.plotting import plt
+    from qkgeometry.surveying.trajectories import read_trajectory
 
     a = _copy_run(run_folder, tmp_path / "expA" / "out")
     b = _copy_run(run_folder, tmp_path / "expB" / "out", steps=STEPS[:2])
