@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -370,15 +369,11 @@ def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: P
 
     matplotlib.use("Agg")
     from .plotting import use_style
-    from .plotting.trajectory import trajectory_curves
+    from .plotting.trajectory import run_figure
 
     use_style()
-    first = frame[frame["component"] == frame["component"].iloc[0]]
-    failed = [str(s) for s in frame.attrs["failures"]["source"]]
-    asked = frame.attrs["checkpoints"]
-    failed_at = {str(c.name): c.step for c in asked.itertuples() if str(c.source) in failed and c.step == c.step}
-    _save_figure(trajectory_curves(first, events=events, identical=frame.attrs.get("identical", ()),
-                                   failed=failed_at), path)
+    _save_figure(run_figure(frame, events), path)
+
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
@@ -453,32 +448,13 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plotting import survey_figures, use_style
+    from .plotting import survey_figures, trajectory_figures, use_style
 
     use_style()
-    figures = _trajectory_figures(frame) if args.trajectory else survey_figures(frame)
+    figures = trajectory_figures(frame) if args.trajectory else survey_figures(frame)
     for stem, fig in figures.items():
         _save_figure(fig, args.out_dir / f"{stem}.png")
     return 0
-
-
-def _trajectory_figures(frame: pd.DataFrame) -> dict:
-    """One trajectory figure per (run, attention stack) of a store's rows that are checkpoints of a run (two runs
-    are never merged, whatever their folders' names)."""
-
-    from .plotting.trajectory import trajectory_curves
-    from .surveying.trajectories import identical_checkpoints, order_rows, run_labels
-
-    rows = order_rows(frame[frame["step"].notna()])
-    if not len(rows):
-        raise ValueError("--trajectory: no row of the store is a checkpoint with a known step; write one with "
-                         "`qkgeometry trajectory SOURCE --out STORE`.")
-    labels = run_labels(rows["run"].astype(str))
-    out = {}
-    for (run, component), part in rows.groupby([rows["run"].astype(str), "component"], sort=False):
-        stem = re.sub(r"[^A-Za-z0-9._]+", "-", f"trajectory-{labels[run]}-{component}").strip("-")
-        out[stem] = trajectory_curves(part.assign(run=labels[run]), identical=identical_checkpoints(part))
-    return out
 
 
 def _add_offline(sub: argparse._SubParsersAction) -> None:

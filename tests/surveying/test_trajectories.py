@@ -248,8 +248,7 @@ def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_fo
 
 
 def test_two_runs_whose_folders_share_a_name_are_never_merged(run_folder, tmp_path, capsys):
-    from qkgeometry.cli import _trajectory_figures
-    from qkgeometry.plotting import plt
+    from qkgeometry.plotting import plt, trajectory_figures
     from qkgeometry.surveying.trajectories import read_trajectory
 
     a = _copy_run(run_folder, tmp_path / "expA" / "out")
@@ -259,7 +258,7 @@ def test_two_runs_whose_folders_share_a_name_are_never_merged(run_folder, tmp_pa
     trajectory(b, cache=store)
     rows = read_trajectory(store)
     assert rows.groupby("run")["source"].nunique().to_dict() == {str(a.resolve()): 3, str(b.resolve()): 2}
-    figures = _trajectory_figures(rows)
+    figures = trajectory_figures(rows)
     assert sorted(figures) == ["trajectory-expA-out-self", "trajectory-expB-out-self"]
     titles = sorted(f.axes[0].get_title(loc="left") for f in figures.values())
     assert titles == ["expA/out: 3 checkpoints", "expB/out: 2 checkpoints"]

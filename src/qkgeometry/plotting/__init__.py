@@ -14,7 +14,7 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
 * :mod:`~qkgeometry.plotting.trajectory`: scores across training, chapter 3 and ``qkgeometry plot --trajectory``
-  (:func:`trajectory_curves`);
+  (:func:`trajectory_curves`, :func:`trajectory_figures`, :func:`run_figure`);
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
   :func:`edit_losses`).
 
@@ -69,7 +69,7 @@ from .style import (
     use_style,
 )
 from .training import PANEL_WORDS, init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
-from .trajectory import trajectory_curves
+from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
 FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
@@ -120,6 +120,7 @@ __all__ = [
     "primary_label",
     "raw_vs_folded",
     "require_rows",
+    "run_figure",
     "score_plane",
     "stack_of",
     "survey_figures",
@@ -130,5 +131,6 @@ __all__ = [
     "survival_grid",
     "trajectories_vs_paper",
     "trajectory_curves",
+    "trajectory_figures",
     "use_style",
 ]

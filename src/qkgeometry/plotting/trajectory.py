@@ -10,7 +10,7 @@ import numpy as np
 
 from .style import NULL_COLOR, plt, require_rows
 
-__all__ = ["trajectory_curves"]
+__all__ = ["run_figure", "trajectory_curves", "trajectory_figures"]
 
 _SCORES = {"symmetry": "symmetry s", "directionality": "directionality d"}
 _NULL_LABEL = "random factors (95%)"
@@ -197,3 +197,37 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
                labels + [_NULL_LABEL] * len(null_patch[:1]) + [h.get_label() for h in extra],
                loc="outside lower center", ncols=4, fontsize=9, frameon=False)
     return fig
+
+
+def run_figure(frame, events: Mapping[str, int] | None = None):
+    """The figure of one :func:`qkgeometry.trajectory` result (``qkgeometry trajectory --figure``): its first
+    attention stack, with the identical checkpoints (``frame.attrs["identical"]``) ringed and the failed ones
+    (``frame.attrs["failures"]``) marked at their steps."""
+    first = frame[frame["component"] == frame["component"].iloc[0]]
+    failures = frame.attrs.get("failures")
+    failed_sources = set() if failures is None else {str(s) for s in failures["source"]}
+    asked = frame.attrs.get("checkpoints")
+    failed = {} if asked is None or not len(asked) else {
+        str(c.name): c.step for c in asked.itertuples() if str(c.source) in failed_sources and c.step == c.step}
+    return trajectory_curves(first, events=events, identical=frame.attrs.get("identical", ()), failed=failed)
+
+
+def trajectory_figures(frame) -> dict:
+    """``qkgeometry plot STORE --trajectory``: one figure per (run, attention stack) of the rows that are
+    checkpoints with a known step (a store read with
+    :func:`qkgeometry.surveying.trajectories.read_trajectory`), by file stem. Two runs are never merged, whatever
+    their folders' names; each is labelled by the shortest tail of its path that tells it from the others."""
+    import re
+
+    from ..surveying.trajectories import identical_checkpoints, order_rows, run_labels
+
+    rows = order_rows(frame[frame["step"].notna()]) if "step" in frame else frame.iloc[:0]
+    if not len(rows):
+        raise ValueError("--trajectory: no row of the store is a checkpoint with a known step; write one with "
+                         "`qkgeometry trajectory SOURCE --out STORE`.")
+    labels = run_labels(rows["run"].astype(str))
+    out = {}
+    for (run, component), part in rows.groupby([rows["run"].astype(str), "component"], sort=False):
+        stem = re.sub(r"[^A-Za-z0-9._]+", "-", f"trajectory-{labels[run]}-{component}").strip("-")
+        out[stem] = trajectory_curves(part.assign(run=labels[run]), identical=identical_checkpoints(part))
+    return out

@@ -255,7 +255,7 @@ def with_steps(frame: pd.DataFrame) -> pd.DataFrame:
     ``step`` and ``tokens``, in run order (:func:`order_rows`). A frame that has them (a trajectory, or a store read
     with :func:`read_trajectory`) keeps its own; for any other, they are read from each row's ``source``
     (:func:`checkpoint_of`), and rows whose source names no step keep ``<NA>``."""
-    from .store import TRAJECTORY_COLUMNS, _trajectory_dtypes
+    from .columns import TRAJECTORY_COLUMNS, _trajectory_dtypes
 
     out = frame.copy()
     if not all(c in out.columns for c in TRAJECTORY_COLUMNS):
@@ -332,8 +332,8 @@ def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: in
     """
     import warnings
 
+    from .columns import TRAJECTORY_COLUMNS, _trajectory_dtypes
     from .scoring import survey
-    from .store import TRAJECTORY_COLUMNS, _trajectory_dtypes
 
     if isinstance(source, (list, tuple)) and source and all(isinstance(c, Checkpoint) for c in source):
         found = list(source)
