@@ -177,8 +177,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
     source, or :class:`qkgeometry.catalogue.PresetEntry` items (``qkgeometry.catalogue.preset("offline")``), whose ``name``
-    labels the rows. A source given more than once is surveyed and returned once (``frame.attrs["repeated"]``
-    lists the repeats); two spellings of one local path count as one source.
+    labels the rows, or :class:`qkgeometry.surveying.trajectories.Checkpoint` items, whose rows carry (and whose
+    store keeps) where each sits in its training run (``run``, ``checkpoint``, ``stage``, ``step``, ``tokens``).
+    A source given more than once is surveyed and returned once (``frame.attrs["repeated"]`` lists the repeats);
+    two spellings of one local path count as one source.
 
     Streaming: each model is opened lazily and scored layer by layer with the factored formulas (memory ~ one
     layer's Q/K weights; see ``benchmarks/bench_survey_memory.py``).
