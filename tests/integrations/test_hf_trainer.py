@@ -167,3 +167,16 @@ def test_a_two_process_ddp_run_scores_on_rank_0_only(tmp_path):
     assert ranks[0]["logged"] == [2, 4]
     stored = read_trajectory(store)
     assert sorted(stored["step"].unique()) == [0, 2, 4] and stored.groupby("step")["source"].nunique().max() == 1
+
+
+def test_training_that_shards_the_weights_is_refused_when_it_starts(tmp_path):
+    from types import SimpleNamespace
+
+    from qkgeometry.integrations import ScoreCallback
+
+    callback = ScoreCallback(store=tmp_path / "s.sqlite")
+    args = SimpleNamespace(fsdp="full_shard", deepspeed=None, output_dir=str(tmp_path))
+    state = SimpleNamespace(global_step=0, is_world_process_zero=True)
+    with pytest.raises(ValueError, match=r"shards the weights across processes \(FSDP"):
+        callback.on_train_begin(args, state, None, model=None)
+    assert not (tmp_path / "s.sqlite").exists()

@@ -30,7 +30,9 @@ class ScoreCallback(TrainerCallback):
       trackio, and ``trainer.state.log_history``, with the loss of that step.
 
     The weights are read where they are (no copy of the model; one layer's Q/K in float64 at a time, on the
-    model's device) with the factored kernel. ``store``, ``every``, ``run``, ``per``, ``num_std``, ``input_norm``:
+    model's device) with the factored kernel. Training that shards the weights themselves across processes (FSDP,
+    DeepSpeed ZeRO-3) holds no whole Q/K on any one of them and is refused when training starts; DDP and ZeRO-1/2
+    are fine. ``store``, ``every``, ``run``, ``per``, ``num_std``, ``input_norm``:
     see :class:`~qkgeometry.integrations.LiveScorer`; they are checked when the callback is made, before training.
     """
 
@@ -47,6 +49,7 @@ class ScoreCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         _log_before_reporters(self)
+        _check_whole_weights(args)
         if state.global_step == 0:  # the initial weights, where the trajectory starts: stored, not logged (the
             self._score(args, state, model, log=False)  # trainer logs no step 0)
 
@@ -70,7 +73,8 @@ class ScoreCallback(TrainerCallback):
         """Score on the main process only; True when it scored."""
         if not state.is_world_process_zero or model is None or state.global_step in self._scored:
             return False
-        tokens = getattr(state, "num_input_tokens_seen", 0) or None
+        counted = getattr(args, "include_num_input_tokens_seen", "no") not in ("no", False, None)
+        tokens = int(getattr(state, "num_input_tokens_seen", 0)) if counted else None
         medians = self.scorer.score(model, state.global_step, run=self.scorer.run_of(args.output_dir),
                                     tokens=tokens)
         self._scored.add(state.global_step)
@@ -93,3 +97,17 @@ def _log_before_reporters(callback: TrainerCallback) -> None:
     callbacks.remove(callback)
     flow = [i for i, c in enumerate(callbacks) if isinstance(c, DefaultFlowCallback)]
     callbacks.insert(flow[0] + 1 if flow else 0, callback)
+
+
+def _check_whole_weights(args: Any) -> None:
+    """Refuse training whose processes each hold a shard of the weights (FSDP, DeepSpeed ZeRO-3): scoring on the
+    main process would read a shard, or wait forever for the others to gather the weights."""
+    sharded = "FSDP (`fsdp`)" if getattr(args, "fsdp", None) else None
+    if sharded is None and getattr(args, "deepspeed", None):
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        sharded = "DeepSpeed ZeRO-3" if is_deepspeed_zero3_enabled() else None
+    if sharded:
+        raise ValueError(f"ScoreCallback: this training shards the weights across processes ({sharded}), so no "
+                         "process holds whole Q/K weights to score; score the saved checkpoints afterwards with "
+                         "`qkgeometry trajectory OUTPUT_DIR --out STORE` instead.")
