@@ -232,6 +232,7 @@ def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_fo
     """Steps given as (source, step) pairs with relative paths come back, and are stored, as given: a figure drawn
     from the store later shows them, not the steps in the folders' names."""
     from qkgeometry.cli import main
+    from qkgeometry.plotting import plt, trajectory_figures
     from qkgeometry.surveying.trajectories import read_trajectory
 
     monkeypatch.chdir(run_folder)
@@ -245,6 +246,9 @@ def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_fo
     again = trajectory([(f"checkpoint-{s}", 100 + s) for s in STEPS], cache=store)  # reused rows, new places
     assert again.attrs["computed"] == [] and list(read_trajectory(store)["step"].unique()) == [100, 103, 106]
     assert main(["plot", str(store), "--trajectory", "--out-dir", str(tmp_path / "figs")]) == 0
+    (fig,) = trajectory_figures(read_trajectory(store)).values()
+    assert list(fig.axes[0].lines[0].get_xdata()) == [100, 103, 106]  # the steps given, not the names' 0, 3, 6
+    plt.close(fig)
 
 
 def test_two_runs_whose_folders_share_a_name_are_never_merged(run_folder, tmp_path, capsys):
