@@ -35,12 +35,16 @@ class LiveScorer:
     def __init__(self, store: str | Path | None = None, every: int = 100, *, run: str | None = None,
                  per: str = "layer", num_std: float = 2.0, input_norm: str = "raw", prefix: str = "qkgeometry"):
         from .._files import check_writable_file
-        from ..surveying.scoring import _check_args
+        from .._validation import check_num_std
         from ..surveying.store import STORE_SUFFIXES
 
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"`every` must be a whole number of steps >= 1; got {every!r}.")
-        _check_args(per, num_std, input_norm)
+        if per not in ("layer", "head"):
+            raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
+        if input_norm not in ("raw", "folded"):
+            raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
+        check_num_std(num_std)
         if run is not None and (not isinstance(run, str) or not run.strip()):
             raise ValueError(f"`run` must be a non-empty name for this training run; got {run!r}.")
         if store is not None:

@@ -14,6 +14,8 @@ __all__ = ["run_figure", "trajectory_curves", "trajectory_figures"]
 
 _SCORES = {"symmetry": "symmetry s", "directionality": "directionality d"}
 _NULL_LABEL = "random factors (95%)"
+#: marks on checkpoints to check (identical weights, failed): a colour no family or initialisation uses
+_MARK_COLOR = "#e7298a"
 
 
 def _null_band(rows, score: str, n_samples: int) -> tuple[float, float] | None:
@@ -110,8 +112,8 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     Suites whose step count restarts at each stage (a ``stage`` column) get one row of panels per stage when drawn
     against step; two checkpoints at one x of one panel are refused, never averaged. ``events``: name -> step,
     drawn as labelled vertical lines (e.g. ``{"induction heads": 1500}``). ``identical``: groups of checkpoint names
-    that hold the same weights (:func:`qkgeometry.surveying.trajectories.identical_checkpoints`), ringed in red;
-    ``failed``: checkpoint name -> step of checkpoints that could not be scored, marked with a red ✕ on the axis.
+    that hold the same weights (:func:`qkgeometry.surveying.trajectories.identical_checkpoints`), ringed in magenta;
+    ``failed``: checkpoint name -> step of checkpoints that could not be scored, marked with a magenta ✕ on the axis.
 
     ``frame``: tidy rows with ``step``, ``layer``, ``symmetry`` and ``directionality`` (the rows of
     :func:`qkgeometry.trajectory`, or recorded training logs), for one attention stack per run. Returns the
@@ -170,12 +172,12 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
                 if len(hit):
                     pts = hit.groupby(["_x", "layer"])[score].median().reset_index()
                     marks["identical"] = ax.scatter(pts["_x"], pts[score], s=40, facecolors="none",
-                                                    edgecolors="#d62728", lw=1.1, zorder=5,
+                                                    edgecolors=_MARK_COLOR, lw=1.1, zorder=5,
                                                     label="identical weights (check the revisions)")
             if failed and not per_stage and x_col == "step":
                 at = [float(v) for v in failed.values() if v is not None and v == v]
                 if at:
-                    marks["failed"] = ax.scatter(at, [0.0] * len(at), marker="x", color="#d62728", s=36,
+                    marks["failed"] = ax.scatter(at, [0.0] * len(at), marker="x", color=_MARK_COLOR, s=36,
                                                  transform=ax.get_xaxis_transform(), clip_on=False, zorder=6,
                                                  label="failed to score")
             for name, step in (events or {}).items():

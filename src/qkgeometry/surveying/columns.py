@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS",
-           "empty_frame", "spreadsheet_safe", "spreadsheet_text"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "INTEGER_TRAJECTORY_COLUMNS",
+           "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS", "check_rows", "csv_columns", "empty_frame", "spreadsheet_safe",
+           "spreadsheet_text", "trajectory_dtypes", "trajectory_of_sources", "trajectory_values"]
 
 #: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
 COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
@@ -32,10 +33,10 @@ FINGERPRINT = ["revision", "qkgeometry_version"]
 #: training callback was given), ``checkpoint`` (its name in the run), ``stage`` (the training stage, for suites
 #: whose step count restarts at each stage), ``step`` (the training step) and ``tokens`` (tokens seen).
 TRAJECTORY_COLUMNS = ["run", "checkpoint", "stage", "step", "tokens"]
-_INTEGER_TRAJECTORY = ("stage", "step", "tokens")
+INTEGER_TRAJECTORY_COLUMNS = ("stage", "step", "tokens")
 
 
-def _check_rows(frame: pd.DataFrame) -> None:
+def check_rows(frame: pd.DataFrame) -> None:
     """Refuse a frame that the store cannot hold as it is: a missing column, a score that is not a finite number,
     a missing model, component, layer or key field (SQLite would refuse it mid-transaction with its own words)."""
     missing = [c for c in SURVEY_COLUMNS if c not in frame.columns]
@@ -72,43 +73,43 @@ def _check_rows(frame: pd.DataFrame) -> None:
                 raise ValueError(f"`frame`: the rows of {str(part['source'].iloc[0])!r} hold {col} = "
                                  f"{', '.join(held)}{' and missing' if part[col].isna().any() else ''}; a model sits "
                                  "at one place of its run: give all its rows one value.")
-            if col in _INTEGER_TRAJECTORY and len(held):
+            if col in INTEGER_TRAJECTORY_COLUMNS and len(held):
                 value = pd.to_numeric(pd.Series([part[col].dropna().iloc[0]]), errors="coerce").iloc[0]
                 if not (np.isfinite(value) and value == round(value) and value >= 0):
                     raise ValueError(f"`frame`: {col} = {part[col].dropna().iloc[0]!r} for "
                                      f"{str(part['source'].iloc[0])!r} is not a whole number >= 0.")
 
 
-def _trajectory_values(columns: dict[str, Any]) -> tuple:
+def trajectory_values(columns: dict[str, Any]) -> tuple:
     """The :data:`TRAJECTORY_COLUMNS` of one model as SQLite values (None where missing)."""
     out = []
     for col in TRAJECTORY_COLUMNS:
         v = columns.get(col)
         if v is None or v is pd.NA or (isinstance(v, float) and v != v):
             out.append(None)
-        elif col in _INTEGER_TRAJECTORY:
+        elif col in INTEGER_TRAJECTORY_COLUMNS:
             out.append(int(v))
         else:
             out.append(str(v))
     return tuple(out)
 
 
-def _trajectory_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+def trajectory_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
     """The :data:`TRAJECTORY_COLUMNS` of ``frame`` (those present) as text and nullable integers (in place)."""
     for col in TRAJECTORY_COLUMNS:
         if col not in frame.columns:
             continue
-        if col in _INTEGER_TRAJECTORY:
+        if col in INTEGER_TRAJECTORY_COLUMNS:
             frame[col] = pd.array(pd.to_numeric(frame[col], errors="coerce"), dtype="Int64")
         else:
             frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
     return frame
 
 
-def _trajectory_of_sources(sources: Any) -> dict[str, dict[str, Any]]:
+def trajectory_of_sources(sources: Any) -> dict[str, dict[str, Any]]:
     """What a version-1 store knew of each source's place in a run: its checkpoint name (read once, when the store
     is migrated; version 2 stores it as written)."""
-    from .trajectories import checkpoint_of
+    from .checkpoints import checkpoint_of
 
     out = {}
     for source in sources:
@@ -120,7 +121,7 @@ def _trajectory_of_sources(sources: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _csv_columns(frame: pd.DataFrame) -> pd.DataFrame:
+def csv_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """What a CSV store writes: :data:`SURVEY_COLUMNS`, plus :data:`TRAJECTORY_COLUMNS` when any model has them."""
     if all(c in frame.columns for c in TRAJECTORY_COLUMNS) and frame[TRAJECTORY_COLUMNS].notna().any(axis=None):
         return frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]]
@@ -169,4 +170,4 @@ def empty_frame(trajectory: bool = False) -> pd.DataFrame:
     ``trajectory=True``), ``head`` as ``Int64``."""
     frame = pd.DataFrame(columns=[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if trajectory else SURVEY_COLUMNS)
     frame["head"] = frame["head"].astype("Int64")
-    return _trajectory_dtypes(frame)
+    return trajectory_dtypes(frame)

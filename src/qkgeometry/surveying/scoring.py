@@ -370,7 +370,7 @@ def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFra
 
 def _source_of(entry: Any) -> Any:
     from ..catalogue import PresetEntry
-    from .trajectories import Checkpoint
+    from .checkpoints import Checkpoint
 
     return entry.source if isinstance(entry, (PresetEntry, Checkpoint)) else entry
 
@@ -378,14 +378,14 @@ def _source_of(entry: Any) -> Any:
 def _place(entry: Any) -> dict[str, Any] | None:
     """Where a :class:`~qkgeometry.surveying.trajectories.Checkpoint` entry sits in its run (the store's
     trajectory columns); None for any other entry."""
-    from .trajectories import Checkpoint
+    from .checkpoints import Checkpoint
 
     return entry.columns() if isinstance(entry, Checkpoint) else None
 
 
 def _label(entry: Any) -> str:
     from ..catalogue import PresetEntry
-    from .trajectories import Checkpoint
+    from .checkpoints import Checkpoint
 
     if isinstance(entry, PresetEntry):
         return entry.name

@@ -44,22 +44,22 @@ import numpy as np
 import pandas as pd
 
 from .columns import (
-    _INTEGER_TRAJECTORY,
     CACHE_KEY,
     COLUMNS,
     FINGERPRINT,
     FORMULA_STARTS,
     IDENTITY,
+    INTEGER_TRAJECTORY_COLUMNS,
     SURVEY_COLUMNS,
     TRAJECTORY_COLUMNS,
-    _check_rows,
-    _csv_columns,
-    _trajectory_dtypes,
-    _trajectory_of_sources,
-    _trajectory_values,
+    check_rows,
+    csv_columns,
     empty_frame,
     spreadsheet_safe,
     spreadsheet_text,
+    trajectory_dtypes,
+    trajectory_of_sources,
+    trajectory_values,
 )
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
@@ -268,10 +268,10 @@ class SurveyStore:
         for col in ("symmetry", "directionality", "num_std"):
             frame[col] = frame[col].astype(float)
         if trajectory and self._version < 2:  # a version-1 store read without migrating: as the migration fills it
-            filled = _trajectory_of_sources(frame["source"].astype(str).unique())
+            filled = trajectory_of_sources(frame["source"].astype(str).unique())
             for col in TRAJECTORY_COLUMNS:
                 frame[col] = frame["source"].astype(str).map(lambda s, c=col: filled[s][c])
-        _trajectory_dtypes(frame)
+        trajectory_dtypes(frame)
         return frame[columns]
 
     def read(self, trajectory: bool = False) -> pd.DataFrame:
@@ -288,7 +288,7 @@ class SurveyStore:
     def place(self, key: dict[str, Any], columns: dict[str, Any]) -> None:
         """Set the :data:`TRAJECTORY_COLUMNS` of the stored model of ``key`` (its :data:`IDENTITY`): where a
         checkpoint whose rows were reused sits in its run. Nothing happens when no such model is stored."""
-        values = _trajectory_values(columns)
+        values = trajectory_values(columns)
         ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
         sets = ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS)
         self._write_sql(f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
@@ -308,7 +308,7 @@ class SurveyStore:
         finite numbers (or whose model, component or layer is missing), raises ``ValueError`` naming the row and
         column, and nothing is written."""
         if len(frame):
-            _check_rows(frame)
+            check_rows(frame)
             models = frame[IDENTITY].drop_duplicates()
             if len(models) > 1:
                 sources = ", ".join(repr(str(s)) for s in dict.fromkeys(models["source"]))
@@ -322,7 +322,7 @@ class SurveyStore:
         models written."""
         if not len(frame):
             return 0
-        _check_rows(frame)
+        check_rows(frame)
         parts = []
         for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
             last = part.iloc[-1]
@@ -343,7 +343,7 @@ class SurveyStore:
             self._import_csv()
             self._transaction(parts)
             frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
-            write_csv_atomic(spreadsheet_safe(_csv_columns(frame)), self.path, "survey file")
+            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
             self._stamp = _file_stamp(self.path)
 
     def _import_csv(self) -> None:
@@ -370,7 +370,7 @@ class SurveyStore:
             self._import_csv()
             self._transaction([], statement=(sql, params))
             frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
-            write_csv_atomic(spreadsheet_safe(_csv_columns(frame)), self.path, "survey file")
+            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
             self._stamp = _file_stamp(self.path)
 
     def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
@@ -407,7 +407,7 @@ class SurveyStore:
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
         fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records),
-                       *_trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
+                       *trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
                                     "qkgeometry_version, model, n_rows, " + ", ".join(TRAJECTORY_COLUMNS) +
@@ -429,11 +429,11 @@ def _migrate(conn: sqlite3.Connection) -> None:
     have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
     for col in TRAJECTORY_COLUMNS:
         if col not in have:
-            conn.execute(f"ALTER TABLE models ADD COLUMN {col} {'INTEGER' if col in _INTEGER_TRAJECTORY else 'TEXT'}")
+            conn.execute(f"ALTER TABLE models ADD COLUMN {col} {'INTEGER' if col in INTEGER_TRAJECTORY_COLUMNS else 'TEXT'}")
     sources = [row[0] for row in conn.execute("SELECT DISTINCT source FROM models")]
-    for source, cols in _trajectory_of_sources(sources).items():
+    for source, cols in trajectory_of_sources(sources).items():
         conn.execute("UPDATE models SET " + ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE source = ?",
-                     (*_trajectory_values(cols), source))
+                     (*trajectory_values(cols), source))
     conn.execute(f"PRAGMA user_version = {_FORMAT}")
 
 
@@ -514,7 +514,7 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
     from .._files import check_writable_file, write_csv_atomic
 
     check_writable_file(Path(csv), "--csv")
-    frame = _csv_columns(read_store(store, trajectory=True))
+    frame = csv_columns(read_store(store, trajectory=True))
     write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
     return len(frame)
 
@@ -589,4 +589,4 @@ def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFram
     for col in TRAJECTORY_COLUMNS:
         if col not in frame.columns:
             frame[col] = None
-    return _trajectory_dtypes(frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]].copy())
+    return trajectory_dtypes(frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]].copy())

@@ -24,86 +24,18 @@ share a name (``expA/out``, ``expB/out``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .checkpoints import LOCAL_CHECKPOINT, Checkpoint, checkpoint_of
+
 __all__ = ["Checkpoint", "checkpoint_of", "find_checkpoints", "hub_checkpoints", "identical_checkpoints",
            "local_checkpoints", "order_rows", "read_trajectory", "run_labels", "select_checkpoints", "trajectory",
            "trajectory_plan", "with_steps"]
-
-_LOCAL = re.compile(r"checkpoint-(\d+)")
-_STEP = re.compile(r"(?:^|[^a-z])step[-_]?(\d+)", re.IGNORECASE)
-_STAGE = re.compile(r"(?:^|[^a-z])stage[-_]?(\d+)", re.IGNORECASE)
-_TOKENS = re.compile(r"tokens[-_]?(\d+(?:\.\d+)?)([KMBT]?)", re.IGNORECASE)
-_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """One checkpoint of a training run: ``source`` (what :func:`qkgeometry.load_qk` opens), ``name`` (the
-    folder's or the branch's name), ``step`` (the training step, None when unknown), ``tokens`` (tokens seen, when
-    known), ``run`` (the run's full identity: the repo id, or the resolved folder that holds the checkpoints) and
-    ``stage`` (the training stage, for suites whose step count restarts at each stage; None otherwise).
-
-    A list of them is a valid ``sources`` argument of :func:`qkgeometry.survey`: the rows of each carry
-    :meth:`columns`, and a store keeps them."""
-
-    source: str
-    name: str
-    step: int | None
-    tokens: int | None = None
-    run: str = ""
-    stage: int | None = None
-
-    def columns(self) -> dict[str, Any]:
-        """The store's trajectory columns of this checkpoint (:data:`~qkgeometry.surveying.store.TRAJECTORY_COLUMNS`)."""
-        return {"run": self.run or None, "checkpoint": self.name, "stage": self.stage, "step": self.step,
-                "tokens": self.tokens}
-
-    @property
-    def order(self) -> tuple:
-        """Sort key: (stage, step), checkpoints of unknown step last, in the order given."""
-        return (self.stage or 0, self.step is None, self.step or 0)
-
-
-def checkpoint_of(source: str, resolve: bool = True) -> Checkpoint:
-    """The checkpoint a source names: ``…/checkpoint-500`` (step 500), ``hf://EleutherAI/pythia-160m@step1000``
-    (step 1000), ``hf://allenai/OLMo-1B@stage1-step20000-tokens84B`` (stage 1, step 20000, 84·10⁹ tokens). A name
-    that says no step gives ``step=None``. The run is the repo id, or the folder that holds a local checkpoint
-    (resolved to its absolute path when it exists and ``resolve``, so that two runs whose folders share a name stay
-    two runs).
-
-    >>> checkpoint_of("runs/checkpoint-500").step, checkpoint_of("hf://org/m@step1000").step
-    (500, 1000)
-    >>> checkpoint_of("hf://org/m@stage1-step20000-tokens84B").tokens
-    84000000000
-    """
-    from .identity import source_identity
-
-    text = str(source)
-    if "@" in text and not Path(text).exists():
-        run, _, name = text.rpartition("@")
-        run = run.removeprefix("hf://")
-    else:
-        path = Path(text.rstrip("/\\"))
-        name = path.name
-        run = source_identity(str(path.parent)) if resolve else str(path.parent)
-    local = _LOCAL.fullmatch(name)
-    step = _STEP.search(name)
-    stage = _STAGE.search(name)
-    tokens = _TOKENS.search(name)
-    return Checkpoint(
-        source=text, name=name,
-        step=int(local.group(1)) if local else int(step.group(1)) if step else None,
-        tokens=None if tokens is None else round(float(tokens.group(1)) * _SCALE[tokens.group(2).upper()]),
-        run=run, stage=int(stage.group(1)) if stage else None)
-
 
 def local_checkpoints(folder: str | Path) -> list[Checkpoint]:
     """The ``checkpoint-<step>/`` folders inside ``folder`` (the Trainer layout), in step order. Raises
@@ -112,7 +44,7 @@ def local_checkpoints(folder: str | Path) -> list[Checkpoint]:
     if not folder.is_dir():
         raise ValueError(f"`source` {str(folder)!r} is not a folder; pass a folder of checkpoint-<step>/ folders, a "
                          "Hub id, or a list of (source, step) pairs.")
-    found = [checkpoint_of(str(p)) for p in folder.iterdir() if p.is_dir() and _LOCAL.fullmatch(p.name)]
+    found = [checkpoint_of(str(p)) for p in folder.iterdir() if p.is_dir() and LOCAL_CHECKPOINT.fullmatch(p.name)]
     if not found:
         raise ValueError(f"`source` {str(folder)!r} holds no checkpoint-<step>/ folders (the layout the transformers "
                          "Trainer writes); pass such a folder, a Hub id, or a list of (source, step) pairs.")
@@ -255,14 +187,14 @@ def with_steps(frame: pd.DataFrame) -> pd.DataFrame:
     ``step`` and ``tokens``, in run order (:func:`order_rows`). A frame that has them (a trajectory, or a store read
     with :func:`read_trajectory`) keeps its own; for any other, they are read from each row's ``source``
     (:func:`checkpoint_of`), and rows whose source names no step keep ``<NA>``."""
-    from .columns import TRAJECTORY_COLUMNS, _trajectory_dtypes
+    from .columns import TRAJECTORY_COLUMNS, trajectory_dtypes
 
     out = frame.copy()
     if not all(c in out.columns for c in TRAJECTORY_COLUMNS):
         found = {s: checkpoint_of(s) for s in out["source"].astype(str).unique()}
         for col in TRAJECTORY_COLUMNS:
             out[col] = out["source"].astype(str).map(lambda s, c=col: found[s].columns()[c])
-    return order_rows(_trajectory_dtypes(out))
+    return order_rows(trajectory_dtypes(out))
 
 
 def read_trajectory(path: str | Path) -> pd.DataFrame:
@@ -332,7 +264,7 @@ def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: in
     """
     import warnings
 
-    from .columns import TRAJECTORY_COLUMNS, _trajectory_dtypes
+    from .columns import TRAJECTORY_COLUMNS, trajectory_dtypes
     from .scoring import survey
 
     if isinstance(source, (list, tuple)) and source and all(isinstance(c, Checkpoint) for c in source):
@@ -348,7 +280,7 @@ def trajectory(source: Any, *, revisions: Sequence[str] | None = None, every: in
     for col in TRAJECTORY_COLUMNS:
         if col not in frame.columns:
             frame[col] = None
-    out = order_rows(_trajectory_dtypes(frame))
+    out = order_rows(trajectory_dtypes(frame))
     identical = identical_checkpoints(out)
     for group in identical:
         warnings.warn(f"trajectory: checkpoints {', '.join(group)} have identical scores in every layer, so they "
