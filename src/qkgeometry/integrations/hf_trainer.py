@@ -27,7 +27,8 @@ class ScoreCallback(TrainerCallback):
       (``callback.scorer.trajectory()``);
     * the medians over layers of both scores are logged through the trainer's own logging
       (``qkgeometry/symmetry_median``, ``qkgeometry/directionality_median``): they reach TensorBoard, W&B or
-      trackio, and ``trainer.state.log_history``, with the loss of that step.
+      trackio, and ``trainer.state.log_history``, with the loss of that step (the trainer logs every scored step,
+      whatever ``logging_steps`` says; ``log=False`` leaves its logging alone and only stores the rows).
 
     The weights are read where they are (no copy of the model; one layer's Q/K in float64 at a time, on the
     model's device) with the factored kernel. Training that shards the weights themselves across processes (FSDP,
