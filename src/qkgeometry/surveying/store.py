@@ -11,8 +11,11 @@ format. The file name of ``cache`` (``--out`` on the command line) says where th
   (O(N) work per model). Existing caches and scripts go on working; ``qkgeometry export`` converts between the two
   (:func:`migrate_csv`, :func:`export_csv`).
 
-Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
-(hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
+Both hold the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
+(hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame. A checkpoint of a
+training run also keeps where it sits in its run (:data:`TRAJECTORY_COLUMNS`: run, checkpoint name, stage, step,
+tokens seen; ``read(trajectory=True)``), as it was given, once per model (store format 2; a format-1 store is
+migrated when opened for writing).
 
 Why SQLite in WAL mode rather than append-only Parquet parts with an index:
 
