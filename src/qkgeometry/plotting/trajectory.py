@@ -80,7 +80,9 @@ def _log_ticks(ax, positive: np.ndarray, zero: bool) -> None:
 
     lo, hi = float(positive.min()), float(positive.max())
     ticks = [m * 10.0**k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
-             for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**k <= hi * 1.5]
+             for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**k <= hi]
+    if not ticks or max(ticks) < hi / 1.3:  # the last checkpoint is far past the last round tick: label it too
+        ticks.append(hi)
     if zero:
         ticks = sorted({0.0, *ticks})
     ax.xaxis.set_major_locator(FixedLocator(ticks))
