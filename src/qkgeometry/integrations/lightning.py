@@ -6,22 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .live import LiveScorer
+
 try:
     import lightning.pytorch as pl
-except ImportError:  # the older package name
+except ImportError:  # the older package name, or none
     try:
         import pytorch_lightning as pl
-    except ImportError as e:
-        raise ImportError("qkgeometry.integrations.ScoreLightningCallback needs PyTorch Lightning, which is not "
-                          "installed; run `pip install lightning`, or use ScoreCallback with a transformers "
-                          "Trainer.") from e
-
-from .live import LiveScorer
+    except ImportError:
+        pl = None
 
 __all__ = ["ScoreLightningCallback"]
 
+_MISSING = ("qkgeometry.integrations.ScoreLightningCallback needs PyTorch Lightning, which is not installed; run "
+            "`pip install lightning`, or use ScoreCallback with a transformers Trainer.")
 
-class ScoreLightningCallback(pl.Callback):
+
+class ScoreLightningCallback(pl.Callback if pl is not None else object):
     """:class:`~qkgeometry.integrations.ScoreCallback` for a Lightning ``Trainer``: every ``every`` optimizer steps
     (and before the first), on global rank 0 only, the ``transformers`` model held by the LightningModule (its
     attribute ``attribute``, default ``model``) is scored in memory, the rows appended to ``store`` and the medians
@@ -30,6 +31,8 @@ class ScoreLightningCallback(pl.Callback):
 
     def __init__(self, store: str | Path | None = None, every: int = 100, *, attribute: str = "model",
                  run: str | None = None, per: str = "layer", num_std: float = 2.0, input_norm: str = "raw"):
+        if pl is None:
+            raise ImportError(_MISSING)
         super().__init__()
         self.scorer = LiveScorer(store, every, run=run, per=per, num_std=num_std, input_norm=input_norm)
         self.attribute = attribute
