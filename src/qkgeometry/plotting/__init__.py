@@ -14,7 +14,7 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
 * :mod:`~qkgeometry.plotting.trajectory`: scores across training, chapter 3 and ``qkgeometry plot --trajectory``
-  (:func:`trajectory_curves`, :func:`trajectory_figures`, :func:`run_figure`);
+  (:func:`trajectory_curves`);
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
   :func:`edit_losses`).
 
