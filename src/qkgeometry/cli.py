@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -267,13 +266,14 @@ def _add_trajectory(sub: argparse._SubParsersAction) -> None:
                                    "rerunning computes nothing that finished.")
     p.add_argument("source", help="a folder of checkpoint-<step>/ folders, or a Hub id")
     p.add_argument("--revisions", nargs="+", metavar="REV",
-                   help="the Hub branches or tags to read (default: every one whose name says a step)")
+                   help="exactly these Hub branches or tags, e.g. 'step1000 main' (default: every one whose name "
+                        "says a step; one that says none is scored with its step unknown)")
     thin = p.add_mutually_exclusive_group()
     thin.add_argument("--every", type=int, metavar="N", help="keep the checkpoints whose step is a multiple of N")
     thin.add_argument("--log-spaced", type=int, metavar="K",
                       help="keep K checkpoints spread evenly in log(step) (step 0 counts as one)")
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
-    p.add_argument("--out", type=Path, required=True, help="the store of results (.sqlite, or .csv)")
+    p.add_argument("--out", type=Path, help="the store of results (.sqlite, or .csv); needed unless --plan")
     p.add_argument("--figure", type=Path, help="also draw both scores against step into this PNG file")
     p.add_argument("--event", action="append", default=[], metavar="NAME=STEP",
                    help="mark a named step on the figure, e.g. 'induction heads=1500' (repeatable)")
@@ -303,7 +303,10 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     from .surveying.workers import check_scheduler_address, executor_for
 
     events = _events(args.event)
-    if args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
+    if args.out is None and not args.plan:
+        raise ValueError("--out is needed: the store of results, e.g. --out run.sqlite (or pass --plan to see the "
+                         "cost first).")
+    if args.out is not None and args.out.suffix.lower() not in (".csv", *STORE_SUFFIXES):
         raise ValueError(f"--out must be a .sqlite store or a .csv file; got {str(args.out)!r}.")
     if args.workers < 1:
         raise ValueError(f"--workers must be 1 or more; got {args.workers}.")
@@ -318,25 +321,35 @@ def _cmd_trajectory(args: argparse.Namespace) -> int:
     check_writable_file(args.out, "--out", create=False)  # no folder left behind by a later refusal
     if args.figure is not None:
         check_writable_file(args.figure, "--figure", create=False)
-    pairs = [(c.source, c.step) for c in chosen] if all(c.step is not None for c in chosen) else str(args.source)
+    progress = sys.stderr.isatty()
     with executor_for(args.workers, args.dask_scheduler) as executor:  # an unreachable scheduler is refused before the store is created
         args.out.parent.mkdir(parents=True, exist_ok=True)
         open_store(args.out, "--out").close()
-        frame = trajectory(pairs, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
-                           executor=executor, device=args.device, progress=sys.stderr.isatty())
+        frame = trajectory(chosen, per=args.per, cache=args.out, num_std=args.num_std, input_norm=args.input_norm,
+                           executor=executor, device=args.device, progress=progress)
     if len(frame):
-        table = frame.groupby(["step", "checkpoint"], sort=True)[["symmetry", "directionality"]].median()
+        plain = frame.copy()
+        plain.attrs = {}  # pandas compares attrs (which hold frames) when it combines the groups
+        table = plain.groupby(["source"], sort=False).agg(
+            stage=("stage", "first"), step=("step", "first"), checkpoint=("checkpoint", "first"),
+            symmetry=("symmetry", "median"), directionality=("directionality", "median"))
+        table = table.drop(columns="stage" if table["stage"].isna().all() else []).reset_index(drop=True)
+        table["step"] = table["step"].astype(object).where(table["step"].notna(), "unknown")
         print(f"median over {'heads' if args.per == 'head' else 'layers'} of each checkpoint:")
-        print(table.round(3).reset_index().to_string(index=False))
+        print(table.round(3).to_string(index=False))
+    failures = frame.attrs["failures"]
     computed = frame.attrs.get("computed", [])
-    print(f"computed {len(computed)} checkpoint(s), reused {len(chosen) - len(computed) - len(frame.attrs['failures'])}"
-          f" from {args.out}")
-    if len(frame.attrs["failures"]):
-        print(f"{len(frame.attrs['failures'])} checkpoint(s) failed and were skipped:")
-        print(frame.attrs["failures"].to_string(index=False))
+    print(f"computed {len(computed)} checkpoint(s), reused {len(chosen) - len(computed) - len(failures)} from "
+          f"{args.out}")
+    for f in [] if progress else failures.itertuples(index=False):  # with a progress bar, printed as they fail
+        print(f"failed: {f.source}: {f.error}: {f.message}")
     if args.figure is not None and len(frame):
         _save_trajectory_figure(frame, events, args.figure)
-    return 1 if len(frame.attrs["failures"]) and not len(frame) else 0
+    if len(failures):
+        print(f"{len(failures)} of {len(chosen)} checkpoint(s) failed; the others are in {args.out}. Rerun the same "
+              "command to retry the failed ones.", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _save_figure(fig: Any, path: Path) -> None:
@@ -358,11 +371,11 @@ def _save_trajectory_figure(frame: pd.DataFrame, events: dict[str, int], path: P
 
     matplotlib.use("Agg")
     from .plotting import use_style
-    from .plotting.trajectory import trajectory_curves
+    from .plotting.trajectory import run_figure
 
     use_style()
-    first = frame[frame["component"] == frame["component"].iloc[0]]
-    _save_figure(trajectory_curves(first, events=events), path)
+    _save_figure(run_figure(frame, events), path)
+
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="copy a survey store to a CSV file, or a survey CSV into a store",
@@ -421,7 +434,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
                                 "`qkgeometry survey --preset offline --out results.sqlite`.")
-    frame = read_cache(args.results)  # names the file on any decode or format problem; drops damaged rows
+    from .surveying.store import read_store
+
+    # names the file on any decode or format problem; drops damaged rows
+    frame = read_store(args.results, trajectory=True) if args.trajectory else read_cache(args.results)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
@@ -434,31 +450,13 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plotting import survey_figures, use_style
+    from .plotting import survey_figures, trajectory_figures, use_style
 
     use_style()
-    figures = _trajectory_figures(frame) if args.trajectory else survey_figures(frame)
+    figures = trajectory_figures(frame) if args.trajectory else survey_figures(frame)
     for stem, fig in figures.items():
         _save_figure(fig, args.out_dir / f"{stem}.png")
     return 0
-
-
-def _trajectory_figures(frame: pd.DataFrame) -> dict:
-    """One trajectory figure per (run, attention stack) of a store's rows whose sources name a training step."""
-
-    from .plotting.trajectory import trajectory_curves
-    from .surveying.trajectories import with_steps
-
-    rows = with_steps(frame)
-    rows = rows[rows["step"].notna()]
-    if not len(rows):
-        raise ValueError("--trajectory: no row of the store names a training step (checkpoint-<step> folders or Hub "
-                         "revisions such as step1000); write one with `qkgeometry trajectory SOURCE --out STORE`.")
-    out = {}
-    for (run, component), part in rows.groupby(["run", "component"], sort=False):
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"trajectory-{run}-{component}").strip("-")
-        out[stem] = trajectory_curves(part)
-    return out
 
 
 def _add_offline(sub: argparse._SubParsersAction) -> None:

@@ -202,3 +202,21 @@ def test_head_pair_terms_is_square_and_centred():
     assert image.get_clim() == (-0.7, 0.7) and not fig.axes[0].xaxis._major_tick_kw.get("gridOn", False)
     with pytest.raises(ValueError, match="square"):
         plotting.head_pair_terms(np.zeros((2, 3)))
+
+
+def _layer_rows(**kw) -> pd.DataFrame:
+    return pd.DataFrame([{"model": "m", "family": "decoder", "component": "self", "init": "pretrained", "layer": i,
+                          "head": pd.NA, "symmetry": 0.1 * i, "directionality": 0.0, **kw} for i in range(3)])
+
+
+@pytest.mark.parametrize("mixed, needle", [
+    (lambda: pd.concat([_layer_rows(input_norm="raw"), _layer_rows(input_norm="folded")]),
+     "input_norm = folded and raw"),
+    (lambda: pd.concat([_layer_rows(per="layer"), _layer_rows(per="head").assign(head=0)]), "per = head and layer"),
+    (lambda: pd.concat([_layer_rows(), _layer_rows().assign(head=0)]), "per-layer and per-head rows of 'm'"),
+])
+def test_the_figure_functions_refuse_a_frame_that_mixes_views(mixed, needle):
+    """The command line refused such frames; the functions averaged them into one curve."""
+    for draw in (plotting.survey_layer_curves, plotting.survey_twins):
+        with pytest.raises(ValueError, match=needle):
+            draw(mixed())

@@ -38,3 +38,46 @@ def test_rows_without_steps_or_with_two_stacks_are_refused():
     two = pd.concat([_rows("a").assign(component="encoder"), _rows("a").assign(component="decoder")])
     with pytest.raises(ValueError, match="several attention stacks"):
         trajectory_curves(two)
+
+
+def _checkpoints(steps, layers: int = 2, d_model: int = 64) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    return pd.DataFrame([{"run": "r", "source": f"/r/checkpoint-{s}", "checkpoint": f"checkpoint-{s}", "step": s,
+                          "layer": layer, "head": pd.NA, "symmetry": rng.uniform(-0.2, 0.2),
+                          "directionality": rng.uniform(-0.2, 0.2), "d_model": d_model, "head_dim": 8,
+                          "n_heads": 4} for s in steps for layer in range(layers)])
+
+
+def test_step_ticks_are_labelled_between_powers_of_ten():
+    fig = trajectory_curves(_checkpoints([0, 40, 50, 60, 500, 1000, 2000, 3000]), null_samples=50)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    for wanted in ("0", "50", "200", "500", "1k", "2k"):
+        assert wanted in labels, labels
+    plt.close(fig)
+
+
+def test_identical_and_failed_checkpoints_are_marked():
+    fig = trajectory_curves(_checkpoints([0, 10, 100]), identical=[["checkpoint-10", "checkpoint-100"]],
+                            failed={"checkpoint-50": 50}, null_samples=50)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "identical weights (check the revisions)" in legend and "failed to score" in legend
+    ringed = [c for c in fig.axes[0].collections if c.get_label().startswith("identical")]
+    assert sorted(set(np.asarray(ringed[0].get_offsets())[:, 0])) == [10, 100]
+    crossed = [c for c in fig.axes[0].collections if c.get_label() == "failed to score"]
+    assert np.asarray(crossed[0].get_offsets())[:, 0].tolist() == [50]
+    plt.close(fig)
+
+
+def test_a_null_band_that_covers_the_whole_range_says_so_instead_of_shading():
+    fig = trajectory_curves(_checkpoints([0, 10, 100], d_model=8), band=None, null_samples=200)
+    directionality = fig.axes[1]  # at d = 8 the directionality of random factors reaches -1 and +1
+    assert not directionality.patches and any("whole range" in t.get_text() for t in directionality.texts)
+    plt.close(fig)
+
+
+def test_two_checkpoints_at_one_step_are_refused_not_averaged():
+    two = pd.concat([_checkpoints([0, 20]), _checkpoints([20]).assign(source="/r/stage2-step20",
+                                                                       checkpoint="stage2-step20")])
+    with pytest.raises(ValueError, match=r"checkpoints checkpoint-20, stage2-step20 of run 'r' sit at the same x"):
+        trajectory_curves(two)

@@ -476,7 +476,9 @@ def test_no_message_advises_deleting_a_store(models, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("column, value", [("symmetry", float("nan")), ("directionality", float("inf")),
-                                           ("model", None), ("layer", None)])
+                                           ("model", None), ("layer", None), ("d_model", None),
+                                           ("n_kv_heads", float("nan")), ("head_dim", 2.5),
+                                           ("revision", float("nan"))])
 def test_putting_rows_the_store_cannot_hold_is_refused_clearly(models, tmp_path, column, value):
     frame = qg.survey(models[:1], per="head", progress=False)
     store = tmp_path / "r.sqlite"
@@ -491,3 +493,102 @@ def test_putting_rows_the_store_cannot_hold_is_refused_clearly(models, tmp_path,
         assert s.counts() == (0, 0)
         s.put(frame)
         assert s.counts() == (1, len(frame))
+
+
+def test_put_of_several_models_is_refused_and_put_many_stores_each(models, tmp_path):
+    """put() of a frame that holds two models used to store every row under the first one's identity."""
+    frame = qg.survey(models[:2], progress=False)
+    with SurveyStore(tmp_path / "r.sqlite") as s:
+        with pytest.raises(ValueError, match=r"holds the rows of 2 models .*call put_many\(frame\)"):
+            s.put(frame)
+        assert s.counts() == (0, 0)
+        assert s.put_many(frame) == 2
+        pd.testing.assert_frame_equal(s.read(), frame, check_exact=True)
+
+
+def test_put_many_with_a_missing_revision_names_the_column(models, tmp_path, capsys):
+    frame = qg.survey(models[:2], progress=False)
+    frame.loc[frame["model"] == "m1", "revision"] = float("nan")
+    with SurveyStore(tmp_path / "r.sqlite") as s:
+        with pytest.raises(ValueError, match=r"`frame`: revision is missing in row 3 \(model 'm1'\)"):
+            s.put_many(frame)
+        assert s.counts() == (0, 0)
+
+
+_V1_SCHEMA = """
+CREATE TABLE models (id INTEGER PRIMARY KEY, source TEXT NOT NULL, per TEXT NOT NULL, num_std REAL NOT NULL,
+    qk_norm TEXT NOT NULL, input_norm TEXT NOT NULL, revision TEXT NOT NULL, qkgeometry_version TEXT NOT NULL,
+    model TEXT NOT NULL, n_rows INTEGER NOT NULL, UNIQUE (source, per, num_std, qk_norm, input_norm));
+CREATE TABLE rows (model_id INTEGER NOT NULL REFERENCES models(id), model TEXT NOT NULL, family TEXT,
+    component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER, symmetry REAL NOT NULL, directionality REAL NOT NULL,
+    d_model INTEGER, head_dim INTEGER, n_heads INTEGER, n_kv_heads INTEGER, init TEXT, modality TEXT);
+CREATE INDEX rows_by_model ON rows (model_id);
+CREATE INDEX models_by_source ON models (source);
+PRAGMA application_id = 1902864177;
+PRAGMA user_version = 1;
+"""
+
+
+def _v1_store(path: Path, frame: pd.DataFrame) -> None:
+    """A store as format 1 wrote it (no trajectory columns), holding ``frame``'s models."""
+    conn = sqlite3.connect(str(path))
+    conn.executescript(_V1_SCHEMA)
+    row_cols = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
+                "n_heads", "n_kv_heads", "init", "modality"]
+    for source, part in frame.groupby("source", sort=False):
+        first = part.iloc[0]
+        model_id = conn.execute(
+            "INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, qkgeometry_version, model, "
+            "n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (source, first["per"], float(first["num_std"]), first["qk_norm"], first["input_norm"], first["revision"],
+             first["qkgeometry_version"], first["model"], len(part))).lastrowid
+        conn.executemany(f"INSERT INTO rows VALUES ({', '.join('?' * 14)})",
+                         [(model_id, *(None if pd.isna(v) else v.item() if hasattr(v, "item") else v
+                                       for v in r)) for r in part[row_cols].itertuples(index=False)])
+    conn.commit()
+    conn.close()
+
+
+def test_a_format_1_store_is_migrated_in_place_with_its_steps(tmp_path):
+    """Format 1 kept steps only in the checkpoints' names; opening it for writing adds the trajectory columns, fills
+    them from those names once, and marks the store format 2. Read-only, it is read as format 2 and left as is."""
+    from qkgeometry.surveying.store import STORE_FORMAT, read_store
+    from qkgeometry.surveying.trajectories import read_trajectory
+
+    run = tmp_path / "run"
+    sources = [make_model(run / f"checkpoint-{s}", seed=s) for s in (0, 10)] + [make_model(tmp_path / "plain")]
+    frame = qg.survey([str(s) for s in sources], progress=False)
+    old = tmp_path / "old.sqlite"
+    _v1_store(old, frame)
+    before = old.read_bytes()
+    ro = read_store(old, trajectory=True)  # read-only: as the migration would fill it, the file untouched
+    assert old.read_bytes() == before
+    assert STORE_FORMAT == 2
+    with SurveyStore(old) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        migrated = s.read(trajectory=True)
+    pd.testing.assert_frame_equal(ro, migrated)
+    pd.testing.assert_frame_equal(migrated[SURVEY_COLUMNS], frame, check_exact=True)
+    places = migrated.drop_duplicates("source").set_index("source")
+    assert list(places["step"].astype(object).where(places["step"].notna(), None)) == [0, 10, None]
+    assert list(places["run"].iloc[:2]) == [str(run.resolve())] * 2 and places["run"].iloc[2] is None
+    assert list(read_trajectory(old)["checkpoint"].unique()) == ["checkpoint-0", "checkpoint-10"]
+    again = qg.survey([str(s) for s in sources], cache=old, progress=False)  # the migrated store is reused
+    assert again.attrs["computed"] == []
+
+
+def test_trajectory_columns_survive_a_csv_store_and_an_export(models, tmp_path):
+    from qkgeometry.surveying.store import export_csv, read_store
+    from qkgeometry.surveying.trajectories import trajectory
+
+    pairs = [(models[0], 5), (models[1], 7)]
+    csv = tmp_path / "t.csv"
+    frame = trajectory(pairs, cache=csv)
+    back = read_store(csv, trajectory=True)
+    assert sorted(back.drop_duplicates("source")["step"]) == [5, 7]
+    assert trajectory(pairs, cache=csv).attrs["computed"] == []
+    export_csv(csv, tmp_path / "e.csv")
+    store = tmp_path / "m.sqlite"
+    qg.surveying.migrate_csv(tmp_path / "e.csv", store)
+    assert sorted(read_store(store, trajectory=True).drop_duplicates("source")["step"]) == [5, 7]
+    assert list(read_store(store).columns) == SURVEY_COLUMNS and len(frame) == len(back)

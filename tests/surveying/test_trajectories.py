@@ -179,3 +179,132 @@ def test_revisions_that_hold_the_same_weights_are_reported(run_folder, tmp_path)
         frame = trajectory(root)
     assert frame.attrs["identical"] == [["checkpoint-6", "checkpoint-9"]]
     assert trajectory(run_folder).attrs["identical"] == []
+
+
+# ------------------------------------------------------------------------------------------------ silent cases
+
+
+def _copy_run(run_folder: Path, root: Path, steps=STEPS) -> Path:
+    import shutil
+
+    for step in steps:
+        shutil.copytree(run_folder / f"checkpoint-{step}", root / f"checkpoint-{step}")
+    return root
+
+
+def test_revisions_are_scored_exactly_as_asked_with_main_and_a_typo(run_folder, tmp_path, monkeypatch, capsys):
+    """`--revisions main step3` scores those two (main with its step unknown), not every step branch; a revision
+    that does not exist fails alone, printed once, and the command exits non-zero."""
+    from hub_emulator import HubEmulator, hub_env
+    from qkgeometry.cli import main
+    from qkgeometry.surveying.store import read_store
+
+    with HubEmulator() as hub:
+        for step in STEPS:
+            hub.add_repo("org/run", run_folder / f"checkpoint-{step}", branch=f"step{step}")
+        hub.add_repo("org/run", run_folder / f"checkpoint-{STEPS[-1]}", branch="main")
+        hub_env(monkeypatch, hub, tmp_path)
+        store = tmp_path / "r.sqlite"
+        assert main(["trajectory", "org/run", "--revisions", "main", "step3", "--out", str(store)]) == 0
+        out = capsys.readouterr().out
+        assert "computed 2 checkpoint(s), reused 0" in out, out
+        stored = read_store(store, trajectory=True).drop_duplicates("source").set_index("checkpoint")
+        assert sorted(stored.index) == ["main", "step3"]
+        assert stored.loc["step3", "step"] == 3 and pd.isna(stored.loc["main", "step"])
+        assert set(stored["run"]) == {"org/run"}
+        assert main(["trajectory", "org/run", "--revisions", "step3", "nosuch", "--out", str(store), "--figure",
+                     str(tmp_path / "r.png")]) == 1  # the figure of what landed is still drawn
+        captured = capsys.readouterr()
+        assert "computed 0 checkpoint(s), reused 1" in captured.out
+        assert captured.out.count("failed: hf://org/run@nosuch: SourceError: revision 'nosuch'") == 1, captured.out
+        assert "1 of 2 checkpoint(s) failed" in captured.err and (tmp_path / "r.png").stat().st_size > 10_000
+        with pytest.warns(UserWarning, match="step6, main have identical scores"):  # main holds step 6's weights
+            frame = trajectory("org/run", revisions=["step6", "main"])
+        assert list(frame.drop_duplicates("source")["checkpoint"]) == ["step6", "main"]  # unknown step last
+
+
+def test_log_spaced_thinning_does_not_depend_on_the_typed_order():
+    typed = [Checkpoint(f"s{s}", f"step{s}", s) for s in (1000, 1, 100000, 10, 500)]
+    assert [c.step for c in select_checkpoints(typed, log_spaced=3)] == [1, 500, 100000]
+    assert [c.step for c in select_checkpoints(typed, every=10)] == [10, 500, 1000, 100000]
+
+
+def test_explicit_pairs_with_relative_paths_keep_their_steps_in_the_store(run_folder, tmp_path, monkeypatch):
+    """Steps given as (source, step) pairs with relative paths come back, and are stored, as given: a figure drawn
+    from the store later shows them, not the steps in the folders' names."""
+    from qkgeometry.cli import main
+    from qkgeometry.plotting import plt, trajectory_figures
+    from qkgeometry.surveying.trajectories import read_trajectory
+
+    monkeypatch.chdir(run_folder)
+    store = tmp_path / "p.sqlite"
+    pairs = [(f"checkpoint-{s}", 10 * s + 1) for s in STEPS]
+    frame = trajectory(pairs, cache=store)
+    assert list(frame["step"].unique()) == [1, 31, 61]
+    stored = read_trajectory(store)
+    assert list(stored["step"].unique()) == [1, 31, 61]
+    assert set(stored["run"]) == {str(run_folder.resolve())}
+    again = trajectory([(f"checkpoint-{s}", 100 + s) for s in STEPS], cache=store)  # reused rows, new places
+    assert again.attrs["computed"] == [] and list(read_trajectory(store)["step"].unique()) == [100, 103, 106]
+    assert main(["plot", str(store), "--trajectory", "--out-dir", str(tmp_path / "figs")]) == 0
+    (fig,) = trajectory_figures(read_trajectory(store)).values()
+    assert list(fig.axes[0].lines[0].get_xdata()) == [100, 103, 106]  # the steps given, not the names' 0, 3, 6
+    plt.close(fig)
+
+
+def test_two_runs_whose_folders_share_a_name_are_never_merged(run_folder, tmp_path, capsys):
+    from qkgeometry.plotting import plt, trajectory_figures
+    from qkgeometry.surveying.trajectories import read_trajectory
+
+    a = _copy_run(run_folder, tmp_path / "expA" / "out")
+    b = _copy_run(run_folder, tmp_path / "expB" / "out", steps=STEPS[:2])
+    store = tmp_path / "two.sqlite"
+    trajectory(a, cache=store)
+    trajectory(b, cache=store)
+    rows = read_trajectory(store)
+    assert rows.groupby("run")["source"].nunique().to_dict() == {str(a.resolve()): 3, str(b.resolve()): 2}
+    figures = trajectory_figures(rows)
+    assert sorted(figures) == ["trajectory-expA-out-self", "trajectory-expB-out-self"]
+    titles = sorted(f.axes[0].get_title(loc="left") for f in figures.values())
+    assert titles == ["expA/out: 3 checkpoints", "expB/out: 2 checkpoints"]
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def test_stage_restarts_are_ordered_by_stage_and_drawn_by_tokens(run_folder, tmp_path, monkeypatch):
+    """OLMo-style branches restart the step count at each stage: stage 2's step 10 comes after stage 1's step 20,
+    the two step-20 checkpoints stay two points, and tokens seen is the x axis."""
+    from hub_emulator import HubEmulator, hub_env
+    from qkgeometry.plotting import plt, trajectory_curves
+
+    branches = {"stage1-step10-tokens1B": 0, "stage2-step20-tokens4B": 6, "stage1-step20-tokens2B": 3,
+                "stage2-step10-tokens3B": 3}
+    with HubEmulator() as hub:
+        for name, step in branches.items():
+            hub.add_repo("org/olmo", run_folder / f"checkpoint-{step}", branch=name)
+        hub_env(monkeypatch, hub, tmp_path)
+        found = find_checkpoints("org/olmo")
+        assert [c.name for c in found] == ["stage1-step10-tokens1B", "stage1-step20-tokens2B",
+                                           "stage2-step10-tokens3B", "stage2-step20-tokens4B"]
+        with pytest.warns(UserWarning, match="identical scores"):  # stage1 step 20 and stage2 step 10: one checkpoint
+            frame = trajectory("org/olmo", cache=tmp_path / "o.sqlite")
+    assert list(frame.drop_duplicates("source")["tokens"]) == [10**9, 2 * 10**9, 3 * 10**9, 4 * 10**9]
+    assert list(frame.drop_duplicates("source")["stage"]) == [1, 1, 2, 2]
+    fig = trajectory_curves(frame)
+    xs = fig.axes[0].lines[0].get_xdata()
+    assert list(xs) == [1e9, 2e9, 3e9, 4e9] and fig.axes[-1].get_xlabel() == "tokens seen"
+    plt.close(fig)
+    by_step = trajectory_curves(frame.assign(tokens=pd.NA))  # no tokens: one row of panels per stage
+    assert len(by_step.axes) == 4 and [list(ax.lines[0].get_xdata()) for ax in by_step.axes[::2]] == [[10, 20]] * 2
+    plt.close(by_step)
+    assert [c.step for c in select_checkpoints(found, log_spaced=2)] == [10, 20]  # by tokens: first and last
+
+
+def test_the_plan_needs_no_out(run_folder, capsys):
+    from qkgeometry.cli import main
+
+    assert main(["trajectory", str(run_folder), "--plan"]) == 0
+    assert "checkpoint-3" in capsys.readouterr().out
+    assert main(["trajectory", str(run_folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out is needed" in err

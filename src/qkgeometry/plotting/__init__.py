@@ -72,7 +72,7 @@ from .style import (
     use_style,
 )
 from .training import PANEL_WORDS, init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
-from .trajectory import trajectory_curves
+from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
 FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
@@ -124,6 +124,7 @@ __all__ = [
     "primary_label",
     "raw_vs_folded",
     "require_rows",
+    "run_figure",
     "score_plane",
     "specification_curve",
     "stack_of",
@@ -135,5 +136,6 @@ __all__ = [
     "survival_grid",
     "trajectories_vs_paper",
     "trajectory_curves",
+    "trajectory_figures",
     "use_style",
 ]

@@ -87,6 +87,20 @@ def curve_label(model: str, component: str) -> str:
     return label_text(model) if component == "self" else f"{label_text(model)} [{component}]"
 
 
+def _one_view_only(frame, name: str = "frame") -> None:
+    """Refuse a frame that mixes what one figure cannot show together: per-layer with per-head rows, or raw with
+    folded gains, of one model (the figure would average them). ``ValueError`` names how to select one."""
+    from ..surveying.identity import one_view
+
+    one_view(frame, f"`{name}`", cli=False)
+    if "head" in frame.columns and "per" not in frame.columns and "model" in frame.columns:
+        heads = frame["head"].isna().groupby(frame["model"], sort=False).nunique()
+        if (heads > 1).any():
+            raise ValueError(f"`{name}` holds per-layer and per-head rows of {heads[heads > 1].index[0]!r}, which one "
+                             f"figure cannot show together; pass {name}[{name}['head'].isna()] or "
+                             f"{name}[{name}['head'].notna()].")
+
+
 def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "directionality")):
     """Chapter 4: each score against relative depth (layer / (n_layers − 1)), one line per (model, component).
 
@@ -95,6 +109,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     the panels. ``frame``: a survey frame (per layer, or per head, which is then averaged over heads). Returns the
     Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
+    _one_view_only(frame)
     keys = ["model", "family", "init", "component"]
     if frame[keys].isna().any(axis=1).all():  # nothing to draw, and a legend of 0 columns would fail in matplotlib
         raise ValueError(f"frame has no row with all of {', '.join(keys)} set; pass the frame of "
@@ -136,6 +151,7 @@ def survey_head_heatmaps(frame, score: str = "symmetry"):
     twins left out), on a shared colour scale centred at 0, in a near-square grid (at most four panels a row).
     Returns the Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(..., per='head')")
+    _one_view_only(frame[frame["head"].notna()] if "head" in frame.columns else frame)
     heads = frame[frame["head"].notna() & (frame.get("init", "pretrained") != "random")]
     groups = list(heads.groupby(["model", "component"], sort=False))
     if not groups:
@@ -237,6 +253,7 @@ def survey_twins(frame, score: str = "symmetry"):
     ``frame``: a survey frame with ``init`` in {pretrained, random}; twins are matched by the name suffix
     " (random init)". Returns the Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with pretrained models and their random:<source> twins")
+    _one_view_only(frame)
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False)[score].mean().reset_index()
     layers["base"] = layers["model"].str.replace(" (random init)", "", regex=False)
     bases = list(dict.fromkeys(layers["base"]))

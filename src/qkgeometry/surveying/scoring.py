@@ -185,8 +185,10 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 
     ``sources``: anything :func:`qkgeometry.load_qk` accepts, ``"random:<source>"`` for the random-init twin of a
     source, or :class:`qkgeometry.catalogue.PresetEntry` items (``qkgeometry.catalogue.preset("offline")``), whose ``name``
-    labels the rows. A source given more than once is surveyed and returned once (``frame.attrs["repeated"]``
-    lists the repeats); two spellings of one local path count as one source.
+    labels the rows, or :class:`qkgeometry.surveying.trajectories.Checkpoint` items, whose rows carry (and whose
+    store keeps) where each sits in its training run (``run``, ``checkpoint``, ``stage``, ``step``, ``tokens``).
+    A source given more than once is surveyed and returned once (``frame.attrs["repeated"]`` lists the repeats);
+    two spellings of one local path count as one source.
 
     Streaming: each model is opened lazily and scored layer by layer with the factored formulas (memory ~ one
     layer's Q/K weights; see ``benchmarks/bench_survey_memory.py``).
@@ -271,11 +273,14 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
         if outcome["status"] == "failed":
             f = outcome["failure"]
             warnings.warn(f"survey: skipped {f['name']!r}: {f['error']}: {f['message']}", stacklevel=4)
-            bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
+            if progress:  # live, above the bar; without one, the caller reports failures (frame.attrs)
+                bar.write(f"failed: {f['name']}: {f['error']}: {f['message']}")
         elif outcome["status"] == "computed":
             if store is not None:
                 store.put(outcome["frame"], outcome["key"])
             computed_order.append(str(outcome["frame"]["model"].iloc[0]))
+        elif outcome.get("place") and store is not None:  # a reused checkpoint: where it sits in its run
+            store.place(outcome["key"], outcome["place"])
         bar.set_postfix_str(outcome["label"])
         bar.update(1)
 
@@ -373,15 +378,27 @@ def _assemble(outcomes: list[dict[str, Any]], repeated: list[str]) -> pd.DataFra
 
 def _source_of(entry: Any) -> Any:
     from ..catalogue import PresetEntry
+    from .checkpoints import Checkpoint
 
-    return entry.source if isinstance(entry, PresetEntry) else entry
+    return entry.source if isinstance(entry, (PresetEntry, Checkpoint)) else entry
+
+
+def _place(entry: Any) -> dict[str, Any] | None:
+    """Where a :class:`~qkgeometry.surveying.trajectories.Checkpoint` entry sits in its run (the store's
+    trajectory columns); None for any other entry."""
+    from .checkpoints import Checkpoint
+
+    return entry.columns() if isinstance(entry, Checkpoint) else None
 
 
 def _label(entry: Any) -> str:
     from ..catalogue import PresetEntry
+    from .checkpoints import Checkpoint
 
     if isinstance(entry, PresetEntry):
         return entry.name
+    if isinstance(entry, Checkpoint):
+        return entry.source
     return entry.name if isinstance(entry, QKModel) else str(entry)
 
 
@@ -436,13 +453,17 @@ def _survey_one(entry: Any, settings: dict[str, Any], stored: pd.DataFrame, prog
                    "num_std": num_std, "qk_norm": model.qk_norm or "", "input_norm": model.input_norm}
             hit = _complete_rows(stored, key, model, per)
             if hit is not None:
-                return {"status": "hit", "label": label, "frame": hit, "key": key, "failure": None}
+                place = _place(entry)
+                return {"status": "hit", "label": label, "frame": hit if place is None else hit.assign(**place),
+                        "key": key, "failure": None, "place": place}
             rows = score_layers(model, per, num_std, progress, label=label)
             _check_result(rows, model, per)
         frame = rows.assign(model=meta.name if meta else model.name,
                             init=meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX)
                                                          else "pretrained"),
                             modality=meta.modality if meta else "language", **key)[SURVEY_COLUMNS]
+        if _place(entry) is not None:
+            frame = frame.assign(**_place(entry))
     except Exception as e:  # one bad model must not end a long survey: report, skip, go on
         return _failed(entry, e)
     return {"status": "computed", "label": label, "frame": frame, "key": key, "failure": None}

@@ -11,8 +11,11 @@ format. The file name of ``cache`` (``--out`` on the command line) says where th
   (O(N) work per model). Existing caches and scripts go on working; ``qkgeometry export`` converts between the two
   (:func:`migrate_csv`, :func:`export_csv`).
 
-Both hold exactly the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
-(hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame.
+Both hold the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
+(hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame. A checkpoint of a
+training run also keeps where it sits in its run (:data:`TRAJECTORY_COLUMNS`: run, checkpoint name, stage, step,
+tokens seen; ``read(trajectory=True)``), as it was given, once per model (store format 2; a format-1 store is
+migrated when opened for writing).
 
 Why SQLite in WAL mode rather than append-only Parquet parts with an index:
 
@@ -43,28 +46,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_SUFFIXES", "SURVEY_COLUMNS",
-           "SurveyStore", "empty_frame", "export_csv", "is_store_file", "migrate_csv", "open_store",
-           "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
+from .columns import (
+    CACHE_KEY,
+    COLUMNS,
+    FINGERPRINT,
+    FORMULA_STARTS,
+    IDENTITY,
+    INTEGER_TRAJECTORY_COLUMNS,
+    SURVEY_COLUMNS,
+    TRAJECTORY_COLUMNS,
+    check_rows,
+    csv_columns,
+    empty_frame,
+    spreadsheet_safe,
+    spreadsheet_text,
+    trajectory_dtypes,
+    trajectory_of_sources,
+    trajectory_values,
+)
 
-#: Columns of a score frame, one row per (model, component, layer, head); ``head`` is ``<NA>`` on layer rows.
-COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
-           "n_heads", "n_kv_heads"]
-#: Extra columns of a survey frame (after :data:`COLUMNS`): provenance of every row, and the cache key.
-SURVEY_COLUMNS = [*COLUMNS, "init", "modality", "source", "revision", "qkgeometry_version", "per", "num_std",
-                  "qk_norm", "input_norm"]
-#: A cached model is reused only when all of these match.
-CACHE_KEY = ["source", "revision", "qkgeometry_version", "per", "num_std", "qk_norm", "input_norm"]
+__all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
+           "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS", "SurveyStore", "empty_frame", "export_csv", "is_store_file",
+           "migrate_csv", "open_store", "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
+
 #: file name endings that select the SQLite store (anything else must be ``.csv``)
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
-#: what makes two rows the same model's: a model is stored once per identity, whatever its fingerprint
-IDENTITY = ["source", "per", "num_std", "qk_norm", "input_norm"]
-#: what changes when a model's content or the scoring code changes; a new fingerprint replaces the old rows
-FINGERPRINT = ["revision", "qkgeometry_version"]
-
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
-_FORMAT = 1
+#: the store's layout version (``PRAGMA user_version``): 1 had no :data:`TRAJECTORY_COLUMNS`; 2 keeps them in
+#: ``models``. A version-1 store is migrated in place when it is opened for writing (the columns filled from the
+#: checkpoint names its sources carry, as version 1 read them), and read as version 2 when opened read-only.
+STORE_FORMAT = 2
+_FORMAT = STORE_FORMAT
 #: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
 _ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
                 "n_heads", "n_kv_heads", "init", "modality"]
@@ -73,6 +86,7 @@ CREATE TABLE IF NOT EXISTS models (
     id INTEGER PRIMARY KEY,
     source TEXT NOT NULL, per TEXT NOT NULL, num_std REAL NOT NULL, qk_norm TEXT NOT NULL, input_norm TEXT NOT NULL,
     revision TEXT NOT NULL, qkgeometry_version TEXT NOT NULL, model TEXT NOT NULL, n_rows INTEGER NOT NULL,
+    run TEXT, checkpoint TEXT, stage INTEGER, step INTEGER, tokens INTEGER,
     UNIQUE (source, per, num_std, qk_norm, input_norm));
 CREATE TABLE IF NOT EXISTS rows (
     model_id INTEGER NOT NULL REFERENCES models(id),
@@ -195,6 +209,9 @@ class SurveyStore:
                     conn.execute(statement)
             else:
                 self._check()
+                if self._version < _FORMAT:
+                    _migrate(conn)
+            self._version = _FORMAT
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -210,6 +227,7 @@ class SurveyStore:
         if version > _FORMAT:
             raise ValueError(f"{self._what} {str(self.path)!r} was written by a newer qkgeometry (store format "
                              f"{version}, this one reads {_FORMAT}); upgrade qkgeometry.")
+        self._version = int(version)
 
     # -------------------------------------------------------------------------------------------- context
     def close(self) -> None:
@@ -227,35 +245,57 @@ class SurveyStore:
         return f"SurveyStore({str(self.path)!r})"
 
     # -------------------------------------------------------------------------------------------- reading
-    _SELECT = ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
-               ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) +
-               " FROM rows r JOIN models m ON m.id = r.model_id")
+    _version = _FORMAT
 
-    def _frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+    @property
+    def _select(self) -> str:
+        trajectory = ", ".join(f"m.{c}" if self._version >= 2 else f"NULL AS {c}" for c in TRAJECTORY_COLUMNS)
+        return ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
+                ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) + ", " + trajectory +
+                " FROM rows r JOIN models m ON m.id = r.model_id")
+
+    def _frame(self, sql: str, params: tuple = (), trajectory: bool = False) -> pd.DataFrame:
         try:
             records = self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"cannot read {self._what} {str(self.path)!r}: {e}; pass another path (the file is "
                              "left as it is).") from e
+        columns = [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if trajectory else SURVEY_COLUMNS
         if not records:
-            return empty_frame()
-        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT])
+            return empty_frame(trajectory)
+        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT,
+                                                            *TRAJECTORY_COLUMNS])
         frame["head"] = pd.to_numeric(frame["head"]).astype("Int64")  # NULL (a layer row) is <NA>
         for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
             frame[col] = frame[col].astype(np.int64)
         for col in ("symmetry", "directionality", "num_std"):
             frame[col] = frame[col].astype(float)
-        return frame[SURVEY_COLUMNS]
+        if trajectory and self._version < 2:  # a version-1 store read without migrating: as the migration fills it
+            filled = trajectory_of_sources(frame["source"].astype(str).unique())
+            for col in TRAJECTORY_COLUMNS:
+                frame[col] = frame["source"].astype(str).map(lambda s, c=col: filled[s][c])
+        trajectory_dtypes(frame)
+        return frame[columns]
 
-    def read(self) -> pd.DataFrame:
-        """Every row of the store, in the order the models were added (a replaced model moves to the end)."""
+    def read(self, trajectory: bool = False) -> pd.DataFrame:
+        """Every row of the store, in the order the models were added (a replaced model moves to the end): the
+        columns of :data:`SURVEY_COLUMNS`, and with ``trajectory=True`` also those of :data:`TRAJECTORY_COLUMNS`."""
         self._import_csv()
-        return self._frame(self._SELECT + " ORDER BY r.rowid")
+        return self._frame(self._select + " ORDER BY r.rowid", trajectory=trajectory)
 
-    def rows_for(self, source: str) -> pd.DataFrame:
+    def rows_for(self, source: str, trajectory: bool = False) -> pd.DataFrame:
         """The rows of every stored model whose ``source`` is ``source`` (any ``per``, ``num_std``, form)."""
         self._import_csv()
-        return self._frame(self._SELECT + " WHERE m.source = ? ORDER BY r.rowid", (str(source),))
+        return self._frame(self._select + " WHERE m.source = ? ORDER BY r.rowid", (str(source),), trajectory)
+
+    def place(self, key: dict[str, Any], columns: dict[str, Any]) -> None:
+        """Set the :data:`TRAJECTORY_COLUMNS` of the stored model of ``key`` (its :data:`IDENTITY`): where a
+        checkpoint whose rows were reused sits in its run. Nothing happens when no such model is stored."""
+        values = trajectory_values(columns)
+        ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
+        sets = ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS)
+        self._write_sql(f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
+                        "input_norm = ?", (*values, *ident))
 
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
@@ -271,7 +311,12 @@ class SurveyStore:
         finite numbers (or whose model, component or layer is missing), raises ``ValueError`` naming the row and
         column, and nothing is written."""
         if len(frame):
-            _check_rows(frame)
+            check_rows(frame)
+            models = frame[IDENTITY].drop_duplicates()
+            if len(models) > 1:
+                sources = ", ".join(repr(str(s)) for s in dict.fromkeys(models["source"]))
+                raise ValueError(f"`frame` holds the rows of {len(models)} models (sources {sources}); put() stores "
+                                 "one model: pass each model's rows alone, or call put_many(frame).")
             self._write([(frame, key)])
 
     def put_many(self, frame: pd.DataFrame) -> int:
@@ -280,7 +325,7 @@ class SurveyStore:
         models written."""
         if not len(frame):
             return 0
-        _check_rows(frame)
+        check_rows(frame)
         parts = []
         for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
             last = part.iloc[-1]
@@ -300,8 +345,8 @@ class SurveyStore:
         with locked(self.path):
             self._import_csv()
             self._transaction(parts)
-            frame = self._frame(self._SELECT + " ORDER BY r.rowid")
-            write_csv_atomic(spreadsheet_safe(frame), self.path, "survey file")
+            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
+            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
             self._stamp = _file_stamp(self.path)
 
     def _import_csv(self) -> None:
@@ -312,12 +357,27 @@ class SurveyStore:
         stamp = _file_stamp(self.path)
         if stamp == self._stamp:
             return
-        frame = read_store(self.path)
+        frame = read_store(self.path, trajectory=True)
         parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
         self._transaction(parts, clear=True)
         self._stamp = stamp
 
-    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False) -> None:
+    def _write_sql(self, sql: str, params: tuple) -> None:
+        """One statement in one transaction (with a CSV, under its lock and exported after)."""
+        if not self._csv:
+            self._transaction([], statement=(sql, params))
+            return
+        from .._files import locked, write_csv_atomic
+
+        with locked(self.path):
+            self._import_csv()
+            self._transaction([], statement=(sql, params))
+            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
+            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
+            self._stamp = _file_stamp(self.path)
+
+    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
+                     statement: tuple[str, tuple] | None = None) -> None:
         from ..errors import OutputError
 
         conn = self._conn
@@ -329,6 +389,8 @@ class SurveyStore:
                     conn.execute("DELETE FROM models")
                 for frame, key in parts:
                     self._replace(frame, key)
+                if statement is not None:
+                    conn.execute(*statement)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
@@ -347,40 +409,35 @@ class SurveyStore:
         records = _records(frame)
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
-        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records))
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records),
+                       *trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
-                                    "qkgeometry_version, model, n_rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                    "qkgeometry_version, model, n_rows, " + ", ".join(TRAJECTORY_COLUMNS) +
+                                    f") VALUES ({', '.join('?' * (9 + len(TRAJECTORY_COLUMNS)))})",
                                     ident + fingerprint).lastrowid
         else:
             model_id = found[0]
             conn.execute("DELETE FROM rows WHERE model_id = ?", (model_id,))
-            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ? WHERE id = ?",
+            conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ?, " +
+                         ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE id = ?",
                          (*fingerprint, model_id))
         conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
                          f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
 
 
-def _check_rows(frame: pd.DataFrame) -> None:
-    """Refuse a frame that the store cannot hold as it is: a missing column, a score that is not a finite number,
-    a missing model, component, layer or key field (SQLite would refuse it mid-transaction with its own words)."""
-    missing = [c for c in SURVEY_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"`frame` lacks the column(s) {missing}; pass a frame of qkgeometry.survey (the columns "
-                         "of SURVEY_COLUMNS).")
-    for col in ("symmetry", "directionality", "num_std"):
-        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
-        bad = np.flatnonzero(~np.isfinite(values))
-        if bad.size:
-            row = frame.iloc[bad[0]]
-            raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}, layer "
-                             f"{row['layer']!r}) is not a finite number; a survey store holds finite scores only. "
-                             "Rescore the model, or drop its rows.")
-    for col in ("model", "component", "layer", "source", "per", "input_norm", "qkgeometry_version"):
-        if frame[col].isna().any():
-            i = int(np.flatnonzero(frame[col].isna().to_numpy())[0])
-            raise ValueError(f"`frame`: {col} is missing in row {i} (model {frame.iloc[i]['model']!r}); a survey "
-                             "store needs it on every row.")
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction: lay a version-1 store out as version 2 (add :data:`TRAJECTORY_COLUMNS` to
+    ``models``, filled from the checkpoint names of its sources) and mark it version 2."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
+    for col in TRAJECTORY_COLUMNS:
+        if col not in have:
+            conn.execute(f"ALTER TABLE models ADD COLUMN {col} {'INTEGER' if col in INTEGER_TRAJECTORY_COLUMNS else 'TEXT'}")
+    sources = [row[0] for row in conn.execute("SELECT DISTINCT source FROM models")]
+    for source, cols in trajectory_of_sources(sources).items():
+        conn.execute("UPDATE models SET " + ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE source = ?",
+                     (*trajectory_values(cols), source))
+    conn.execute(f"PRAGMA user_version = {_FORMAT}")
 
 
 def _retry_locked(step: Any, seconds: float = 60.0) -> Any:
@@ -449,7 +506,7 @@ def migrate_csv(csv: str | Path, store: str | Path) -> int:
     absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
     :func:`qkgeometry.surveying.scoring.read_cache` drops them. Returns the number of models copied. Chapter 4."""
 
-    frame = read_store(csv)
+    frame = read_store(csv, trajectory=True)
     with SurveyStore(store, what="--store") as target:
         return target.put_many(frame)
 
@@ -460,14 +517,15 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
     from .._files import check_writable_file, write_csv_atomic
 
     check_writable_file(Path(csv), "--csv")
-    frame = read_store(store)
+    frame = csv_columns(read_store(store, trajectory=True))
     write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
     return len(frame)
 
 
-def read_store(path: str | Path | None) -> pd.DataFrame:
+def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:
     """Every row of the survey store or survey CSV at ``path``: what
-    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there)."""
+    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there); with ``trajectory=True`` also the
+    columns of :data:`TRAJECTORY_COLUMNS` (missing values where a model is no checkpoint of a run)."""
     import io
     import warnings
 
@@ -475,24 +533,24 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
     from ..errors import first_line
 
     if path is None:
-        return empty_frame()
+        return empty_frame(trajectory)
     path = Path(path)
     try:
         if not resolve_output(path).exists():
-            return empty_frame()
+            return empty_frame(trajectory)
         if not resolve_output(path).is_file():
             raise ValueError(f"survey file {str(path)!r} is not a regular file (a folder or a pipe?); pass a .csv "
                              "file.")
         if is_store_file(path):
             if not resolve_output(path).stat().st_size:
-                return empty_frame()
+                return empty_frame(trajectory)
             with SurveyStore(path, what="survey store", readonly=True) as store:
-                return store.read()
+                return store.read(trajectory)
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
     if not data.strip():
-        return empty_frame()
+        return empty_frame(trajectory)
     try:
         text = data.decode("utf-8")
         if not text.endswith("\n"):
@@ -529,48 +587,9 @@ def read_store(path: str | Path | None) -> pd.DataFrame:
     frame["qk_norm"] = frame["qk_norm"].fillna("")
     frame["input_norm"] = frame["input_norm"].fillna("raw")
     frame["revision"] = frame["revision"].fillna("")
-    return frame[SURVEY_COLUMNS]
-
-
-#: a text cell that starts with one of these is run as a formula by spreadsheet programs (Excel, LibreOffice,
-#: Google Sheets): a model folder named ``=cmd|' -C calc'!A0`` would be one
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
-    ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
-    mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.scoring.read_cache` undoes it on
-    what it reads."""
-    out = frame.copy()
-    for column in out.columns:
-        marked = _text_starting(out[column], (*FORMULA_STARTS, "'"))
-        if marked.any():
-            out[column] = out[column].astype(object)
-            out.loc[marked, column] = "'" + out.loc[marked, column]
-    return out
-
-
-def spreadsheet_text(frame: pd.DataFrame) -> pd.DataFrame:
-    """The inverse of :func:`spreadsheet_safe`: one leading apostrophe is removed from every text cell that has
-    one (in place; returns ``frame``)."""
-    for column in frame.columns:
-        marked = _text_starting(frame[column], ("'",))
-        if marked.any():
-            frame.loc[marked, column] = frame.loc[marked, column].str[1:]
-    return frame
-
-
-def _text_starting(column: pd.Series, prefixes: tuple[str, ...]) -> pd.Series:
-    """Boolean mask of the cells of ``column`` that are strings starting with one of ``prefixes``."""
-    if not (column.dtype == object or pd.api.types.is_string_dtype(column.dtype)):
-        return pd.Series(False, index=column.index)
-    return column.map(lambda v: isinstance(v, str) and v.startswith(prefixes)).astype(bool)
-
-
-def empty_frame() -> pd.DataFrame:
-    """A survey frame with no rows: the columns of :data:`SURVEY_COLUMNS`, ``head`` as ``Int64``."""
-    frame = pd.DataFrame(columns=SURVEY_COLUMNS)
-    frame["head"] = frame["head"].astype("Int64")
-    return frame
+    if not trajectory:
+        return frame[SURVEY_COLUMNS]
+    for col in TRAJECTORY_COLUMNS:
+        if col not in frame.columns:
+            frame[col] = None
+    return trajectory_dtypes(frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]].copy())
