@@ -54,8 +54,8 @@ def local_checkpoints(folder: str | Path) -> list[Checkpoint]:
 def hub_checkpoints(repo_id: str) -> list[Checkpoint]:
     """The branches and tags of a Hub repo that name a training step, in step order (listed through
     ``huggingface_hub``; ``main`` and other names without a step are left out). Needs the network."""
-    from ..readers.hub.plan import parse_hub_source
     from ..readers.hub.client import hub_error, is_offline, network_errors
+    from ..readers.hub.plan import parse_hub_source
 
     repo, revision = parse_hub_source(repo_id)
     if revision is not None:
