@@ -49,8 +49,10 @@ def run_folder(tmp_path_factory) -> Path:
 def test_names_say_the_step_and_the_tokens():
     assert checkpoint_of("out/checkpoint-1200") == Checkpoint("out/checkpoint-1200", "checkpoint-1200", 1200, run="out")
     assert checkpoint_of("hf://EleutherAI/pythia-160m@step143000").step == 143000
-    olmo = checkpoint_of("hf://allenai/OLMo-1B@stage1-step20000-tokens84B")
-    assert (olmo.step, olmo.tokens, olmo.name) == (20000, 84 * 10**9, "stage1-step20000-tokens84B")
+    olmo = checkpoint_of("hf://allenai/OLMo-1B@step20000-tokens84B")  # OLMo's branches
+    assert (olmo.step, olmo.tokens, olmo.name) == (20000, 84 * 10**9, "step20000-tokens84B")
+    olmo2 = checkpoint_of("hf://org/olmo2-like@stage1-step20000-tokens42B")  # OLMo 2's names carry a stage
+    assert (olmo2.stage, olmo2.step, olmo2.tokens) == (1, 20000, 42 * 10**9)
     assert checkpoint_of("hf://EleutherAI/pythia-160m@main").step is None
 
 

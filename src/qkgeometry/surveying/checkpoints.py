@@ -48,7 +48,8 @@ class Checkpoint:
 
 def checkpoint_of(source: str, resolve: bool = True) -> Checkpoint:
     """The checkpoint a source names: ``…/checkpoint-500`` (step 500), ``hf://EleutherAI/pythia-160m@step1000``
-    (step 1000), ``hf://allenai/OLMo-1B@stage1-step20000-tokens84B`` (stage 1, step 20000, 84·10⁹ tokens). A name
+    (step 1000), ``hf://allenai/OLMo-1B@step20000-tokens84B`` (step 20000, 84·10⁹ tokens), and OLMo 2's staged
+    names such as ``stage1-step20000-tokens42B`` (stage 1, step 20000). A name
     that says no step gives ``step=None``. The run is the repo id, or the folder that holds a local checkpoint
     (resolved to its absolute path when it exists and ``resolve``, so that two runs whose folders share a name stay
     two runs).

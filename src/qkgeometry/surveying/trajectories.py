@@ -3,8 +3,8 @@
 A *trajectory* is a survey whose models are the checkpoints of one training run, each with its place in the run:
 
 * a Hub repo whose branches or tags are checkpoints (Pythia's ``step0`` … ``step143000``; OLMo's
-  ``stage1-step1000-tokens4B``): each is read as ``hf://org/name@<branch>``, only its Q/K bytes (and the gains the
-  form needs), cached per commit;
+  ``step1000-tokens4B``; OLMo 2's staged ``stage1-step1000-…``): each is read as ``hf://org/name@<branch>``, only
+  its Q/K bytes (and the gains the form needs), cached per commit;
 * a local folder in the ``transformers`` Trainer layout (``checkpoint-<step>/``, each a model folder);
 * an explicit list of ``(source, step)`` pairs (any sources :func:`qkgeometry.load_qk` opens);
 * a model as it trains (:mod:`qkgeometry.integrations`), scored in memory every N steps.
