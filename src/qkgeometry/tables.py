@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .stats import format_fixed
+from .stats import MINUS, format_fixed, format_number
 
 __all__ = ["MISSING", "Collapsed", "ModeNote", "StatsBox", "collapsed", "mode_note", "same_values", "show_table",
            "stats_box", "tidy_number"]
@@ -21,11 +21,14 @@ MISSING = "—"
 
 
 def tidy_number(value: Any, precision: int = 3) -> str:
-    """One cell as text: floats rounded to ``precision`` decimals (no "-0.000"), integers as integers, lists
-    joined with commas, missing values as :data:`MISSING`.
+    """One cell as text, written by :func:`qkgeometry.stats.format_number` (true minus sign, thousands separators,
+    no "−0.000"): floats rounded to ``precision`` decimals, integers as integers, lists joined with commas, missing
+    values as :data:`MISSING`.
 
     >>> tidy_number(4.440892e-16), tidy_number(-0.00001), tidy_number(3), tidy_number(None), tidy_number([1, 2])
     ('0.000', '0.000', '3', '—', '1, 2')
+    >>> tidy_number(-0.1234), tidy_number(12345)
+    ('−0.123', '12,345')
     """
     if value is None:
         return MISSING
@@ -34,10 +37,10 @@ def tidy_number(value: Any, precision: int = 3) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (int, np.integer)):
-        return str(int(value))
+        return format_number(int(value))
     if isinstance(value, (float, np.floating)):
         if not np.isfinite(value):
-            return MISSING if np.isnan(value) else ("∞" if value > 0 else "−∞")
+            return MISSING if np.isnan(value) else ("∞" if value > 0 else MINUS + "∞")
         return format_fixed(value, precision)
     try:
         import pandas as pd
