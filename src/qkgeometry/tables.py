@@ -14,7 +14,7 @@ import numpy as np
 from .stats import MINUS, format_fixed, format_number
 
 __all__ = ["MISSING", "Collapsed", "ModeNote", "StatsBox", "collapsed", "mode_note", "same_values", "show_table",
-           "stats_box", "tidy_number"]
+           "show_value", "stats_box", "tidy_number"]
 
 #: What a missing value looks like on the page.
 MISSING = "—"
@@ -266,3 +266,32 @@ def same_values(frame: Any, columns: Sequence[str], name: str) -> Any:
         out.append(first.setdefault(key, label) if key in first else "")
         first.setdefault(key, label)
     return pd.Series(out, index=frame.index, name="same values as")
+
+
+def show_value(name: str, value: Any, display: bool = True) -> None:
+    """Show a value the chapter's text quotes, as the output of the cell that computes it: ``name: value`` for a
+    number or a sentence (numbers through :func:`qkgeometry.stats.format_number`), the object itself for anything
+    that displays richly (a figure, a table, a statistics box).
+
+    The book's notebooks pass such values to ``myst_nb.glue``, which pastes them into the text; the notebooks a
+    learner opens in Colab or Jupyter call this instead, so that every value is visible where it is computed
+    (``display`` is accepted and ignored: the value is always shown).
+
+    >>> show_value("share", -0.1234), show_value("n", 10033), show_value("verdict", "no detectable difference")
+    share: −0.123
+    n: 10,033
+    verdict: no detectable difference
+    (None, None, None)
+    """
+    del display
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        print(f"{name}: {value}")
+    elif isinstance(value, (int, float, np.integer, np.floating)):
+        print(f"{name}: {tidy_number(value, 3)}")
+    elif isinstance(value, str):
+        print(f"{name}: {value}")
+    else:
+        from IPython.display import display as _display
+
+        print(f"{name}:")
+        _display(value)
