@@ -405,6 +405,7 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
     print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
     retarget_colab_links(html)
+    true_minus_signs(html)
     external = external_resources(html)
     if external:
         listing = "\n".join(f"  {page}: {url}" for page, url in external[:20])
@@ -426,6 +427,51 @@ def retarget_colab_links(html_dir: Path) -> int:
         if n:
             page.write_text(new, encoding="utf-8")
             changed += n
+    return changed
+
+
+#: A number written with a hyphen-minus: a "-" that starts a word (after a space, a bracket, "=", ...) before a digit.
+HYPHEN_MINUS_NUMBER = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;:=<>≈~±/]))-(?=\.?\d)")
+#: Elements whose text is code, math or machinery: their hyphens stay.
+_VERBATIM = {"code", "pre", "kbd", "samp", "script", "style", "textarea", "svg", "math"}
+
+
+def _verbatim(tag) -> bool:
+    classes = set(tag.get("class") or ())
+    return tag.name in _VERBATIM or tag.name.startswith("mjx-") or bool(
+        classes & {"math", "highlight", "MathJax", "notranslate"})
+
+
+def true_minus_signs(html_dir: Path, count_only: bool = False) -> dict[str, int]:
+    """Write every negative number of the built pages' prose, tables and text outputs with a true minus sign
+    (U+2212) instead of a hyphen-minus, outside code and math; return, per page, how many there were (with
+    ``count_only``, count and change nothing). Numbers the package writes already have one
+    (:func:`qkgeometry.stats.format_number`); this catches values that a chapter's own format string or a glued
+    role wrote."""
+    from bs4 import BeautifulSoup
+    from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
+
+    changed: dict[str, int] = {}
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "-" not in text:
+            continue
+        soup = BeautifulSoup(text, "html.parser")
+        body = soup.body or soup
+        count = 0
+        for node in list(body.find_all(string=HYPHEN_MINUS_NUMBER)):
+            if isinstance(node, (Comment, Declaration, Doctype, ProcessingInstruction)) or node.parent is None:
+                continue
+            if any(_verbatim(a) for a in node.parents if getattr(a, "name", None)):
+                continue
+            new, n = HYPHEN_MINUS_NUMBER.subn("\u2212", str(node))
+            if n and not count_only:
+                node.replace_with(new)
+            count += n
+        if count:
+            changed[str(page.relative_to(html_dir))] = count
+            if not count_only:
+                page.write_text(str(soup), encoding="utf-8")
     return changed
 
 

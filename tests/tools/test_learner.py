@@ -83,7 +83,7 @@ def _tiny_chapter(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_builder_resolves_every_construct(tmp_path: Path):
     root, executed = _tiny_chapter(tmp_path)
-    first, second = learner.build_learner_notebooks(root, executed, tmp_path / "out", "full")
+    first, _second = learner.build_learner_notebooks(root, executed, tmp_path / "out", "full")
     nb = nbformat.read(str(first), as_version=4)
     nbformat.validate(nb)
     text = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
