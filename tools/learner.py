@@ -479,8 +479,8 @@ def _convert_cell(cell, ctx: _Context) -> list:
         target = argument.split()[0] if argument else ""
         number = ctx.labels.text.get(target, "the exercise above")
         level = "#" * min(6, ctx.heading + 1)  # the exercise's own level
-        head = nbformat.v4.new_markdown_cell(f"{level} Solution to {number}\n\nTry the exercise first: the code "
-                                             "below overwrites your function with the reference solution.")
+        head = nbformat.v4.new_markdown_cell(f"{level} Solution to {number}\n\nTry the exercise first: the "
+                                             "reference solution below replaces your answer when it runs.")
         head.metadata["tags"] = [SOLUTION_TAG]
         out.append(head)
         cursor = 0

@@ -405,7 +405,9 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
     print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
     retarget_colab_links(html)
-    true_minus_signs(html)
+    minus = true_minus_signs(html)
+    print(f"  {sum(minus.values()):7d}    hyphen-minus numbers written with a true minus sign on {len(minus)} page(s)",
+          file=stream, flush=True)
     external = external_resources(html)
     if external:
         listing = "\n".join(f"  {page}: {url}" for page, url in external[:20])

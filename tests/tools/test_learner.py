@@ -162,3 +162,21 @@ def test_every_exercise_has_its_solution_as_code(path: Path):
              and c.source.startswith("#")]
     assert len(heads) == n
     assert len(nb.metadata["colab"]["collapsed_sections"]) == n
+
+
+def test_built_pages_get_true_minus_signs_outside_code_and_math_and_colab_opens_the_learners_notebook(tmp_path):
+    page = tmp_path / "notebooks" / "02_scores.html"
+    page.parent.mkdir()
+    page.write_text(
+        '<html><body><a href="https://colab.research.google.com/github/o/r/blob/main/notebooks/02_scores.ipynb">'
+        "Colab</a><p>A gap of -0.05 [-0.1, 0.2] in layer-3, 2-3 times.</p><table><tr><td>-1.5</td></tr></table>"
+        '<pre>x = -1</pre><code>-2</code><span class="math notranslate nohighlight">\\(-3\\)</span></body></html>',
+        encoding="utf-8")
+    assert runner.true_minus_signs(tmp_path, count_only=True) == {"notebooks/02_scores.html": 3}
+    assert runner.true_minus_signs(tmp_path) == {"notebooks/02_scores.html": 3}
+    text = page.read_text(encoding="utf-8")
+    assert "\u22120.05 [\u22120.1, 0.2] in layer-3, 2-3" in text and "<td>\u22121.5</td>" in text
+    assert "<pre>x = -1</pre>" in text and "<code>-2</code>" in text and "\\(-3\\)" in text
+    assert runner.true_minus_signs(tmp_path) == {}
+    assert runner.retarget_colab_links(tmp_path) == 1
+    assert "blob/main/learner/02_scores.ipynb" in page.read_text(encoding="utf-8")
