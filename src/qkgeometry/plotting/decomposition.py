@@ -49,7 +49,9 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     Book: the introduction's headline figure and chapter 2, "Two axes, not one".
     """
     require_rows(frame, "frame", "pass the tidy scores of at least one model (qkgeometry.score_model)")
-    fig, ax = plt.subplots(figsize=(6.4, 5.4))
+    # narrow, one legend column, 10-point legend: on a 390-px phone the figure shrinks little and its text stays
+    # readable (about 9 px), where a wide two-column version fell to 5 px
+    fig, ax = plt.subplots(figsize=(5.0, 5.0))
     if null is not None and len(null):
         ax.scatter(null["symmetry"], null["directionality"], s=10, color=FAMILY_COLORS["random"], alpha=0.5,
                    linewidths=0, label="random Gaussian $W_QW_K^\\top$ (same shapes)")
@@ -70,9 +72,9 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     ax.set_ylim(-1.1, 1.1)
     ax.set_xlabel("symmetry score $s(M)$  (+1 symmetric, −1 skew)")
     ax.set_ylabel("directionality score $d(M)$\n(−: key columns dominate)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=10)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=11, wrap=True)
     fig.tight_layout()
     return fig
 
