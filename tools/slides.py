@@ -142,32 +142,43 @@ def slide_caption(caption: str) -> str:
     return " ".join(kept or sentences[:1])
 
 
+def _clauses(text: str) -> list[tuple[int, str]]:
+    """``(position, character)`` of every clause boundary of ``text`` (". ", "; ", ": ", a comma or a dash) that
+    lies outside brackets and formulas."""
+    found, depth, math = [], 0, False
+    for k, ch in enumerate(text):
+        if ch == "$":
+            math = not math
+        elif math:
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and ch in ".;:,—–" and (k + 1 == len(text) or text[k + 1] == " "):
+            found.append((k, ch))
+    return found
+
+
 def slide_title(caption: str) -> str:
-    """A figure slide's title: its caption's first sentence or clause, whole. A clause longer than
-    ``TITLE_CHARS`` characters is cut at a clause boundary (a comma or a dash), never inside a bracket, a formula
-    or a word.
+    """A figure slide's title: its caption's first sentence or clause, whole, never cut inside a bracket, a
+    formula or a word. A "Left:"/"Right:" panel label at the start is dropped. A first clause longer than
+    ``TITLE_CHARS`` characters is shortened at its last comma or dash before that length.
 
     >>> slide_title("Symmetry against directionality for every layer: encoders right, decoders left.")
     'Symmetry against directionality for every layer'
-    >>> slide_title("Left: one head (dots, one per input) and its null; right: the same head, rescaled.")
-    'One head (dots, one per input) and its null'
+    >>> slide_title("Left: one head (dots; one per input) and its null; right: the same head, rescaled.")
+    'One head (dots; one per input) and its null'
     """
     text = re.sub(r"^(?:Left|Right|Top|Bottom|Middle)\s*(?:\([^)]*\))?\s*:\s*", "", caption.strip())
-    first = re.split(r"(?<=[.;])\s|:\s", text, maxsplit=1)[0].rstrip(".;:")
+    ends = [k for k, ch in _clauses(text) if ch in ".;:"]
+    first = (text[:ends[0]] if ends else text).strip()
+    first = re.sub(r",?\s*(?:interactive|hover[^,]*)$", "", first)  # a slide's figure is a still image
     first = first[:1].upper() + first[1:]
     if len(first) <= TITLE_CHARS:
         return first
-    depth, cut, math = 0, 0, False
-    for k, ch in enumerate(first):
-        if ch == "$":
-            math = not math
-        elif ch in "([{" and not math:
-            depth += 1
-        elif ch in ")]}" and not math:
-            depth -= 1
-        elif ch in ",—–" and depth == 0 and not math and 20 <= k <= TITLE_CHARS:
-            cut = k
-    return first[:cut].rstrip(" ,—–") if cut else first
+    cuts = [k for k, ch in _clauses(first) if ch in ",—–" and 20 <= k <= TITLE_CHARS]
+    return first[:cuts[-1]].rstrip(" ,—–") if cuts else first
 
 
 def _chapter_context(nb, session: Session, labels: learner.Labels | None):
