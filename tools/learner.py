@@ -280,8 +280,9 @@ def glued_outputs(nb) -> dict[str, dict]:
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             name = out.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name:
-                values[name] = {k: ("".join(v) if isinstance(v, list) else v) for k, v in out.get("data", {}).items()}
+            if name:  # papermill records the mime types under a prefix of its own
+                values[name] = {k.split("papermill.record/")[-1]: ("".join(v) if isinstance(v, list) else v)
+                                for k, v in out.get("data", {}).items()}
     return values
 
 
