@@ -374,8 +374,11 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     # the learners' notebooks of this build (plain Markdown, its values; tools/learner.py), and the students' copies
     from .learner import build_learner_notebooks
 
-    learner = build_learner_notebooks(root, Path(executed).resolve(), stage / "book" / "_generated" / "learner",
-                                      "quick" if quick else "full")
+    try:
+        learner = build_learner_notebooks(root, Path(executed).resolve(), stage / "book" / "_generated" / "learner",
+                                          "quick" if quick else "full")
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        raise NotebookFailure(f"the learners' notebooks: {e}") from None
     write_student_notebooks(root, stage / "book" / "_generated" / "student", learner=learner[0].parent)
     # jupyter-book writes to <path-output>/_build/{html,.doctrees}; start from a clean output folder.
     out_root = build_dir / "book"
@@ -397,12 +400,15 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     if html.exists():
         shutil.rmtree(html)
     shutil.move(str(built), str(html))
-    from .slides import SESSIONS, write_decks
+    from .slides import SESSIONS, DeckError, write_decks
 
     start = time.perf_counter()
     # one deck per course session whose chapter this project has (a project without them gets none)
     sessions = [s for s in SESSIONS if (root / "notebooks" / f"{s.notebook}.ipynb").is_file()]
-    decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
+    try:
+        decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
+    except DeckError as e:
+        raise NotebookFailure(f"slide decks: {e}") from None
     print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
     retarget_colab_links(html)
     minus = true_minus_signs(html)
