@@ -301,7 +301,7 @@ section.slide { box-sizing: border-box; min-height: 100vh; padding: 4vh 6vw; scr
                 border-bottom: 1px solid #ddd; display: flex; flex-direction: column; justify-content: center; }
 section.slide h1 { font-size: clamp(1.6rem, 4vw, 2.8rem); margin: 0 0 0.4em 0; }
 section.slide h2 { font-size: clamp(1.2rem, 3vw, 2rem); margin: 0 0 0.6em 0; }
-section.slide li, section.slide p { font-size: clamp(0.95rem, 2vw, 1.3rem); line-height: 1.45; overflow-wrap: break-word; }
+section.slide li, section.slide p { font-size: clamp(0.95rem, 2vw, 1.3rem); line-height: 1.45; overflow-wrap: anywhere; }
 section.slide ul, section.slide ol { padding-left: 1.4em; margin: 0.3em 0; }
 section.slide li { margin: 0.35em 0; }
 section.slide li::marker { color: #444; }
@@ -315,11 +315,14 @@ section.slide th, section.slide td { padding: 0.2em 0.5em; border-bottom: 1px so
 section.slide figure { margin: 0; }
 section.slide img { max-width: 100%; max-height: 72vh; width: auto; height: auto; display: block; margin: 0 auto; }
 @media (max-width: 600px) {
-  /* on a phone a figure fits the screen (nothing wider than the slide); a tap opens it at full size */
+  /* on a phone a figure keeps readable text and scrolls sideways inside its own box (the slide stays as wide as
+     the screen); a tap opens it at full size */
   section.slide { padding: 3vh 4vw; }
-  section.slide img { max-height: none; }
-  section.slide figure::after { content: "Tap the figure to open it at full size."; display: block;
-                                font-size: 0.8rem; color: #555; }
+  section.slide figure { overflow-x: auto; max-width: 100%; }
+  section.slide img { max-width: none; max-height: none; width: calc(var(--qkg-natural, 640px) * 0.7); }
+  section.slide figure::before { content: "Scroll sideways to see the whole figure →"; display: block;
+                                 font-size: 0.8rem; color: #555; position: sticky; left: 0; }
+  section.slide figcaption { position: sticky; left: 0; max-width: 92vw; }
 }
 section.slide figcaption { font-size: clamp(0.8rem, 1.5vw, 1rem); color: #555; margin-top: 0.6em; }
 .qkg-deck-note { color: #555; }
@@ -327,6 +330,9 @@ section.slide > * { min-width: 0; max-width: 100%; }
 /* no overflow on list items: it would clip their markers */
 mjx-container { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
 mjx-container[display="true"] { display: block; }
+/* a long inline formula scrolls inside its own box instead of pushing the slide wider */
+section.slide mjx-container:not([display="true"]) { display: inline-block; vertical-align: middle; }
+section.slide .math.block { max-width: 100%; overflow-x: auto; }
 """
 
 _SCRIPT = """
@@ -426,6 +432,10 @@ def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
             (folder / f"figure-{k}.png").write_bytes(figure[0])
             files.append(f"{folder.name}/figure-{k}.png")
         deck = out_dir / session.file_name
-        deck.write_text(deck_html(nb, session, files, citations=citations, labels=labels), encoding="utf-8")
+        try:
+            text = deck_html(nb, session, files, citations=citations, labels=labels)
+        except (KeyError, ValueError) as e:
+            raise DeckError(f"session {session.number}: {str(e).strip(chr(34))}") from None
+        deck.write_text(text, encoding="utf-8")
         written.append(deck)
     return written

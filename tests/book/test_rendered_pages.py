@@ -210,7 +210,10 @@ const deck = document.querySelector('section.slide') ? {
   }).map(describe).slice(0, 5),
   clipped: [...document.querySelectorAll('section.slide *')].filter(el => {
     const r = el.getBoundingClientRect();
-    if (r.width === 0 || el.closest('mjx-container, .qkg-table')) return false;
+    if (r.width === 0) return false;
+    for (let p = el.parentElement; p; p = p.parentElement) {  // inside a box that scrolls sideways: not clipped
+      if (getComputedStyle(p).overflowX !== 'visible') return false;
+    }
     return r.right > window.innerWidth + 1 || r.left < -1;
   }).map(describe).slice(0, 5),
   titles: [...document.querySelectorAll('section.slide h1, section.slide h2')].map(h => h.textContent.trim()),
