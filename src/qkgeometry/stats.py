@@ -27,13 +27,14 @@ State n, which seeds, and the unit (model, layer, head) next to every interval; 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import stats as _scipy_stats
+
+from .tables import MINUS, format_number
 
 __all__ = [
     "MINUS",
@@ -388,69 +389,14 @@ def format_p(p: float) -> str:
     return f"p = {p:.2g}"
 
 
-#: The minus sign the book prints (U+2212), never the hyphen-minus of ``str(-1.0)``.
-MINUS = "\u2212"
-
-
-def format_number(value: float, scale: float | None = None, *, decimals: int | None = None,
-                  spec: str | None = None) -> str:
-    """The book's one number formatter: every number a reader sees (text, tables, verdicts, slides, the learners'
-    notebooks) is written by it.
-
-    - a true minus sign (U+2212), never a hyphen-minus, and never ``−0.000``: a value that rounds to zero is ``0.000``;
-    - thousands separators (``10,033``);
-    - one precision rule: ``decimals`` when given (one quantity, one precision: pass the same ``decimals`` for every
-      value of a quantity in a sentence), else as many decimals as ``scale`` (an interval's half-width, say) needs
-      for two significant digits, between 1 and 6, else three decimals; integers print as integers;
-    - ``spec``, a Python format specification (``".2f"``, ``".0%"``, ``",d"``), for values written by a format
-      string (the book's glued values), with the same sign and separator rules.
-
-    >>> format_number(0.25, 0.124), format_number(3.2e-5, 1.5e-5), format_number(12.345, 3.1), format_number(-0.0001)
-    ('0.25', '0.000032', '12.3', '0.000')
-    >>> format_number(-0.119, decimals=2), format_number(10033), format_number(-1234.5, decimals=1)
-    ('−0.12', '10,033', '−1,234.5')
-    >>> format_number(-0.054, spec=".1%"), format_number(0.61, spec=".0%"), format_number(-2.3e-06, spec=".2g")
-    ('−5.4%', '61%', '−2.3e−06')
-    """
-    if spec is not None:
-        return _true_minus(format(value, _with_separators(spec)))
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and decimals is None:
-        return _true_minus(f"{int(value):,d}")
-    if decimals is None:
-        if scale is None or not np.isfinite(scale) or scale <= 0:
-            decimals = 3
-        else:
-            decimals = int(min(6, max(1, 1 - math.floor(math.log10(abs(scale))))))
-    return format_fixed(value, decimals)
-
-
 def format_fixed(value: float, decimals: int) -> str:
-    """``value`` with ``decimals`` decimals, thousands separators and a true minus sign, never as ``−0.000``
-    (:func:`format_number` with ``decimals``).
+    """``value`` with ``decimals`` decimals, by the book's one number formatter
+    (:func:`qkgeometry.tables.format_number`: a true minus sign, thousands separators, never ``−0.000``).
 
     >>> format_fixed(-0.0001, 3), format_fixed(-0.25, 2), format_fixed(1.0, 0), format_fixed(12345.678, 1)
     ('0.000', '−0.25', '1', '12,345.7')
     """
-    value = float(value)
-    if not np.isfinite(value):
-        return "∞" if value > 0 else (MINUS + "∞" if value < 0 else "nan")
-    return _true_minus(f"{value:,.{int(decimals)}f}")
-
-
-def _with_separators(spec: str) -> str:
-    """``spec`` with a thousands separator added where the presentation type takes one (``f``, ``d``, ``%``,
-    ``g``, ``e`` or none) and none is given."""
-    m = re.fullmatch(r"(?P<head>(?:.?[<>=^])?[+\- ]?z?#?0?\d*)(?P<sep>[,_]?)(?P<tail>(?:\.\d+)?[bcdeEfFgGnosxX%]?)", spec)
-    if not m or m.group("sep") or m.group("tail")[-1:] in tuple("bcnosxX"):
-        return spec
-    return m.group("head") + "," + m.group("tail")
-
-
-def _true_minus(text: str) -> str:
-    """A formatted number with a true minus sign, and without the sign of a value that rounds to zero."""
-    if text.lstrip().startswith("-") and not re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
-        text = text.replace("-", "", 1)
-    return text.replace("-", MINUS)
+    return format_number(float(value), decimals=int(decimals))
 
 
 @dataclass(frozen=True)
