@@ -310,6 +310,8 @@ section.slide blockquote { margin: 0.4em 0; padding-left: 0.8em; border-left: 3p
 .qkg-table table { border-collapse: collapse; font-size: clamp(0.7rem, 1.4vw, 1rem); }
 .qkg-table th, .qkg-table td { padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: left; }
 section.slide table { border-collapse: collapse; }
+/* a table written in the chapter's Markdown scrolls sideways in its own box on a phone */
+section.slide > table { display: block; overflow-x: auto; max-width: 100%; }
 section.slide th, section.slide td { padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: left;
                                      font-size: clamp(0.75rem, 1.5vw, 1.05rem); }
 section.slide figure { margin: 0; }
