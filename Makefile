@@ -30,13 +30,14 @@ NOTEBOOKS := $(BIN)/python -m tools.notebooks
 # Exact versions of the book stack (see the file's header); torch is pinned below on its own.
 CONSTRAINTS := book-constraints.txt
 
-.PHONY: install lint test test-fast test-unit test-notebooks test-book test-browser test-colab test-floors \
+.PHONY: install lint learner test test-fast test-unit test-notebooks test-book test-browser test-colab test-floors \
 	test-colab-versions browser-deps book clean help
 
 help:
 	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
 	@echo "                 (quick), a quick book build and the rendered-page check in headless Chromium"
-	@echo "make test-colab - every chapter as on Colab, each in a fresh runtime (new venv, empty pip and Hugging Face"
+	@echo "make learner   - the learners' notebooks (plain Markdown, learner/) from the last executed build"
+	@echo "make test-colab - every chapter's learner's notebook as on Colab, each in a fresh runtime (new venv, empty pip and Hugging Face"
 	@echo "                 caches, the chapter's own first cell installing the package from PyPI); needs PyPI"
 	@echo "make test-floors - the reader, Hub and CLI tests with every runtime dependency at its declared floor"
 	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests over the"
@@ -98,7 +99,8 @@ test-browser: test-book browser-deps
 
 test: lint test-unit test-notebooks test-book test-browser
 
-# Every chapter Colab-like, each in a fresh runtime of its own (tests/colab_like.py): the installs come from PyPI
+# Every chapter's learner's notebook (learner/, what the Colab badges open; every solution cell runs) Colab-like,
+# each in a fresh runtime of its own (tests/colab_like.py): the installs come from PyPI
 # through the chapter's first cell, the models from the loopback Hub emulator. Per-chapter times and bytes fetched ->
 # _build/colab-like/report.txt. It installs the committed state of the checkout.
 test-colab: install
@@ -137,6 +139,14 @@ test-colab-versions:
 	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
 	$(COLAB_VENV)/bin/python -m tools.floors report colab
 	QKG_REQUIRE_DASK=1 $(COLAB_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
+# The learners' notebooks (learner/, committed: the Colab badges open them): each chapter in plain Markdown with the
+# numbers of the last executed build (full if there is one), then the check a CommonMark renderer would fail.
+# `make learner VALUES=learner` rebuilds them from the values they recorded, after a text-only edit of a chapter.
+VALUES ?=
+learner: install
+	$(BIN)/python -m tools.learner build $(if $(VALUES),--values-from $(VALUES),)
+	$(BIN)/python -m tools.learner check
 
 # Execute every chapter (full scale unless QUICK=1), render the book offline, print the path of index.html.
 book: install

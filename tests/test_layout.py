@@ -47,7 +47,8 @@ def test_the_package_root_holds_only_the_core():
     (r"^def default_device\(", "devices.py"),
     (r"^def resolve_device\(", "devices.py"),
     (r"^def format_fixed\(", "stats.py"),
-    (r'startswith\("-"\) and float\(', "stats.py"),  # the "no -0.000" rule
+    (r"^def _true_minus\(", "tables.py"),  # the "no -0.000" rule and the true minus sign
+    (r"^def format_number\(", "tables.py"),  # the one number formatter
     (r"^def judge\(", "stats.py"),
     (r"\bos\.replace\(", "_files.py"),  # every atomic write goes through _files.replacing
     (r"^def replacing\(", "_files.py"),

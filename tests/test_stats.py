@@ -63,7 +63,7 @@ def test_bad_values_are_named(bad):
 
 
 def test_format_interval_has_no_negative_zero():
-    assert stats.format_interval(-0.00001, -0.2, 0.1) == "0.000 [-0.200, 0.100]"
+    assert stats.format_interval(-0.00001, -0.2, 0.1) == "0.000 [\u22120.200, 0.100]"
     assert stats.format_interval(0.15, 0.09, 0.21, percent=True) == "15.0% [9.0%, 21.0%]"
 
 
@@ -212,3 +212,20 @@ def test_a_family_bootstrap_counts_families_and_is_wider_than_a_value_bootstrap(
         stats.clustered_difference_of_medians(enc, dec, np.zeros(59), np.ones(60))
     with pytest.raises(ValueError, match="at least 2 clusters"):
         stats.clustered_difference_of_medians(enc, dec, np.zeros(60), np.zeros(60))
+
+
+def test_one_number_formatter_writes_a_true_minus_sign_and_thousands_separators():
+    # every path a number takes to a page: fixed decimals, a scale, a format spec, an integer, an interval
+    assert stats.format_number(-0.119, decimals=2) == "\u22120.12"
+    assert stats.format_number(-0.0004, decimals=3) == "0.000"  # no negative zero
+    assert stats.format_number(10033) == "10,033"
+    assert stats.format_number(-12345.678, decimals=1) == "\u221212,345.7"
+    assert stats.format_number(-0.054, spec=".1%") == "\u22125.4%"
+    assert stats.format_number(-0.0001, spec=".1%") == "0.0%"
+    assert stats.format_number(1234567, spec="d") == "1,234,567"
+    assert stats.format_number(-2.3e-06, spec=".2g") == "\u22122.3e\u221206"
+    assert stats.format_number(3, spec="x") == "3"  # no separator where the type takes none
+    assert stats.format_fixed(-0.25, 2) == "\u22120.25"
+    assert stats.format_interval(-0.2, -0.3, -0.1, digits=2, percent=True) == "\u221220% [\u221230%, \u221210%]"
+    for text in (stats.format_number(-1.5), stats.format_fixed(-3, 0), stats.format_interval(-1, -2, 0)):
+        assert "-" not in text, text

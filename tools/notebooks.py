@@ -14,8 +14,10 @@ This is the build pipeline behind ``make book`` and ``make test`` (the book's "H
   *executed* notebooks) with ``execute_notebooks: "off"``, ``-W -n --keep-going`` and a clean output folder, so a
   warning or a broken cross-reference fails the build. The build step also draws the intro's headline figure
   (computed from the offline models, never hand-made) and checks that no page loads a script or a stylesheet from
-  the network, and writes the students' copies of the notebooks (:func:`write_student_notebooks`: solutions
-  removed, no outputs), which the course module offers for download, and one slide deck per course session
+  the network, writes the learners' notebooks of the build (plain Markdown with the build's numbers,
+  ``tools/learner.py``; the pages' Colab buttons open them) and the students' copies of them
+  (:func:`write_student_notebooks`: solutions removed, no outputs), which the course module offers for download,
+  and one slide deck per course session
   (``tools/slides.py``, ``write_decks``, ``<html>/slides/``), which the teachers' page links.
 """
 
@@ -300,7 +302,11 @@ def student_notebook(nb):
     cells, removed = [], 0
     for cell in out.cells:
         if "solution" in cell.get("metadata", {}).get("tags", []):
-            removed += 1
+            # a learner's notebook (tools/learner.py): a solution is a headed section of tagged cells
+            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+                removed += 1
+                cells.append(nbformat.v4.new_markdown_cell(SOLUTION_PLACEHOLDER))
+                cells.append(nbformat.v4.new_code_cell(""))
             continue
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -320,15 +326,18 @@ def student_notebook(nb):
     return out, removed
 
 
-def write_student_notebooks(root: Path, out_dir: Path) -> list[Path]:
-    """Write the students' copy (:func:`student_notebook`) of every ``notebooks/*.ipynb`` of ``root`` into
-    ``out_dir``; return their paths."""
+def write_student_notebooks(root: Path, out_dir: Path, learner: Path | None = None) -> list[Path]:
+    """Write the students' copy (:func:`student_notebook`) of every learner's notebook (``learner/*.ipynb`` of
+    ``root``, plain Markdown, see ``tools/learner.py``; or those in ``learner``) into ``out_dir``; return their
+    paths."""
     import nbformat
+
+    from .learner import LEARNER_DIR
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for src in sorted((Path(root) / "notebooks").glob("*.ipynb")):
+    for src in sorted(Path(learner or Path(root) / LEARNER_DIR).glob("*.ipynb")):
         nb = nbformat.read(str(src), as_version=4)
         copy, _ = student_notebook(nb)
         dst = out_dir / src.name
@@ -362,7 +371,15 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
         start = time.perf_counter()
         draw_headline(stage / "book" / "_generated", quick)
         print(f"  {time.perf_counter() - start:7.1f} s  headline figure", file=stream, flush=True)
-    write_student_notebooks(root, stage / "book" / "_generated" / "student")
+    # the learners' notebooks of this build (plain Markdown, its values; tools/learner.py), and the students' copies
+    from .learner import build_learner_notebooks
+
+    try:
+        learner = build_learner_notebooks(root, Path(executed).resolve(), stage / "book" / "_generated" / "learner",
+                                          "quick" if quick else "full")
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        raise NotebookFailure(f"the learners' notebooks: {e}") from None
+    write_student_notebooks(root, stage / "book" / "_generated" / "student", learner=learner[0].parent)
     # jupyter-book writes to <path-output>/_build/{html,.doctrees}; start from a clean output folder.
     out_root = build_dir / "book"
     if out_root.exists():
@@ -383,19 +400,87 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
     if html.exists():
         shutil.rmtree(html)
     shutil.move(str(built), str(html))
-    from .slides import SESSIONS, write_decks
+    from .slides import SESSIONS, DeckError, write_decks
 
     start = time.perf_counter()
     # one deck per course session whose chapter this project has (a project without them gets none)
     sessions = [s for s in SESSIONS if (root / "notebooks" / f"{s.notebook}.ipynb").is_file()]
-    decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
+    try:
+        decks = write_decks(Path(executed).resolve(), html / "slides", sessions=sessions)
+    except DeckError as e:
+        raise NotebookFailure(f"slide decks: {e}") from None
     print(f"  {time.perf_counter() - start:7.1f} s  {len(decks)} slide decks", file=stream, flush=True)
+    retarget_colab_links(html)
+    minus = true_minus_signs(html)
+    print(f"  {sum(minus.values()):7d}    hyphen-minus numbers written with a true minus sign on {len(minus)} page(s)",
+          file=stream, flush=True)
     external = external_resources(html)
     if external:
         listing = "\n".join(f"  {page}: {url}" for page, url in external[:20])
         raise NotebookFailure(f"the built book loads {len(external)} asset(s) from the network:\n{listing}")
     print(f"  {seconds:7.1f} s  jupyter-book build", file=stream, flush=True)
     return html / "index.html"
+
+
+def retarget_colab_links(html_dir: Path) -> int:
+    """Point every "Open in Colab" link of the built pages (the launch button) at the chapter's learner's notebook
+    (``learner/``, plain Markdown) instead of its MyST source; return how many links changed."""
+    from .learner import LEARNER_DIR
+
+    pattern = re.compile(r"(https://colab\.research\.google\.com/github/[^\"'\s]*?/blob/[^/\"']+/)notebooks/")
+    changed = 0
+    for page in Path(html_dir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new, n = pattern.subn(lambda m: m.group(1) + LEARNER_DIR + "/", text)
+        if n:
+            page.write_text(new, encoding="utf-8")
+            changed += n
+    return changed
+
+
+#: A number written with a hyphen-minus: a "-" that starts a word (after a space, a bracket, "=", ...) before a digit.
+HYPHEN_MINUS_NUMBER = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;:=<>≈~±/]))-(?=\.?\d)")
+#: Elements whose text is code, math or machinery: their hyphens stay.
+_VERBATIM = {"code", "pre", "kbd", "samp", "script", "style", "textarea", "svg", "math"}
+
+
+def _verbatim(tag) -> bool:
+    classes = set(tag.get("class") or ())
+    return tag.name in _VERBATIM or tag.name.startswith("mjx-") or bool(
+        classes & {"math", "highlight", "MathJax", "notranslate"})
+
+
+def true_minus_signs(html_dir: Path, count_only: bool = False) -> dict[str, int]:
+    """Write every negative number of the built pages' prose, tables and text outputs with a true minus sign
+    (U+2212) instead of a hyphen-minus, outside code and math; return, per page, how many there were (with
+    ``count_only``, count and change nothing). Numbers the package writes already have one
+    (:func:`qkgeometry.stats.format_number`); this catches values that a chapter's own format string or a glued
+    role wrote."""
+    from bs4 import BeautifulSoup
+    from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
+
+    changed: dict[str, int] = {}
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "-" not in text:
+            continue
+        soup = BeautifulSoup(text, "html.parser")
+        body = soup.body or soup
+        count = 0
+        for node in list(body.find_all(string=HYPHEN_MINUS_NUMBER)):
+            if isinstance(node, (Comment, Declaration, Doctype, ProcessingInstruction)) or node.parent is None:
+                continue
+            if any(_verbatim(a) for a in node.parents if getattr(a, "name", None)):
+                continue
+            new, n = HYPHEN_MINUS_NUMBER.subn("\u2212", str(node))
+            if n and not count_only:
+                node.replace_with(new)
+            count += n
+        if count:
+            changed[str(page.relative_to(html_dir))] = count
+            if not count_only:
+                page.write_text(str(soup), encoding="utf-8")
+    return changed
 
 
 # ----------------------------------------------------------------------------------------------------- CLI

@@ -3,25 +3,35 @@
 Each deck is one self-contained HTML page, ``slides/session-N.html`` next to the book's pages: a title slide, the
 chapter's key results (its "Key results" box, with every number the chapter computed filled in), its theorems and
 propositions, its numbered figures (each titled by its caption's first clause) with their captions, and its
-exercises. Cross-references read as words ("Corollary 'Energies of the parts'", "Figure 2", "the notation page",
-"Saponati et al. 2025"), never as raw labels, and a caption's sentences about what the page has around the figure
-("the table above", "hover") are left out. The slides stack vertically and snap to the screen; the arrow keys,
-Page Up/Down and the space bar step through them, and the deck works without JavaScript (it then scrolls). Math is
-typeset by the book's own copy of MathJax, so nothing is loaded from the network.
+exercises. Everything is numbered as in the book ("Theorem 2.1", "Fig. 2.3", "Exercise 2.1"). A session that asks
+for predictions first (:attr:`Session.predict`) shows the chapter's hypotheses and a poll before any result, and its
+results table after the figures. A caption's sentences about what the page has around the figure ("the table
+above", "hover") are left out. The slides stack vertically and snap to the screen; the arrow keys, Page Up/Down and
+the space bar step through them, and the deck works without JavaScript (it then scrolls). Math is typeset by the
+book's own copy of MathJax, so nothing is loaded from the network.
 
-The build calls :func:`write_decks` after rendering the book; the teachers' page links the decks.
+The chapters' MyST is read, and written as Markdown, by ``tools/learner.py`` (markdown-it-py with the MyST
+plugins, the same conversion as the learners' notebooks); the Markdown becomes HTML with markdown-it-py's CommonMark
+renderer. The build calls :func:`write_decks` after rendering the book; the teachers' page links the decks.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SESSIONS", "Session", "citation_names", "deck_html", "glue_values", "slide_caption", "slide_title",
-           "write_decks"]
+from . import learner
+
+__all__ = ["SESSIONS", "DeckError", "Session", "citation_names", "deck_html", "glue_values", "markdown_html",
+           "slide_caption", "slide_title", "write_decks"]
+
+
+class DeckError(ValueError):
+    """A deck cannot be made: its chapter was not executed, or a figure's output is not an image."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,11 @@ class Session:
     number: int
     title: str
     notebook: str  # file stem in notebooks/
+    #: the heading of the chapter's section that states the predictions (hypotheses) a room makes before any
+    #: result: the deck shows it and a poll first, and the Key results last
+    predict: str | None = None
+    #: the numbered table (``tbl-...``) of the results of those predictions, shown after the figures
+    results_table: str | None = None
 
     @property
     def file_name(self) -> str:
@@ -42,7 +57,8 @@ SESSIONS = (
     Session(1, "The decomposition", "01_toeplitz_decomposition"),
     Session(2, "The scores", "02_scores"),
     Session(3, "Beyond the paper", "06_beyond_the_paper"),
-    Session(4, "What a head's geometry says about its job", "07_head_behaviour"),
+    Session(4, "What a head's geometry says about its job", "07_head_behaviour",
+            predict="The hypotheses, stated before the numbers", results_table="tbl-ch7-hypotheses"),
 )
 
 #: Figures shown per deck (the first ones of the chapter), so that a deck stays a session's worth.
@@ -54,152 +70,53 @@ THEORY_KINDS = ("theorem", "proposition", "corollary", "lemma", "definition")
 #: A caption sentence that points at what the chapter's page has and a slide lacks.
 _PAGE_ONLY = re.compile(r"\b(?:above|below|hover(?:ing)?|click|opens?)\b", re.IGNORECASE)
 #: Longest figure-slide title (characters) before it is cut at a word.
-TITLE_CHARS = 70
-
-_GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
-_ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
-_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.S | re.M)
+TITLE_CHARS = 90
 
 
 def glue_values(nb) -> dict[str, str]:
     """Every value a notebook glued (``myst_nb.glue``), as the text its ``text/plain`` form shows."""
-    values = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
-            if not name:
-                continue
-            data = out.get("data", {})
-            text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
-            if text is not None:
-                values[name] = "".join(text) if isinstance(text, list) else str(text)
-    return values
+    return {name: learner._plain(bundle) for name, bundle in learner.glued_outputs(nb).items()}
 
 
-def _format(value: str, spec: str | None) -> str:
-    text = value
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        text = text[1:-1].replace("\\'", "'")
-    if spec:
-        try:
-            return format(float(text), spec)
-        except ValueError:
-            return text
-    return text
+def _math(content: str, options: dict) -> str:
+    if options.get("display_mode"):
+        return r"\[" + html.escape(content) + r"\]"
+    return r"\(" + html.escape(content) + r"\)"
 
 
-def _reference(role: str, target: str, labels: dict[str, str], citations: dict[str, str]) -> str:
-    """The words a cross-reference reads as on a slide (no raw label, no relative path)."""
-    explicit = re.match(r"^(.*?)\s*<([^>]*)>$", target)
-    if explicit and explicit.group(1).strip():
-        return explicit.group(1).strip()
-    target = explicit.group(2) if explicit else target
-    if role.startswith("cite"):
-        names = [citations.get(key.strip(), key.strip()) for key in target.split(",")]
-        return "; ".join(names) if role == "cite:t" else f"({'; '.join(names)})"
-    if role == "doc":
-        stem = target.rstrip("/").rsplit("/", 1)[-1]
-        chapter = re.match(r"^0?(\d+)_", stem)
-        return f"chapter {chapter.group(1)}" if chapter else f"the {stem.replace('_', ' ')} page"
-    return labels.get(target, "the chapter's text")
+def _renderer():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table").use(dollarmath_plugin, renderer=_math,
+                                                                          double_inline=True)
 
 
-def _inline(text: str, glued: dict[str, str], labels: dict[str, str] | None = None,
-            citations: dict[str, str] | None = None) -> str:
-    """A line of the book's MyST as HTML: glued values filled in, cross-references as words, math for MathJax."""
-    text = _GLUE_ROLE.sub(lambda m: _format(glued.get(m.group(1), "…"), m.group(2)), text)
-    text = _ROLE.sub(lambda m: _reference(m.group(1), m.group(2), labels or {}, citations or {}), text)
-    pieces = re.split(r"(\$\$.+?\$\$|\$[^$]+\$|`[^`]+`)", text)
-    out = []
-    for piece in pieces:
-        if piece.startswith("$$"):
-            out.append(r"\[" + html.escape(piece[2:-2]) + r"\]")
-        elif piece.startswith("$") and len(piece) > 1:
-            out.append(r"\(" + html.escape(piece[1:-1]) + r"\)")
-        elif piece.startswith("`"):
-            out.append(f"<code>{html.escape(piece[1:-1])}</code>")
-        else:
-            escaped = html.escape(piece)
-            escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
-            out.append(re.sub(r"(?<!\w)\*(?!\s)(.+?)(?<!\s)\*(?!\w)", r"<em>\1</em>", escaped))
-    return "".join(out)
+def markdown_html(markdown: str, inline: bool = False) -> str:
+    """CommonMark (tables and ``$``-math included) as HTML, math left for MathJax (``\\( \\)``, ``\\[ \\]``).
 
-
-def _bullets(body: str, glued: dict[str, str], labels=None, citations=None) -> list[str]:
-    items, current = [], []
-    for line in body.splitlines():
-        if line.startswith(":"):
-            continue
-        if re.match(r"^\s*[-*] ", line):
-            if current:
-                items.append(" ".join(current))
-            current = [re.sub(r"^\s*[-*] ", "", line)]
-        elif line.strip() and current:
-            current.append(line.strip())
-    if current:
-        items.append(" ".join(current))
-    return [_inline(item, glued, labels, citations) for item in items]
-
-
-def _paragraphs(body: str, glued: dict[str, str], labels=None, citations=None) -> list[str]:
-    lines = [line for line in body.splitlines() if not line.startswith(":")]
-    return [_inline(" ".join(p.split()), glued, labels, citations) for p in "\n".join(lines).split("\n\n")
-            if p.strip()]
+    >>> markdown_html("- a *(Small d.)* and $x<y$", inline=False).replace("\\n", "")
+    '<ul><li>a <em>(Small d.)</em> and <span class="math inline">\\\\(x&lt;y\\\\)</span></li></ul>'
+    """
+    md = _renderer()
+    return md.renderInline(markdown) if inline else md.render(markdown)
 
 
 def citation_names(bib_text: str) -> dict[str, str]:
-    """``key -> "Author et al. Year"`` (or "Author Year", "A and B Year") for every entry of a BibTeX file."""
+    """``key -> "Author et al. Year"`` (or "Author Year", "A and B Year") for every entry of a BibTeX file, read by
+    pybtex."""
+    from pybtex.database import parse_string
+
     names = {}
-    for m in re.finditer(r"@\w+\{([^,\s]+),(.*?)\n\}", bib_text, re.S):
-        author = re.search(r"\bauthor\s*=\s*\{(.*?)\}\s*,?\s*\n", m.group(2), re.S)
-        year = re.search(r"\byear\s*=\s*\{?(\d{4})", m.group(2))
-        if not author:
+    for key, entry in parse_string(bib_text, "bibtex").entries.items():
+        people = entry.persons.get("author", [])
+        if not people:
             continue
-        people = [a.strip() for a in re.split(r"\s+and\s+", " ".join(author.group(1).split()))]
-        last = [re.sub(r"[{}]", "", a.split(",")[0] if "," in a else a.split()[-1]) for a in people]
+        last = [re.sub(r"[{}]", "", " ".join(p.last_names)) for p in people]
         who = last[0] if len(last) == 1 else f"{last[0]} and {last[1]}" if len(last) == 2 else f"{last[0]} et al."
-        names[m.group(1)] = f"{who} {year.group(1)}" if year else who
+        year = entry.fields.get("year", "")
+        names[key] = f"{who} {year}".strip()
     return names
-
-
-def _labels(nb) -> dict[str, str]:
-    """What each label of the chapter reads as on its deck: "Figure k" for the deck's figures, "Exercise k",
-    "Theorem 'Title'"; other figures and tables are "a figure (table) of the chapter"."""
-    labels, figures, exercises = {}, 0, 0
-    for cell in nb.cells:
-        name = str(cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name", ""))
-        if cell.cell_type == "code" and name.startswith("fig-"):
-            figures += 1
-            labels[name] = f"Figure {figures}" if figures <= MAX_FIGURES else "a figure of the chapter"
-        elif cell.cell_type == "code" and name.startswith("tbl-"):
-            labels[name] = "a table of the chapter"
-        if cell.cell_type != "markdown":
-            continue
-        for m in _FENCE.finditer(cell.source):
-            label = re.search(r"^:label:\s*(\S+)", m.group("body"), re.M)
-            if not label:
-                continue
-            kind = m.group("name").split(":")[-1]
-            if kind == "exercise":
-                exercises += 1
-                labels[label.group(1)] = f"Exercise {exercises}"
-            else:
-                title = m.group(0).split("\n", 1)[0].split("}", 1)[1].strip()
-                labels[label.group(1)] = f"{kind.capitalize()} ‘{title}’" if title else kind.capitalize()
-    for cell in nb.cells:  # equations: "$$ ... $$ (label)"
-        if cell.cell_type == "markdown":
-            for label in re.findall(r"\$\$\s*\((eq-[\w-]+)\)", cell.source):
-                labels.setdefault(label, "the equation")
-    return labels
-
-
-def _title(nb) -> str:
-    for cell in nb.cells:
-        if cell.cell_type == "markdown" and "remove-cell" not in cell.get("metadata", {}).get("tags", []):
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return "Untitled chapter"
 
 
 def png_width(png: bytes) -> int:
@@ -225,89 +142,156 @@ def slide_caption(caption: str) -> str:
     return " ".join(kept or sentences[:1])
 
 
+def _clauses(text: str) -> list[tuple[int, str]]:
+    """``(position, character)`` of every clause boundary of ``text`` (". ", "; ", ": ", a comma or a dash) that
+    lies outside brackets and formulas."""
+    found, depth, math = [], 0, False
+    for k, ch in enumerate(text):
+        if ch == "$":
+            math = not math
+        elif math:
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and ch in ".;:,—–" and (k + 1 == len(text) or text[k + 1] == " "):
+            found.append((k, ch))
+    return found
+
+
 def slide_title(caption: str) -> str:
-    """A figure slide's title: its caption's first clause, cut at a word after ``TITLE_CHARS`` characters.
+    """A figure slide's title: its caption's first sentence or clause, whole, never cut inside a bracket, a
+    formula or a word. A "Left:"/"Right:" panel label at the start is dropped. A first clause longer than
+    ``TITLE_CHARS`` characters is shortened at its last comma or dash before that length.
 
     >>> slide_title("Symmetry against directionality for every layer: encoders right, decoders left.")
     'Symmetry against directionality for every layer'
+    >>> slide_title("Left: one head (dots; one per input) and its null; right: the same head, rescaled.")
+    'One head (dots; one per input) and its null'
     """
-    first = re.split(r"(?<=[.;:])\s|:\s", caption.strip(), maxsplit=1)[0].rstrip(".;:")
+    text = re.sub(r"^(?:Left|Right|Top|Bottom|Middle)\s*(?:\([^)]*\))?\s*:\s*", "", caption.strip())
+    ends = [k for k, ch in _clauses(text) if ch in ".;:"]
+    first = (text[:ends[0]] if ends else text).strip()
+    first = re.sub(r",?\s*(?:interactive|hover[^,]*)$", "", first)  # a slide's figure is a still image
+    first = first[:1].upper() + first[1:]
     if len(first) <= TITLE_CHARS:
         return first
-    return first[:TITLE_CHARS].rsplit(" ", 1)[0].rstrip(",;") + " …"
+    cuts = [k for k, ch in _clauses(first) if ch in ",—–" and 20 <= k <= TITLE_CHARS]
+    return first[:cuts[-1]].rstrip(" ,—–") if cuts else first
 
 
-def _blocks(body: str, glued: dict[str, str], labels=None, citations=None) -> str:
-    """A statement's body as HTML: paragraphs, and numbered items ("1. ...") as an ordered list."""
-    lines = [line for line in body.splitlines() if not line.startswith(":")]
-    out = []
-    for block in "\n".join(lines).split("\n\n"):
-        if not block.strip():
-            continue
-        items = re.split(r"(?m)^\s*\d+\.\s+", block)
-        if len(items) > 2 and not items[0].strip():
-            out.append("<ol>" + "".join(f"<li>{_inline(' '.join(i.split()), glued, labels, citations)}</li>"
-                                        for i in items[1:]) + "</ol>")
-        else:
-            out.append(f"<p>{_inline(' '.join(block.split()), glued, labels, citations)}</p>")
-    return "".join(out)
+def _chapter_context(nb, session: Session, labels: learner.Labels | None):
+    stem = session.notebook
+    if labels is None:
+        labels = learner.chapter_labels([(stem, nb)])
+    chapter = labels.chapters.get(stem) or learner.Chapter(int(stem[:2]) if stem[:2].isdigit() else 0, stem, stem)
+    return learner._Context(chapter, labels, learner.glued_outputs(nb), "full", links="book")
 
 
-def _theory(nb, glued: dict[str, str], labels, citations) -> list[tuple[str, str]]:
-    """(title, body HTML) of the chapter's first :data:`MAX_THEORY` theorems, propositions and corollaries."""
-    found = []
+def _md(markdown: str, ctx) -> str:
+    """A piece of the chapter's MyST as plain Markdown (the learners' conversion)."""
+    return learner.markdown_to_commonmark(markdown, ctx)
+
+
+def _directives(nb):
     for cell in nb.cells:
-        if cell.cell_type != "markdown":
+        if cell.cell_type == "markdown":
+            for name, argument, options, body, _token in learner._walk_blocks(cell.source):
+                yield name, argument, options, body
+
+
+def _title(nb) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "remove-cell" not in cell.get("metadata", {}).get("tags", []):
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return "Untitled chapter"
+
+
+def _theory(nb, ctx) -> list[tuple[str, str]]:
+    """(title HTML, body HTML) of the chapter's first :data:`MAX_THEORY` theorems, propositions and corollaries."""
+    found = []
+    for name, argument, options, body in _directives(nb):
+        kind = name.split(":")[-1]
+        if not name.startswith("prf:") or kind not in THEORY_KINDS:
             continue
-        for m in _FENCE.finditer(cell.source):
-            kind = m.group("name").split(":")[-1]
-            if not m.group("name").startswith("prf:") or kind not in THEORY_KINDS:
-                continue
-            title = m.group(0).split("\n", 1)[0].split("}", 1)[1].strip()
-            heading = f"{kind.capitalize()}: {title}" if title else kind.capitalize()
-            body = _blocks(m.group("body"), glued, labels, citations)
-            found.append((_inline(heading, glued, labels, citations), body))
+        number = ctx.labels.text.get(options.get("label", ""), kind.capitalize())
+        heading = f"{number}: {_md(argument, ctx)}" if argument else number
+        found.append((markdown_html(heading, inline=True), markdown_html(_md(body, ctx))))
     return found[:MAX_THEORY]
 
 
-def _figures(nb, glued: dict[str, str], labels=None, citations=None) -> list[tuple[bytes, str, str]]:
-    """(PNG bytes, caption HTML, alt text) of the chapter's numbered figures, in order."""
+def _figures(nb, ctx, session: Session | None = None) -> list[tuple[bytes, str, str, str, str]]:
+    """(PNG bytes, number, title HTML, caption HTML, alt text) of the chapter's numbered figures, in order."""
     found = []
     for cell in nb.cells:
-        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
-        if cell.cell_type != "code" or not str(figure.get("name", "")).startswith("fig-"):
+        figure = learner._cell_figure(cell)
+        name = str(figure.get("name", ""))
+        if cell.cell_type != "code" or not name.startswith("fig-"):
             continue
         for out in cell.get("outputs", []):
-            png = out.get("data", {}).get("image/png")
-            if png:
-                caption = str(figure.get("caption", ""))
-                alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt") or re.sub(
-                    r"[{}`$\\]", "", caption.split(". ")[0])
-                found.append((base64.b64decode("".join(png)), _inline(slide_caption(caption), glued, labels, citations),
-                              alt))
-                break
+            data = out.get("data", {}).get("image/png")
+            if not data:
+                continue
+            try:
+                png = base64.b64decode("".join(data), validate=True)
+            except (binascii.Error, ValueError):
+                png = b""
+            if not png_width(png):
+                where = f"session {session.number}: " if session else ""
+                raise DeckError(f"{where}figure {name} of {ctx.chapter.stem}: its image/png output is not a PNG "
+                                "image; execute the chapter again.")
+            caption = _md(str(figure.get("caption", "")), ctx)
+            alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt") or re.sub(
+                r"[*_`$\\]", "", caption.split(". ")[0])
+            found.append((png, ctx.labels.text.get(name, "Fig."), markdown_html(slide_title(caption), inline=True),
+                          markdown_html(slide_caption(caption), inline=True), alt))
+            break
     return found
 
 
-def _exercises(nb, glued: dict[str, str], labels=None, citations=None) -> list[str]:
-    found = []
+def _exercises(nb, ctx) -> list[tuple[str, str]]:
+    return [(ctx.labels.text.get(options.get("label", ""), "Exercise"), markdown_html(_md(body, ctx)))
+            for name, _argument, options, body in _directives(nb) if name == "exercise"]
+
+
+def _key_results(nb, ctx) -> str:
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        for m in _FENCE.finditer(cell.source):
-            if m.group("name") == "exercise":
-                found.append("".join(f"<p>{p}</p>" for p in _paragraphs(m.group("body"), glued, labels, citations)))
-    return found
+        for token in learner._md_parser().parse(cell.source):
+            found = learner._directive(token)
+            if found and found[0] == "admonition" and "qkg-front-door" in token.content.split("\n", 1)[0]:
+                _, body = learner._options(token.content)
+                return markdown_html(_md(body, ctx))
+    return ""
 
 
-def _key_results(nb, glued: dict[str, str], labels=None, citations=None) -> list[str]:
+def _section(nb, heading: str, ctx) -> str:
+    """The Markdown of the chapter's section headed ``heading`` (up to the next heading), as HTML."""
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        for m in _FENCE.finditer(cell.source):
-            if m.group("name") == "admonition" and "qkg-front-door" in m.group(0):
-                return _bullets(m.group("body"), glued, labels, citations)
-    return []
+        m = re.search(rf"^(#+) {re.escape(heading)}\s*$\n(.*?)(?=^#+ |\Z)", cell.source, re.M | re.S)
+        if m:
+            return markdown_html(_md(m.group(2), ctx))
+    raise DeckError(f"{ctx.chapter.stem}: no section headed {heading!r} for the predictions slide.")
+
+
+def _table(nb, name: str, ctx) -> tuple[str, str]:
+    """(number and caption HTML, table HTML) of the chapter's numbered table ``name`` from its executed output."""
+    for cell in nb.cells:
+        figure = learner._cell_figure(cell)
+        if cell.cell_type == "code" and figure.get("name") == name:
+            for out in cell.get("outputs", []):
+                table = out.get("data", {}).get("text/html")
+                if table:
+                    caption = slide_caption(_md(str(figure.get("caption", "")), ctx))
+                    return (markdown_html(f"**{ctx.labels.text.get(name, 'Table')}.** {caption}", inline=True),
+                            "".join(table) if isinstance(table, list) else str(table))
+    raise DeckError(f"{ctx.chapter.stem}: no executed output of the table {name} for the results slide.")
 
 
 _STYLE = """
@@ -318,22 +302,39 @@ section.slide { box-sizing: border-box; min-height: 100vh; padding: 4vh 6vw; scr
 section.slide h1 { font-size: clamp(1.6rem, 4vw, 2.8rem); margin: 0 0 0.4em 0; }
 section.slide h2 { font-size: clamp(1.2rem, 3vw, 2rem); margin: 0 0 0.6em 0; }
 section.slide li, section.slide p { font-size: clamp(0.95rem, 2vw, 1.3rem); line-height: 1.45; overflow-wrap: anywhere; }
+section.slide ul, section.slide ol { padding-left: 1.4em; margin: 0.3em 0; }
+section.slide li { margin: 0.35em 0; }
+section.slide li::marker { color: #444; }
+section.slide blockquote { margin: 0.4em 0; padding-left: 0.8em; border-left: 3px solid #ccc; }
+.qkg-table { overflow-x: auto; max-width: 100%; }
+.qkg-table table { border-collapse: collapse; font-size: clamp(0.7rem, 1.4vw, 1rem); }
+.qkg-table th, .qkg-table td { padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: left; }
+section.slide table { border-collapse: collapse; }
+/* a table written in the chapter's Markdown scrolls sideways in its own box on a phone */
+section.slide > table { display: block; overflow-x: auto; max-width: 100%; }
+section.slide th, section.slide td { padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: left;
+                                     font-size: clamp(0.75rem, 1.5vw, 1.05rem); }
 section.slide figure { margin: 0; }
 section.slide img { max-width: 100%; max-height: 72vh; width: auto; height: auto; display: block; margin: 0 auto; }
 @media (max-width: 600px) {
-  /* on a phone a figure keeps readable text (a share of its natural size) and scrolls sideways */
-  section.slide figure { overflow-x: auto; }
-  section.slide img { max-width: none; max-height: none; width: calc(var(--qkg-natural) * 0.55); }
+  /* on a phone a figure keeps readable text and scrolls sideways inside its own box (the slide stays as wide as
+     the screen); a tap opens it at full size */
+  section.slide { padding: 3vh 4vw; }
+  section.slide figure { overflow-x: auto; max-width: 100%; }
+  section.slide img { max-width: none; max-height: none; width: calc(var(--qkg-natural, 640px) * 0.7); }
   section.slide figure::before { content: "Scroll sideways to see the whole figure →"; display: block;
                                  font-size: 0.8rem; color: #555; position: sticky; left: 0; }
-  section.slide figcaption { position: sticky; left: 0; max-width: calc(100vw - 12vw); }
+  section.slide figcaption { position: sticky; left: 0; max-width: 92vw; }
 }
 section.slide figcaption { font-size: clamp(0.8rem, 1.5vw, 1rem); color: #555; margin-top: 0.6em; }
 .qkg-deck-note { color: #555; }
 section.slide > * { min-width: 0; max-width: 100%; }
-section.slide p, section.slide li { overflow-x: auto; overflow-y: hidden; }
+/* no overflow on list items: it would clip their markers */
 mjx-container { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
 mjx-container[display="true"] { display: block; }
+/* a long inline formula scrolls inside its own box instead of pushing the slide wider */
+section.slide mjx-container:not([display="true"]) { display: inline-block; vertical-align: middle; }
+section.slide .math.block { max-width: 100%; overflow-x: auto; }
 """
 
 _SCRIPT = """
@@ -350,40 +351,51 @@ document.addEventListener('keydown', function (e) {
 
 def deck_html(nb, session: Session, figure_files: list[str] | None = None,
               mathjax: str = "../_static/mathjax/tex-chtml.js", chapter_page: str | None = None,
-              citations: dict[str, str] | None = None) -> str:
+              citations: dict[str, str] | None = None, labels: learner.Labels | None = None) -> str:
     """The deck of ``session`` from its executed notebook ``nb`` (an ``nbformat`` node). ``figure_files``: the
     paths (relative to the deck) at which the chapter's figures are written, in order; None embeds none.
+    ``labels``: the book's numbering (:func:`tools.learner.chapter_labels`; by default this chapter's alone);
     ``citations``: ``key -> "Author et al. Year"`` (:func:`citation_names`). Every path is escaped into its
     attribute."""
-    glued = glue_values(nb)
-    labels, citations = _labels(nb), dict(citations or {})
-    title = _inline(_title(nb), glued)
+    ctx = _chapter_context(nb, session, labels)
+    for key, name in (citations or {}).items():
+        m = re.match(r"^(.*?)\s+(\d{4})$", name)
+        ctx.labels.citations.setdefault(key, (m.group(1), m.group(2)) if m else (name, ""))
+    title = markdown_html(_md(_title(nb), ctx), inline=True)
     page = html.escape(chapter_page or f"../notebooks/{session.notebook}.html", quote=True)
     mathjax = html.escape(mathjax, quote=True)
     slides = [f'<section class="slide"><p class="qkg-deck-note">Course module, session {session.number}</p>'
-              f"<h1>{html.escape(session.title)}</h1><p>{title}</p>"
+              f"<h1>{html.escape(session.title)}</h1><p>Chapter {ctx.chapter.number}: {title}</p>"
               f'<p class="qkg-deck-note">The chapter, with its code: <a href="{page}">{title}</a></p></section>']
-    results = _key_results(nb, glued, labels, citations)
-    if results:
-        slides.append('<section class="slide"><h2>Key results</h2><ul>'
-                      + "".join(f"<li>{r}</li>" for r in results) + "</ul></section>")
-    for heading, body in _theory(nb, glued, labels, citations):
+    results = _key_results(nb, ctx)
+    results_slide = f'<section class="slide"><h2>Key results</h2>{results}</section>' if results else ""
+    if session.predict:
+        slides.append(f'<section class="slide"><h2>Predict first: {html.escape(session.predict)}</h2>'
+                      f'{_section(nb, session.predict, ctx)}</section>')
+        slides.append('<section class="slide"><h2>Poll</h2><p>Before any number: which of these hypotheses will '
+                      "hold? Each group picks one it will defend, writes down the result it expects, and says what "
+                      "result would change its mind.</p></section>")
+    elif results_slide:
+        slides.append(results_slide)
+    for heading, body in _theory(nb, ctx):
         slides.append(f'<section class="slide"><h2>{heading}</h2>{body}</section>')
-    figures = _figures(nb, glued, labels, citations)[:MAX_FIGURES]
-    raw_captions = [str(c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", ""))
-                    for c in nb.cells if c.cell_type == "code"
-                    and str(c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name", "")).startswith("fig-")
-                    and any(o.get("data", {}).get("image/png") for o in c.get("outputs", []))]
-    for k, (png, caption, alt) in enumerate(figures):
+    figures = _figures(nb, ctx, session)[:MAX_FIGURES]
+    for k, (png, number, heading, caption, alt) in enumerate(figures):
         if figure_files is None or k >= len(figure_files):
             break
-        heading = _inline(slide_title(raw_captions[k]), glued, labels, citations) if k < len(raw_captions) else ""
         natural = f' style="--qkg-natural: {png_width(png) // 2}px"' if png_width(png) else ""
-        slides.append(f'<section class="slide"><h2>Figure {k + 1}: {heading}</h2><figure>'
-                      f'<img src="{html.escape(figure_files[k], quote=True)}" alt="{html.escape(alt, quote=True)}"'
-                      f"{natural}><figcaption>{caption}</figcaption></figure></section>")
-    for k, exercise in enumerate(_exercises(nb, glued, labels, citations), 1):
-        slides.append(f'<section class="slide"><h2>Exercise {k}</h2>{exercise}'
+        src = html.escape(figure_files[k], quote=True)
+        slides.append(f'<section class="slide qkg-figure-slide"><h2>{html.escape(number)}: {heading}</h2><figure>'
+                      f'<a href="{src}"><img src="{src}" alt="{html.escape(alt, quote=True)}"{natural}></a>'
+                      f"<figcaption>{caption}</figcaption></figure></section>")
+    if session.results_table:
+        caption, table = _table(nb, session.results_table, ctx)
+        slides.append(f'<section class="slide"><h2>The results</h2><p class="qkg-deck-note">{caption}</p>'
+                      f'<div class="qkg-table">{table}</div></section>')
+    if session.predict and results_slide:
+        slides.append(results_slide)
+    for number, exercise in _exercises(nb, ctx):
+        slides.append(f'<section class="slide"><h2>{html.escape(number)}</h2>{exercise}'
                       '<p class="qkg-deck-note">Work it in the chapter\'s notebook; the checker says what is '
                       "wrong.</p></section>")
     slides.append('<section class="slide"><h2>Answer keys</h2><p>Solutions, timings and rubrics are on the '
@@ -397,28 +409,35 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
 
 def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
     """Write one deck per session (``out_dir/session-N.html``, its figures in ``out_dir/session-N/``) from the
-    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed is an
-    error."""
+    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed, or a
+    figure whose output is not an image, is a :class:`DeckError` that says which, in one line."""
     import nbformat
 
     executed, out_dir = Path(executed), Path(out_dir)
     bib = Path(__file__).resolve().parents[1] / "book" / "references.bib"
-    citations = citation_names(bib.read_text(encoding="utf-8")) if bib.is_file() else {}
+    chapters = sorted(executed.glob("[0-9][0-9]_*.ipynb"))
+    labels = learner.chapter_labels(chapters, bib if bib.is_file() else None)
+    citations = {k: f"{who} {year}".strip() for k, (who, year) in labels.citations.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for session in sessions:
         source = executed / f"{session.notebook}.ipynb"
         if not source.is_file():
-            raise FileNotFoundError(f"session {session.number}: no executed notebook at {source}; execute the "
-                                    "chapters first.")
+            raise DeckError(f"session {session.number}: no executed chapter at {source}; execute the chapters "
+                            "first (python -m tools.notebooks execute).")
         nb = nbformat.read(str(source), as_version=4)
+        ctx = _chapter_context(nb, session, labels)
         folder = out_dir / f"session-{session.number}"
         folder.mkdir(exist_ok=True)
         files = []
-        for k, (png, _, _) in enumerate(_figures(nb, glue_values(nb))[:MAX_FIGURES], 1):
-            (folder / f"figure-{k}.png").write_bytes(png)
+        for k, figure in enumerate(_figures(nb, ctx, session)[:MAX_FIGURES], 1):
+            (folder / f"figure-{k}.png").write_bytes(figure[0])
             files.append(f"{folder.name}/figure-{k}.png")
         deck = out_dir / session.file_name
-        deck.write_text(deck_html(nb, session, files, citations=citations), encoding="utf-8")
+        try:
+            text = deck_html(nb, session, files, citations=citations, labels=labels)
+        except (KeyError, ValueError) as e:
+            raise DeckError(f"session {session.number}: {str(e).strip(chr(34))}") from None
+        deck.write_text(text, encoding="utf-8")
         written.append(deck)
     return written

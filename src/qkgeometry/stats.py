@@ -34,7 +34,10 @@ from typing import Any
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from .tables import MINUS, format_number
+
 __all__ = [
+    "MINUS",
     "MIN_BOOTSTRAP_N",
     "Interval",
     "PairedDifference",
@@ -143,7 +146,7 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3, p
     """
     if percent:
         d = max(digits - 2, 0)
-        return f"{100 * estimate:.{d}f}% [{100 * low:.{d}f}%, {100 * high:.{d}f}%]"
+        return f"{format_fixed(100 * estimate, d)}% [{format_fixed(100 * low, d)}%, {format_fixed(100 * high, d)}%]"
 
     return f"{format_fixed(estimate, digits)} [{format_fixed(low, digits)}, {format_fixed(high, digits)}]"
 
@@ -154,7 +157,7 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95, unit: 
     Use it for a handful of seeds. With n = 1 the interval is undefined and this raises.
 
     >>> t_interval([1.0, 2.0, 3.0]).format(2)
-    '2.00 [-0.48, 4.48]'
+    '2.00 [−0.48, 4.48]'
 
     Book: used for seed-level intervals in chapters 3 and 5 (n ≤ 5).
     """
@@ -400,28 +403,14 @@ def format_p(p: float) -> str:
     return f"p = {p:.2g}"
 
 
-def format_number(value: float, scale: float | None = None) -> str:
-    """``value`` with as many decimals as ``scale`` (an interval's half-width, say) needs for two significant
-    digits, between 1 and 6; without ``scale``, three decimals. Tiny values do not print as ``0.0000``.
-
-    >>> format_number(0.25, 0.124), format_number(3.2e-5, 1.5e-5), format_number(12.345, 3.1), format_number(-0.0001)
-    ('0.25', '0.000032', '12.3', '0.000')
-    """
-    if scale is None or not np.isfinite(scale) or scale <= 0:
-        decimals = 3
-    else:
-        decimals = int(min(6, max(1, 1 - math.floor(math.log10(abs(scale))))))
-    return format_fixed(value, decimals)
-
-
 def format_fixed(value: float, decimals: int) -> str:
-    """``value`` with ``decimals`` decimals, never as ``-0.000``: the one place the book's numbers drop that sign.
+    """``value`` with ``decimals`` decimals, by the book's one number formatter
+    (:func:`qkgeometry.tables.format_number`: a true minus sign, thousands separators, never ``−0.000``).
 
-    >>> format_fixed(-0.0001, 3), format_fixed(-0.25, 2), format_fixed(1.0, 0)
-    ('0.000', '-0.25', '1')
+    >>> format_fixed(-0.0001, 3), format_fixed(-0.25, 2), format_fixed(1.0, 0), format_fixed(12345.678, 1)
+    ('0.000', '−0.25', '1', '12,345.7')
     """
-    text = f"{float(value):.{decimals}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    return format_number(float(value), decimals=int(decimals))
 
 
 @dataclass(frozen=True)
@@ -465,7 +454,7 @@ class Verdict:
         method = {"t": "Student t"}.get(i.method, i.method.replace("bootstrap-", "bootstrap, "))
         units = i.unit if i.n == 1 else _plural(i.unit)
         rows = {"estimate": f"{self.subject} = {format_number(i.estimate, (i.high - i.low) / 2 or None)}",
-                f"{round(100 * i.level)}% interval": f"[{i.low:.6g}, {i.high:.6g}] ({method})",
+                f"{round(100 * i.level)}% interval": f"[{format_number(i.low, spec='.6g')}, {format_number(i.high, spec='.6g')}] ({method})",
                 "n": f"{i.n} {units}"}
         if self.p_value is not None:
             rows["test"] = f"{self.test + ': ' if self.test else ''}{format_p(self.p_value)}"

@@ -1,4 +1,5 @@
-"""The chapters as a learner runs them on Colab: each chapter in a fresh runtime of its own (a new venv over the
+"""The chapters as a learner runs them on Colab (the learners' notebooks, ``learner/``, that the badges open; every
+solution cell runs): each chapter in a fresh runtime of its own (a new venv over the
 base packages, an empty Hugging Face cache, an empty pip cache), installed by its own first cell (from
 ``git+file://`` of this checkout), run by papermill in quick mode in a folder outside the checkout, with
 ``google.colab`` present and the loopback Hub emulator serving the chapters' models under their real Hub ids (see
@@ -45,7 +46,8 @@ def test_chapters_run_as_on_colab(tmp_path_factory):
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "notebooks",
                             "pyproject.toml"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
     work = tmp_path_factory.mktemp("colab-like")
-    runs = colab_like.run_chapters(CHAPTERS, ROOT, work)
+    # what a learner opens: the plain-Markdown notebooks the badges point at (tools/learner.py), solutions included
+    runs = colab_like.run_chapters(CHAPTERS, ROOT, work, notebooks=ROOT / "learner")
     summary = colab_like.report(runs)
     out = ROOT / "_build" / "colab-like"
     out.mkdir(parents=True, exist_ok=True)

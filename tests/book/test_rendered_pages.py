@@ -15,6 +15,8 @@ After MathJax has finished typesetting, each page must show:
 - figure text readable at every width: the book style's smallest font, scaled as the figure is shown, is at
   least ``MIN_FIGURE_TEXT_PX`` pixels;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
+- no number written with a hyphen-minus outside code and math ("-0.05" instead of "−0.05"; the count per page is
+  listed);
 - no build artefacts (``ARTEFACTS``: tracebacks, file names of the build, version banners, bare notes);
 - every interactive figure has drawn, and no page requests anything from the network;
 - a page that says it was built in quick mode (or at full scale) says so in a mode note computed in the build
@@ -197,7 +199,28 @@ const boldSentences = [...article.querySelectorAll('p strong, p b, li strong, li
   .map(describe);
 const buildMeta = document.querySelector('meta[name="qkgeometry-build"]');
 const sidebar = document.querySelector('.bd-sidebar-primary, #bd-docs-nav, nav.bd-links');
+// Slide decks (slides/session-N.html): list markers shown, no raw Markdown, nothing past the slide's edge,
+// titles whole.
+const deck = document.querySelector('section.slide') ? {
+  hiddenMarkers: [...document.querySelectorAll('section.slide li')].filter(li => {
+    const st = getComputedStyle(li);
+    return st.listStyleType === 'none' || st.overflowX !== 'visible' || st.overflowY !== 'visible'
+      || getComputedStyle(li.parentElement).listStylePosition === 'outside'
+         && parseFloat(getComputedStyle(li.parentElement).paddingLeft) < 8;
+  }).map(describe).slice(0, 5),
+  clipped: [...document.querySelectorAll('section.slide *')].filter(el => {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) return false;
+    for (let p = el.parentElement; p; p = p.parentElement) {  // inside a box that scrolls sideways: not clipped
+      if (getComputedStyle(p).overflowX !== 'visible') return false;
+    }
+    return r.right > window.innerWidth + 1 || r.left < -1;
+  }).map(describe).slice(0, 5),
+  titles: [...document.querySelectorAll('section.slide h1, section.slide h2')].map(h => h.textContent.trim()),
+  text: visibleText(document.body),
+} : null;
 return {
+  deck,
   title: document.title,
   text: visibleText(article),
   fullText: article.innerText,
@@ -273,6 +296,12 @@ def visible_of(probe: dict) -> str:
     return "\n".join([probe["text"], *probe["outputs"], probe["title"]])
 
 
+#: Markdown or MyST a slide shows as text: emphasis markers, roles, directive fences.
+RAW_MARKDOWN = re.compile(r"\*\*\S[^*\n]*\*\*|(?<![\w*])\*(?=[(\w])[^*\n]*\*(?!\w)|\{[\w:-]+\}`|```|^#+ ", re.M)
+#: A number written with a hyphen-minus (the build writes true minus signs, tools/notebooks.py true_minus_signs).
+HYPHEN_MINUS_NUMBER = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;:=<>≈~±/]))-(?=\.?\d)")
+
+
 def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, float] | None = None) -> list[Finding]:
     """Turn the browser's probe of one page into findings (pure Python, unit-tested below). ``text_scale``:
     :func:`figure_text_px_per_pt` (the figure-text check is skipped without it)."""
@@ -314,6 +343,21 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
         add("blank figure panel", blank)
     for c in probe.get("cut", []):
         add("cut at the right edge of a box", f"{c['what']} reaches {c['over']} px past {c['box']}")
+    deck = probe.get("deck")
+    if deck:
+        for li in deck["hiddenMarkers"]:
+            add("slide list marker hidden", li)
+        for el in deck["clipped"]:
+            add("slide element past the screen's edge", el)
+        for title in deck["titles"]:
+            if title.endswith(("…", "(", ",")) or title.count("(") != title.count(")"):
+                add("slide title cut", repr(title))
+        for m in list(RAW_MARKDOWN.finditer(deck["text"]))[:5]:
+            add("raw Markdown on a slide", repr(deck["text"][max(0, m.start() - 20):m.end() + 20].strip()))
+    minus = list(HYPHEN_MINUS_NUMBER.finditer(probe["text"]))
+    if minus:
+        examples = ", ".join(repr(probe["text"][max(0, m.start() - 20):m.end() + 8].strip()) for m in minus[:3])
+        add("number with a hyphen-minus (write U+2212)", f"{len(minus)} on the page, e.g. {examples}")
     for name, pattern in ARTEFACTS.items():
         for m in list(pattern.finditer(visible_of(probe)))[:3]:
             text = visible_of(probe)
@@ -544,6 +588,22 @@ def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():
     assert findings_for("notebooks/07_head_behaviour.html", 390, _probe(images=[readable]), scale) == []
     px_per_pt, smallest = scale
     assert px_per_pt > 2 and 6 <= smallest <= 14  # a retina PNG; the style's tick and legend sizes
+
+
+def test_findings_logic_counts_numbers_written_with_a_hyphen_minus():
+    found = findings_for("notebooks/02_scores.html", WIDE, _probe(text="a gap of -0.05 [-0.1, 0.2], layer-3, 2-3, \u22120.4"))
+    hits = [f for f in found if f.kind.startswith("number with a hyphen-minus")]
+    assert len(hits) == 1 and hits[0].detail.startswith("2 on the page")
+    clean = findings_for("notebooks/02_scores.html", WIDE, _probe(text="a gap of \u22120.05, pre-2020, layer-3"))
+    assert not [f for f in clean if f.kind.startswith("number with a hyphen-minus")]
+
+
+def test_findings_logic_flags_what_a_deck_must_not_show():
+    deck = {"hiddenMarkers": ['li "a result"'], "clipped": ['img "figure"'], "titles": ["Fig. 3.1: Left (dots", "Whole"],
+            "text": "Key results *(Small d.)* and **bold** and {glue:text}`x`"}
+    kinds = Counter(f.kind for f in findings_for("slides/session-3.html", 390, _probe(deck=deck)))
+    assert kinds["slide list marker hidden"] == 1 and kinds["slide element past the screen's edge"] == 1
+    assert kinds["slide title cut"] == 1 and kinds["raw Markdown on a slide"] == 3
 
 
 def test_findings_logic_spares_ordinary_english():

@@ -49,6 +49,7 @@ FULL = pd.DataFrame({c: [0.0] for c in ("symmetry", "directionality", "layer", "
 #: figure function -> (arguments with an empty frame, the argument the error must name)
 EMPTY_CALLS = {
     "score_plane": ((_empty("model", "family", "symmetry", "directionality"),), "frame"),
+    "attention_parts": ((np.zeros((0, 0)), np.zeros((0, 0)), []), "logits"),
     "null_spread": ((_empty("d", "r", "symmetry", "directionality"),), "null"),
     "heads_vs_layers": ((_empty(*SURVEY), FULL), "heads"),
     "one_step_distributions": ((_empty("setting", "objective", "symmetry"),), "frame"),

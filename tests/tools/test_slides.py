@@ -43,21 +43,30 @@ def test_deck_fills_in_the_chapters_numbers_and_shows_its_figures_and_exercises(
     session = slides.Session(2, "The scores", "02_scores")
     (deck,) = slides.write_decks(executed, tmp_path / "slides", sessions=(session,))
     text = deck.read_text()
-    assert "0.12 above its twin" in text and "No detectable difference: d 0.1 (95% CI -0.2 to 0.3)." in text
+    assert "0.12 above its twin" in text and "No detectable difference: d 0.1 (95% CI \u22120.2 to 0.3)." in text
     assert r"\(W_{qk}\)" in text and "<strong>Directionality</strong>" in text and "{glue" not in text
-    assert "{numref}" not in text and "fig-x" not in text and "see Figure 1)" in text  # a reference reads as words
+    # a reference reads as the book numbers it, and the Key results are a list whose markers show
+    assert "{numref}" not in text and "fig-x" not in text and "see Fig. 2.1)" in text
+    assert "<ul>" in text and "overflow-x: auto; overflow-y: hidden; }\nsection.slide li" not in text
     assert 'src="session-2/figure-1.png" alt="A scatter of the two scores"' in text
     assert (tmp_path / "slides" / "session-2" / "figure-1.png").read_bytes() == PNG
     assert "Scores of 0.1 layers." in text
-    assert "<code>my_score(M)</code>" in text and "Exercise 1" in text
-    assert "<h2>Figure 1: Scores of 0.1 layers</h2>" in text  # titled by its caption, not "Figure 1" alone
+    assert "<code>my_score(M)</code>" in text and "<h2>Exercise 2.1</h2>" in text  # numbered as in the book
+    assert "<h2>Fig. 2.1: Scores of 0.1 layers</h2>" in text  # titled by its caption, not "Fig. 2.1" alone
     assert not re.search(r"""(?:src|href)=["'](?:https?:)?//""", text)  # nothing from the network
     assert 'src="../_static/mathjax/tex-chtml.js"' in text and 'href="../book/instructor.html"' in text
 
 
-def test_a_session_without_an_executed_chapter_is_an_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="session 1"):
+def test_a_session_without_an_executed_chapter_or_with_a_broken_image_is_a_one_line_error(tmp_path):
+    with pytest.raises(slides.DeckError, match="session 1: no executed chapter") as missing:
         slides.write_decks(tmp_path, tmp_path / "slides", sessions=slides.SESSIONS[:1])
+    assert "\n" not in str(missing.value)
+    nb = _chapter()
+    nb.cells[1].outputs[2]["data"]["image/png"] = "bm90IGEgcG5n"  # base64 of "not a png"
+    nbformat.write(nb, str(tmp_path / "02_scores.ipynb"))
+    with pytest.raises(slides.DeckError, match="session 2: figure fig-x of 02_scores: its image/png output is not") as bad:
+        slides.write_decks(tmp_path, tmp_path / "slides", sessions=(slides.Session(2, "The scores", "02_scores"),))
+    assert "\n" not in str(bad.value)
 
 
 def test_every_session_of_the_course_module_has_a_deck_linked_from_the_teachers_page():
@@ -71,11 +80,28 @@ def test_every_session_of_the_course_module_has_a_deck_linked_from_the_teachers_
         assert f'href="../slides/{session.file_name}"' in teachers
 
 
+def test_a_prediction_session_shows_the_hypotheses_and_a_poll_before_any_result():
+    nb = _chapter()
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("### The hypotheses\n\n| | heads | expected |\n|---|---|---|\n"
+                                                     "| H1 | sink | lower |\n\n### Next\n"))
+    table = nbformat.v4.new_code_cell("table")
+    table.metadata["mystnb"] = {"figure": {"name": "tbl-results", "caption": "Every hypothesis."}}
+    table.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<table><tr><td>H1</td></tr></table>"})]
+    nb.cells.append(table)
+    session = slides.Session(4, "Heads", "07_heads", predict="The hypotheses", results_table="tbl-results")
+    text = slides.deck_html(nb, session, ["f.png"])
+    order = [text.index(s) for s in ("Predict first", "<td>H1</td>", "<h2>Poll</h2>", "<h2>Fig. 7.1",
+                                     "<h2>The results</h2>", "<h2>Key results</h2>")]
+    assert order == sorted(order), order
+    assert "Table 7.1." in text
+
+
 def test_deck_reads_references_as_words_shows_theory_and_escapes_paths():
     nb = _chapter()
     theory = ("```{prf:corollary} Energies of the parts\n:label: cor-energies\n\n$\\|M\\|^2 = \\|M_s\\|^2 + "
               "\\|M_n\\|^2$.\n```\n\nBy {prf:ref}`cor-energies` and {cite:t}`saponati2025`, see "
               "{doc}`../book/notation` and {doc}`chapter two <02_scores>`.")
+    theory += "\n\n```{exercise}\n:label: ex-y\n\nAs {cite:t}`saponati2025` in {doc}`chapter two <02_scores>`.\n```\n"
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(theory))
     nb.cells[0].source = nb.cells[0].source.replace("{numref}`fig-x`", "{prf:ref}`cor-energies`; {doc}`../book/notation`")
     nb.cells[2].metadata["mystnb"]["figure"]["caption"] = "Scores per layer. Hover over a point; the table above lists them."
@@ -84,9 +110,11 @@ def test_deck_reads_references_as_words_shows_theory_and_escapes_paths():
                             citations={"saponati2025": "Saponati et al. 2025"})
     assert "<script>x</script>" not in text and "<script>y</script>" not in text
     assert "&quot;&gt;&lt;script&gt;" in text
-    assert "cor-energies" not in text and "../book/notation" not in text and "saponati2025" not in text
-    assert "Corollary ‘Energies of the parts’" in text and "the notation page" in text
-    assert "<h2>Corollary: Energies of the parts</h2>" in text  # a theory slide
+    assert "cor-energies" not in text and "{doc}" not in text and "saponati2025" not in text
+    assert "see Corollary 1.1; " in text  # in the Key results
+    assert '<a href="../book/notation.html">the book\'s notation page</a>' in text
+    assert '<a href="../notebooks/02_scores.html">chapter two</a>' in text and "As Saponati et al. (2025)" in text
+    assert "<h2>Corollary 1.1: Energies of the parts</h2>" in text  # a theory slide
     assert "Hover" not in text and "table above" not in text and "Scores per layer." in text
     bib = (ROOT / "book" / "references.bib").read_text()
     assert slides.citation_names(bib)["saponati2025"] == "Saponati et al. 2025"

@@ -72,7 +72,7 @@ def test_threshold_table_pairs_steps_by_seed_at_the_baselines_mid_horizon_loss()
     row = table.iloc[0]
     assert row.threshold == pytest.approx(6.53)
     assert row.baseline_steps == [100, 100, 150] and row.treatment_steps == [50, 50, 50]
-    assert row.diff_mean == pytest.approx(-200 / 3) and row.ci_text.startswith("-67 [")
+    assert row.diff_mean == pytest.approx(-200 / 3) and row.ci_text.startswith("\u221267 [")
     never = threshold_table(pd.concat(runs), threshold=6.15).iloc[0]
     assert never.baseline_steps == [None] * 3 and math.isnan(never.diff_mean) and never.ci_text == "—"
 
@@ -106,11 +106,11 @@ def test_replication_verdict_needs_a_consistent_effect():
 
     clear = _grid([([9, 7, 6], [9, 5.9, 5.5]), ([9, 7.1, 6.1], [9, 6.0, 5.6]), ([9, 7, 6.05], [9, 5.8, 5.5])])
     assert "a speed-up is detected" in replication_verdict(clear, "x")
-    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final validation loss -0.5")
+    assert paired_table(clear).loc[0, "verdict"].startswith("symmetric lower: symmetric − default final validation loss \u22120.5")
     assert "95% t-interval, n = 3 seeds" in paired_table(clear).loc[0, "verdict"]
     judged = paired_table(clear).loc[0, "judged"]
     assert judged.outcome == "difference" and judged.sentence.startswith(
-        "Symmetric ends lower: symmetric − default final validation loss -0.5")
+        "Symmetric ends lower: symmetric − default final validation loss \u22120.5")
     assert judged.details["n"] == "3 seeds" and judged.details["test"].startswith("paired t-test: p")
     noise = _grid([([9, 7, 6], [9, 5.95, 6.02]), ([9, 6.9, 6.01], [9, 7.0, 5.99]), ([9, 7, 6.0], [9, 6.9, 6.01])])
     verdict = replication_verdict(noise, "x")

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..decomposition import decompose, energies
-from . import compare
+from . import compare, report
 
-__all__ = ["check_bilinear_parts", "check_decompose", "check_energy_split"]
+__all__ = ["check_bilinear_parts", "check_decompose", "check_energy_split", "check_toy_logits"]
 
 
 def _cases(seed: int, sizes=(2, 5, 16)) -> list[np.ndarray]:
@@ -58,3 +58,38 @@ def check_energy_split(fn: Callable[[np.ndarray], tuple[float, float]], seed: in
     rng = np.random.default_rng(seed + 1)
     cases.append((rng.standard_normal((9, 9)).T,))
     return compare(fn, lambda M: tuple(energies(M)[:2]), cases, "energy_split(M) -> (|M_s|^2, |M_n|^2)")
+
+
+#: The matrix of chapter 1's by-hand exercise (Exercise 1.4), with the two unit tokens x_1 = (1, 0), x_2 = (0, 1).
+TOY_M = np.array([[0.0, 3.0], [1.0, 0.0]])
+
+
+def check_toy_logits(symmetric, skew, preferred: int) -> bool:
+    """Exercise 1.4 (by hand): for :data:`TOY_M` and the tokens ``x_1 = (1, 0)``, ``x_2 = (0, 1)``, ``symmetric``
+    and ``skew`` are the 2 × 2 arrays of logits ``ℓˢ_ij`` and ``ℓⁿ_ij`` (query ``i``, key ``j``), and ``preferred``
+    is the key (1 or 2) that query 1 scores higher under the skew part alone. Prints one line; returns True/False.
+    """
+    name = "the toy logits"
+    Ms, Mn = decompose(TOY_M)
+    try:
+        got_s, got_n = np.asarray(symmetric, dtype=float), np.asarray(skew, dtype=float)
+    except (TypeError, ValueError):
+        return report(False, name, "give two 2 × 2 arrays of numbers (nested lists are fine)")
+    if got_s.shape != (2, 2) or got_n.shape != (2, 2):
+        return report(False, name, f"both answers must be 2 × 2 arrays; got shapes {got_s.shape} and {got_n.shape}")
+    if not np.allclose(got_s, Ms):
+        wrong = [(i + 1, j + 1) for i in range(2) for j in range(2) if not np.isclose(got_s[i, j], Ms[i, j])]
+        hint = " (a symmetric part is a symmetric array)" if not np.allclose(got_s, got_s.T) else ""
+        return report(False, name, f"the symmetric logits are wrong at (i, j) = {wrong}{hint}")
+    if not np.allclose(got_n, Mn):
+        if np.allclose(got_n, -Mn):
+            detail = "the skew logits have the wrong sign: ℓⁿᵢⱼ is query i's logit for key j, xᵢᵀ Mₙ xⱼ"
+        elif not np.allclose(np.diag(got_n), 0):
+            detail = "a skew part never scores a token against itself: the diagonal must be 0"
+        else:
+            detail = "the skew logits are wrong; Mₙ = (M − Mᵀ)/2, and with unit tokens ℓⁿᵢⱼ is its entry (i, j)"
+        return report(False, name, detail)
+    if preferred != 2:
+        return report(False, name, "both arrays are right, but query 1's skew logit is higher for key 2 "
+                                   "(ℓⁿ₁₂ = 1 > ℓⁿ₁₁ = 0)")
+    return report(True, name)

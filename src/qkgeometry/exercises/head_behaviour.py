@@ -15,7 +15,8 @@ from ..heads.hypotheses import separation
 from ..heads.surgery import part_form, part_scale
 from . import report
 
-__all__ = ["check_auc", "check_doubled_head", "check_part_scale", "check_previous_token_score"]
+__all__ = ["HOLM_P_VALUES", "check_auc", "check_doubled_head", "check_holm", "check_part_scale",
+           "check_previous_token_score"]
 
 
 def _random_patterns(rng: np.random.Generator, heads: int, t: int) -> np.ndarray:
@@ -108,3 +109,35 @@ def check_part_scale(fn: Callable[[np.ndarray, np.ndarray, str], float], seed: i
                 return report(False, "norm-matched scale", f"got {got:.4f}, expected {want:.4f} for "
                                                            f"part={part!r}{hint}")
     return report(True, "norm-matched scale")
+
+
+#: The p-values of a family of five tests, for Exercise 7.5 (Holm's method by hand).
+HOLM_P_VALUES = (0.01, 0.04, 0.03, 0.20, 0.005)
+
+
+def check_holm(adjusted, holding) -> bool:
+    """Exercise 7.5 (by hand): ``adjusted`` are the Holm-adjusted p-values of :data:`HOLM_P_VALUES`, in their
+    order, and ``holding`` the positions (1 to 5) of the tests that pass at a family-wise level of 0.05. Prints one
+    line; returns True/False."""
+    from ..stats import holm_adjusted
+
+    name = "Holm's method"
+    want = holm_adjusted(np.array(HOLM_P_VALUES))
+    try:
+        got = np.asarray(adjusted, dtype=float)
+    except (TypeError, ValueError):
+        return report(False, name, "give five numbers")
+    if got.shape != (5,):
+        return report(False, name, f"give the five adjusted p-values in the original order; got shape {got.shape}")
+    if np.allclose(got, np.minimum(1, np.array(HOLM_P_VALUES) * 5)):
+        return report(False, name, "that is Bonferroni (every p times 5); Holm multiplies the k-th smallest by 5 − k + 1")
+    if not np.allclose(got, want, atol=1e-9):
+        wrong = [k + 1 for k in range(5) if not np.isclose(got[k], want[k])]
+        hint = (" (remember the running maximum: an adjusted p-value is never smaller than the one before it in "
+                "sorted order)")
+        return report(False, name, f"the adjusted p-values at positions {wrong} are wrong{hint}")
+    want_hold = sorted(k + 1 for k in range(5) if want[k] < 0.05)
+    if sorted(int(k) for k in holding) != want_hold:
+        return report(False, name, "the adjusted p-values are right; a test passes when its adjusted p is below "
+                                   "0.05")
+    return report(True, name, f"tests {want_hold} pass; the others do not, although tests 2 and 3 had p < 0.05 alone")

@@ -18,6 +18,7 @@ __all__ = [
     "check_directionality_score",
     "check_symmetry_score",
     "check_symmetry_score_factored",
+    "check_toy_symmetry",
     "check_two_axes",
     "score_test_matrices",
 ]
@@ -87,3 +88,25 @@ def check_symmetry_score_factored(fn: Callable[[np.ndarray, np.ndarray], float],
         return report(False, "symmetry_score_factored(A, B) memory", "wrong value on the large case")
     return report(True, "symmetry_score_factored(A, B)",
                   f"values match, peak memory {peak / 2**20:.1f} MiB vs {dense_bytes / 2**20:.0f} MiB dense")
+
+
+def check_toy_symmetry(s_M: float, s_transposed: float, s_scaled: float) -> bool:
+    """Exercise 2.5 (by hand): the symmetry scores of chapter 1's toy matrix ``M = [[1, 2], [0, 1]]``, of ``Mᵀ`` and
+    of ``−3 M``, each as a number (a fraction is fine). Prints one line; returns True/False."""
+    name = "the toy matrix's symmetry scores"
+    M = np.array([[1.0, 2.0], [0.0, 1.0]])
+    want = float(symmetry_score(M))
+    try:
+        got = [float(v) for v in (s_M, s_transposed, s_scaled)]
+    except (TypeError, ValueError):
+        return report(False, name, "give three numbers")
+    if not np.isclose(got[0], want):
+        hint = " (the factor 2 of some statements of the score is a slip; the range is [−1, 1])" if np.isclose(
+            got[0], 2 * want) else " (‖M_s‖² = 4, ‖M_n‖² = 2: count the squared entries of each part)"
+        return report(False, name, f"s(M) is not {got[0]:g}{hint}")
+    if not np.isclose(got[1], want):
+        return report(False, name, "s(Mᵀ): transposing keeps M_s and flips the sign of M_n, so both energies stay")
+    if not np.isclose(got[2], want):
+        return report(False, name, "s(−3M): the score is a ratio of energies, so scaling by any nonzero number "
+                                   "keeps it")
+    return report(True, name, f"s = {want:.4f} = 1/3 for all three")

@@ -1,7 +1,8 @@
 """The book's figures, in one style: :mod:`~qkgeometry.plotting.style` (the palette and :func:`use_style`) and one
 module per chapter's figures.
 
-* :mod:`~qkgeometry.plotting.decomposition`: chapters 1-2 (:func:`matrix_triptych`, :func:`score_plane`,
+* :mod:`~qkgeometry.plotting.decomposition`: chapters 1-2 (:func:`attention_parts`, :func:`matrix_triptych`,
+  :func:`score_plane`,
   :func:`null_spread`, :func:`heads_vs_layers`);
 * :mod:`~qkgeometry.plotting.objectives`: chapter 3 (:func:`one_step_distributions`,
   :func:`objective_trajectories`, :func:`objective_losses`, :func:`paper_training_curves`);
@@ -28,7 +29,7 @@ package changes no global state: the style is applied only when :func:`use_style
 from __future__ import annotations
 
 from .claims import specification_curve
-from .decomposition import heads_vs_layers, matrix_triptych, null_spread, score_plane
+from .decomposition import attention_parts, heads_vs_layers, matrix_triptych, null_spread, score_plane
 from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
 from .interactive import InteractiveFigure, interactive_score_plane
 from .model_survey import (
@@ -75,7 +76,8 @@ from .training import PANEL_WORDS, init_curves, paired_difference_curve, surviva
 from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
-FIGURES = ("head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes", "null_spread",
+FIGURES = ("attention_parts", "head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes",
+           "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
            "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "specification_curve",
            "survey_head_heatmaps",
@@ -99,6 +101,7 @@ __all__ = [
     "STACK_COLORS",
     "STACK_WORDS",
     "InteractiveFigure",
+    "attention_parts",
     "check_scores",
     "curve_label",
     "edit_losses",

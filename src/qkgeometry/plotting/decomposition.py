@@ -8,7 +8,7 @@ import seaborn as sns
 
 from .style import DIVERGING, FAMILY_COLORS, plt, require_rows
 
-__all__ = ["heads_vs_layers", "matrix_triptych", "null_spread", "score_plane"]
+__all__ = ["attention_parts", "heads_vs_layers", "matrix_triptych", "null_spread", "score_plane"]
 
 
 def matrix_triptych(M, title: str | None = None, labels: tuple[str, str, str] = ("$M$", "$M_s$", "$M_n$"),
@@ -49,7 +49,9 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     Book: the introduction's headline figure and chapter 2, "Two axes, not one".
     """
     require_rows(frame, "frame", "pass the tidy scores of at least one model (qkgeometry.score_model)")
-    fig, ax = plt.subplots(figsize=(6.4, 5.4))
+    # narrow, one legend column, 10-point legend: on a 390-px phone the figure shrinks little and its text stays
+    # readable (about 9 px), where a wide two-column version fell to 5 px
+    fig, ax = plt.subplots(figsize=(5.0, 5.0))
     if null is not None and len(null):
         ax.scatter(null["symmetry"], null["directionality"], s=10, color=FAMILY_COLORS["random"], alpha=0.5,
                    linewidths=0, label="random Gaussian $W_QW_K^\\top$ (same shapes)")
@@ -70,9 +72,9 @@ def score_plane(frame, null=None, title: str | None = None, label_col: str = "mo
     ax.set_ylim(-1.1, 1.1)
     ax.set_xlabel("symmetry score $s(M)$  (+1 symmetric, −1 skew)")
     ax.set_ylabel("directionality score $d(M)$\n(−: key columns dominate)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=10)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=11, wrap=True)
     fig.tight_layout()
     return fig
 
@@ -132,4 +134,44 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None, null
         ax.set_xlabel("layer")
         ax.set_ylabel(f"{score} score")
     axes[0][0].legend(fontsize=9)
+    return fig
+
+
+def attention_parts(pattern, logits, tokens, title: str | None = None):
+    """A head on one sentence, in four panels (two by two, so that each stays readable on a phone): the attention
+    pattern the model computes (``pattern``, queries as rows), the bilinear-form logits ``logits`` = X M Xᵀ / √d_h
+    (``(n, n)``), and their symmetric and skew parts on one zero-centred colour scale; ``tokens`` label the axes.
+    Chapter 1, "The two parts on a sentence".
+    """
+    import numpy as np
+
+    from ..decomposition import decompose
+
+    logits = np.asarray(logits, dtype=float)
+    require_rows(logits, "logits", "pass the (n, n) logits of a sentence of at least one token")
+    if logits.shape != (len(tokens), len(tokens)) or np.shape(pattern) != logits.shape:
+        raise ValueError(f"logits: expected ({len(tokens)}, {len(tokens)}) for {len(tokens)} tokens, like the pattern; "
+                         f"got {logits.shape} and {np.shape(pattern)}.")
+    Ls, Ln = decompose(logits)
+    vmax = float(np.abs(logits).max()) or 1.0
+    n = len(tokens)
+    fig, axes = plt.subplots(2, 2, figsize=(8.4, 8.4), constrained_layout=True)
+    panels = [(np.asarray(pattern), "attention weights (as the model computes them)", "Greys", 0.0, None),
+              (logits, "logits $x_i^\\top M x_j/\\sqrt{d_h}$", DIVERGING, -vmax, vmax),
+              (np.asarray(Ls), "symmetric part (a mirror image)", DIVERGING, -vmax, vmax),
+              (np.asarray(Ln), "skew part (opposite signs)", DIVERGING, -vmax, vmax)]
+    for ax, (mat, label, cmap, lo, hi) in zip(axes.flat, panels):
+        im = ax.imshow(mat, cmap=cmap, vmin=lo, vmax=hi if hi is not None else float(mat.max()),
+                       interpolation="nearest")
+        ax.set_title(label, fontsize=10)
+        ax.set_xticks(range(n), tokens, rotation=90, fontsize=9)
+        ax.set_yticks(range(n), tokens, fontsize=9)
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    for ax in axes[1]:
+        ax.set_xlabel("key token $j$")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("query token $i$")
+    if title:
+        fig.suptitle(title, fontweight="bold")
     return fig

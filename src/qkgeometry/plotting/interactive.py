@@ -111,7 +111,10 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
                    label=f"{shown} ({family})")
     what = "head" if per_head else "layer"
     figure.update_layout(
-        title={"text": title or f"Every {what} of {frame['model'].nunique()} models", "font": {"size": 14}},
+        # the title on the left and the toolbar standing on the right edge, so that the toolbar never covers it
+        title={"text": title or f"Every {what} of {frame['model'].nunique()} models", "font": {"size": 14},
+               "x": 0.01, "xanchor": "left"},
+        modebar={"orientation": "v"},
         xaxis={"title": {"text": "symmetry score s (+1 symmetric, −1 skew)"}, "range": [-1.05, 1.05],
                "zeroline": True},
         yaxis={"title": {"text": "directionality score d"}, "range": [-1.05, 1.05], "zeroline": True},
