@@ -244,7 +244,7 @@ class Claim:
         >>> c.reading.outcome
         'reverses'
         >>> print(c.sentence)
-        At the pre-stated specification (step 4,000), a is smaller: Δd -0.26 [-0.39, -0.12] (n = 12 seeds). This does not hold across the 2 specifications: the interval excludes 0 with this sign at 1 of them, and the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
+        At the pre-stated specification (step 4,000), a is smaller: Δd −0.26 [−0.39, −0.12] (n = 12 seeds). This does not hold across the 2 specifications: the interval excludes 0 with this sign at 1 of them, and the estimate reverses, with an interval that excludes 0, at step 2,000 (0.14 [0.02, 0.26]).
         """
         p = self.primary
         head = f"{self.subject} {_value(p.interval, self.decimals)} ({_units(p.interval)})"
@@ -317,7 +317,7 @@ class Claim:
         >>> print(Claim("Δd", "a is larger", "a is smaller", (
         ...     Specification("horizon", "step 4,000", iv(-0.26, -0.39, -0.12), primary=True),
         ...     Specification("horizon", "step 2,000", iv(0.14, 0.02, 0.26)))).summary)
-        A is smaller at the pre-stated specification (step 4,000: Δd -0.26 [-0.39, -0.12], n = 12 seeds), but not across the curve: of 2 specifications, the interval excludes 0 with this sign at 1 and with the other sign at 1 (step 2,000).
+        A is smaller at the pre-stated specification (step 4,000: Δd −0.26 [−0.39, −0.12], n = 12 seeds), but not across the curve: of 2 specifications, the interval excludes 0 with this sign at 1 and with the other sign at 1 (step 2,000).
         """
         p, r = self.primary, self.reading
         at = f"({p.label}: {self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)})"
