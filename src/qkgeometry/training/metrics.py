@@ -111,7 +111,7 @@ def seed_interval(values: Sequence[float | None], level: float = 0.95) -> stats.
     per seed; None and NaN entries are dropped. None when fewer than two values remain (no interval exists).
 
     >>> seed_interval([1.0, 2.0, 3.0]).format(2)
-    '2.00 [-0.48, 4.48]'
+    '2.00 [−0.48, 4.48]'
     >>> seed_interval([1.0, None]) is None
     True
     """
