@@ -54,7 +54,7 @@ __all__ = [
 
 #: The control inits, in the order the page lists them.
 CONTROLS = ("skew", "rotated", "indefinite", "norm-matched")
-#: The seeds each control's recorded plan names (each paired with the default and symmetric runs of its seed); a
+#: The training seeds each control's recorded plan names (each paired with the default and symmetric runs of its seed); a
 #: control is read only once all of them are in (:func:`planned_controls`).
 PLANNED_SEEDS = {control: tuple(range(3, 9)) for control in CONTROLS}
 #: Every (control, baseline) contrast of the family.
@@ -216,7 +216,7 @@ def target_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str
                  fractions: Sequence[float] = TARGET_FRACTIONS, loss: str = "val_loss",
                  arch: str = "encoder") -> Claim:
     """``treatment − baseline`` steps to each target (:func:`qkgeometry.training.metrics.targets_table`), paired by
-    seed over the seeds where both runs reach it, as a :class:`qkgeometry.claims.Claim`; the baseline's final loss
+    seed over the training seeds where both runs reach it, as a :class:`qkgeometry.claims.Claim`; the baseline's final loss
     (fraction 1.0) is the pre-stated target. Targets that fewer than two seeds reach are listed in ``not_computed``.
     Chapter 5, "How robust is the gain?"."""
     if 1.0 not in fractions:
