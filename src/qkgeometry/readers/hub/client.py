@@ -241,8 +241,8 @@ class HubFiles:
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"bytes {start}-{end - 1} of {file!r} came slower than "
                                            f"{MIN_RATE:.0f} B/s")
-                    if len(buf) >= want:  # a 200 for a range that starts the file: stop at its end
-                        break
+                    if len(buf) >= want and r.status_code == 200:  # a 200 for a range that starts the file:
+                        break  # stop at its end; a 206 is read to its end, so that bytes past the range are seen
             except (*hub.transport_errors, TimeoutError) as e:
                 failure = e
         if failure is not None:
