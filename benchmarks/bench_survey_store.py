@@ -12,7 +12,7 @@ store: flat means within 2×.
 
 Part 2, **a 16-model survey** (``--models``) of synthetic Llama-shaped checkpoints (32 layers, 32 heads, d_model
 ``--d-model``, per head, into a fresh SQLite store) serially, with a process pool of 1, 2 and 4 workers
-(:func:`qkgeometry.surveying.scoring.worker_pool`) and on a 2-worker ``dask.distributed.LocalCluster``. Pools are started
+(:func:`qkgeometry.surveying.workers.worker_pool`) and on a 2-worker ``dask.distributed.LocalCluster``. Pools are started
 and warmed (each worker imports the package) before the clock starts; the start-up is printed apart. Every run's
 frame is checked equal to the serial one. Speed-up = serial time / time; per worker = speed-up / workers.
 
@@ -41,7 +41,7 @@ LAYERS, HEADS = 32, 32
 # ------------------------------------------------------------------------------------------------ part 1
 def synthetic_rows(k: int) -> pd.DataFrame:
     """The per-head rows of synthetic model ``k``, with the columns of a survey frame."""
-    from qkgeometry.surveying.scoring import SURVEY_COLUMNS
+    from qkgeometry.surveying.store import SURVEY_COLUMNS
 
     rng = np.random.default_rng(k)
     n = LAYERS * HEADS
@@ -164,7 +164,7 @@ def main() -> None:
 
 
 def survey_part(args: argparse.Namespace, folder: Path) -> None:
-    from qkgeometry.surveying.scoring import worker_pool
+    from qkgeometry.surveying.workers import worker_pool
 
     models = write_models(folder / "models", args.models, args.d_model)
     print(f"\nSurvey of {args.models} models ({LAYERS} layers x {HEADS} heads, d_model {args.d_model}, per head), "

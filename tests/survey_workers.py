@@ -54,3 +54,10 @@ def exit_on(i: int) -> int:
     if i == 1:
         raise SystemExit(3)
     return i
+
+
+def omp_wait_policy() -> str | None:
+    """The worker's own OMP_WAIT_POLICY."""
+    import os
+
+    return os.environ.get("OMP_WAIT_POLICY")

@@ -28,7 +28,7 @@ import qkgeometry as qg
 from bounded import no_hang, one_line_error
 from qkgeometry.cli import main
 from qkgeometry.errors import SourceError
-from qkgeometry.surveying.scoring import read_cache
+from qkgeometry.surveying.store import read_store
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 2
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -131,8 +131,8 @@ def test_two_concurrent_surveys_to_one_out_both_land(tmp_path):
              for chunk in (models[0::2], models[1::2])]
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stdout.read()
-    assert sorted(read_cache(out)["model"].unique()) == [f"m{k}" for k in range(6)]
-    assert len(read_cache(out)) == 6 * LAYERS
+    assert sorted(read_store(out)["model"].unique()) == [f"m{k}" for k in range(6)]
+    assert len(read_store(out)) == 6 * LAYERS
 
 
 def test_truncated_cache_is_recomputed_per_model(tmp_path):
@@ -151,7 +151,7 @@ def test_truncated_cache_is_recomputed_per_model(tmp_path):
     with pytest.warns(UserWarning, match="partial line"):
         again = qg.survey([str(a), str(b)], per="head", cache=cache, progress=False)
     assert again.attrs["computed"] == ["b"]
-    pd.testing.assert_frame_equal(read_cache(cache), full, check_dtype=False)
+    pd.testing.assert_frame_equal(read_store(cache), full, check_dtype=False)
 
 
 def test_changed_config_or_same_size_weights_are_recomputed(tmp_path):
@@ -254,7 +254,7 @@ def test_huge_and_tiny_values_give_the_same_scores_and_nan_is_never_stored(tmp_p
     with pytest.warns(UserWarning, match="layer 1: .*NaN(/| or )Inf"):
         frame = qg.survey([str(nan)], cache=cache, progress=False)
     assert list(frame.attrs["failures"]["name"]) == [str(nan)]
-    assert "nan" not in set(read_cache(cache)["model"]) and np.isfinite(read_cache(cache)["symmetry"]).all()
+    assert "nan" not in set(read_store(cache)["model"]) and np.isfinite(read_store(cache)["symmetry"]).all()
 
 
 def test_a_zero_layer_model_never_stops_a_survey(model_dir, tmp_path, capsys):
@@ -266,7 +266,7 @@ def test_a_zero_layer_model_never_stops_a_survey(model_dir, tmp_path, capsys):
         assert main(["survey", str(zero), str(gguf0), str(model_dir), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "computed 1 model(s)" in text and "2 model(s) failed" in text and "num_hidden_layers" in text
-    assert list(read_cache(out)["model"].unique()) == ["tiny"]
+    assert list(read_store(out)["model"].unique()) == ["tiny"]
 
 
 # ------------------------------------------------------------------------------------------------ hangs
@@ -438,7 +438,7 @@ def test_symlinked_out_is_written_through(model_dir, tmp_path):
     link = tmp_path / "link.csv"
     link.symlink_to(target)
     assert main(["survey", str(model_dir), "--out", str(link)]) == 0
-    assert link.is_symlink() and len(read_cache(target)) == LAYERS
+    assert link.is_symlink() and len(read_store(target)) == LAYERS
     assert main(["score", str(model_dir), "--per", "head", "--out", str(link)]) == 0
     assert link.is_symlink() and len(pd.read_csv(target)) == LAYERS * HEADS
 
@@ -503,7 +503,7 @@ def test_sigint_during_a_survey_says_what_was_saved(tmp_path):
     assert proc.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in stderr and "interrupted" in lines[0] and "m0" in lines[0]
-    assert list(read_cache(out)["model"].unique()) == ["m0"]
+    assert list(read_store(out)["model"].unique()) == ["m0"]
 
 
 # ------------------------------------------------------------------------------------------------ in-memory

@@ -46,7 +46,7 @@ def test_the_package_root_holds_only_the_core():
     (r"^def as_float64\(", "_arrays.py"),
     (r"^def default_device\(", "devices.py"),
     (r"^def resolve_device\(", "devices.py"),
-    (r"^def format_fixed\(", "stats.py"),
+    (r"^def format_interval\(", "stats.py"),
     (r"^def _true_minus\(", "tables.py"),  # the "no -0.000" rule and the true minus sign
     (r"^def format_number\(", "tables.py"),  # the one number formatter
     (r"^def judge\(", "stats.py"),

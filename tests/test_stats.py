@@ -188,6 +188,24 @@ def test_paired_t_power_matches_simulation_and_sizes_seeds():
         stats.seeds_for_power(1e-4, 1.0, n_max=50)
 
 
+def test_auc_power_matches_a_simulated_rank_test_and_gives_the_detectable_auc():
+    rng = np.random.default_rng(1)
+    for auc, n1, n0 in ((0.7, 30, 30), (0.65, 12, 100)):
+        shift = np.sqrt(2) * sps.norm.ppf(auc)  # two unit normals this far apart have this AUC
+        x, y = rng.standard_normal((1500, n1)) + shift, rng.standard_normal((1500, n0))
+        simulated = np.mean(sps.mannwhitneyu(x, y, axis=1).pvalue < 0.05)
+        assert abs(stats.auc_power(auc, n1, n0) - simulated) < 0.04, (auc, n1, n0, simulated)
+    assert stats.auc_power(0.3, 30, 30) == pytest.approx(stats.auc_power(0.7, 30, 30))  # two-sided
+    found = stats.detectable_auc(30, 30)
+    assert stats.auc_power(found, 30, 30) == pytest.approx(0.8, abs=1e-4)
+    assert stats.detectable_auc(30, 30, alpha=0.01) > found > stats.detectable_auc(300, 300)
+    assert stats.detectable_auc(1, 1) == 1.0  # two units cannot reach 80% power at any AUC
+    with pytest.raises(ValueError, match="n_label"):
+        stats.auc_power(0.7, 0, 30)
+    with pytest.raises(ValueError, match="auc"):
+        stats.auc_power(1.2, 3, 3)
+
+
 def test_a_verdict_below_the_floor_still_lists_its_statistics():
     from qkgeometry import stats
 
@@ -225,7 +243,7 @@ def test_one_number_formatter_writes_a_true_minus_sign_and_thousands_separators(
     assert stats.format_number(1234567, spec="d") == "1,234,567"
     assert stats.format_number(-2.3e-06, spec=".2g") == "\u22122.3e\u221206"
     assert stats.format_number(3, spec="x") == "3"  # no separator where the type takes none
-    assert stats.format_fixed(-0.25, 2) == "\u22120.25"
+    assert stats.format_number(-0.25, decimals=2) == "\u22120.25"
     assert stats.format_interval(-0.2, -0.3, -0.1, digits=2, percent=True) == "\u221220% [\u221230%, \u221210%]"
-    for text in (stats.format_number(-1.5), stats.format_fixed(-3, 0), stats.format_interval(-1, -2, 0)):
+    for text in (stats.format_number(-1.5), stats.format_number(-3, decimals=0), stats.format_interval(-1, -2, 0)):
         assert "-" not in text, text

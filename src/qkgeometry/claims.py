@@ -113,7 +113,7 @@ def _value(interval: stats.Interval, decimals: int | None = None) -> str:
     ``decimals`` decimals: 0 for counts of steps)."""
     half = (interval.high - interval.low) / 2
     if decimals is not None:
-        f = lambda v: stats.format_fixed(v, decimals)  # noqa: E731
+        f = lambda v: stats.format_number(v, decimals=decimals)  # noqa: E731
     else:
         f = lambda v: stats.format_number(v, half if half > 0 else None)  # noqa: E731
     return f"{f(interval.estimate)} [{f(interval.low)}, {f(interval.high)}]"
@@ -228,7 +228,7 @@ class Claim:
         est = [s.interval.estimate for s in self.curve]
         scale = float(np.median([(s.interval.high - s.interval.low) / 2 for s in self.curve]))
         if self.decimals is not None:
-            f = lambda v: stats.format_fixed(v, self.decimals)  # noqa: E731
+            f = lambda v: stats.format_number(v, decimals=self.decimals)  # noqa: E731
         else:
             f = lambda v: stats.format_number(v, scale if scale > 0 else None)  # noqa: E731
         return f"{f(min(est))} to {f(max(est))}"

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._threads import passive_openmp
+
 if TYPE_CHECKING:  # pandas is imported where it is used: `qkgeometry --help` should not pay for it
 
     import pandas as pd
 
-# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP; an explicit setting wins): with more
-# runnable processes than cores, spinning threads took the CPU from the working ones (per-head scoring 2-5x slower).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+passive_openmp()  # the command line is a process of its own: set before torch loads OpenMP
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -94,7 +94,8 @@ def print_plan(sources: Sequence, *, strict: bool = False) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ._files import check_writable_file, write_csv_atomic
-    from .surveying.scoring import score_model, spreadsheet_safe, summarize
+    from .surveying.scoring import score_model, summarize
+    from .surveying.store import spreadsheet_safe
 
     if args.plan:
         return print_plan([args.source], strict=True)
@@ -429,7 +430,6 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from ._files import check_writable_dir
-    from .surveying.scoring import read_cache
 
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
@@ -437,7 +437,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .surveying.store import read_store
 
     # names the file on any decode or format problem; drops damaged rows
-    frame = read_store(args.results, trajectory=True) if args.trajectory else read_cache(args.results)
+    frame = read_store(args.results, trajectory=args.trajectory)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
@@ -509,9 +509,9 @@ def _check_plotted_scores(path: Path) -> None:
     from .surveying.store import is_store_file
 
     if is_store_file(path):  # the store holds numbers only, each checked finite when it was written
-        from .surveying.scoring import read_cache
+        from .surveying.store import read_store
 
-        check_scores(read_cache(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
+        check_scores(read_store(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
         return
     text = path.read_bytes().decode("utf-8")
     text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
@@ -547,7 +547,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Errors print one clear line (no traceback) and exit with status 2; Ctrl-C exits with status 130 after saying
     what was saved. Set ``QKGEOMETRY_DEBUG=1`` to see the full traceback of an unexpected error.
     """
-    import os
 
     args = build_parser().parse_args(argv)
 

@@ -12,6 +12,8 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
   such a family its verdict at a family-wise error rate.
 - :func:`paired_t_power` and :func:`seeds_for_power` size an experiment before it runs: the power of the paired
   t-test for an effect of a given size, and the number of seeds that reaches a target power.
+  :func:`auc_power` and :func:`detectable_auc` do the same for a rank test of two groups (an AUC), so that a
+  test that failed to reject can say what it could have detected.
 - :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
   interval of the difference of medians and a permutation test.
 - :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
@@ -37,26 +39,10 @@ from scipy import stats as _scipy_stats
 from .tables import MINUS, format_number
 
 __all__ = [
-    "MINUS",
-    "MIN_BOOTSTRAP_N",
-    "Interval",
-    "PairedDifference",
-    "Verdict",
-    "bootstrap_interval",
-    "clustered_difference_of_medians",
-    "difference_of_medians",
-    "format_fixed",
-    "format_interval",
-    "format_number",
-    "format_p",
-    "holm_adjusted",
-    "judge",
-    "judge_family",
-    "paired_difference",
-    "paired_t_power",
-    "seeds_for_power",
-    "t_interval",
-    "verdict",
+    "MINUS", "MIN_BOOTSTRAP_N", "Interval", "PairedDifference", "Verdict", "auc_power", "bootstrap_interval",
+    "clustered_difference_of_medians", "detectable_auc", "difference_of_medians", "format_interval", "format_number",
+    "format_p", "holm_adjusted", "judge", "judge_family", "paired_difference", "paired_t_power", "seeds_for_power",
+    "t_interval", "verdict",
 ]
 
 #: The smallest p-value the book writes as a number; below it: "p < 0.0001".
@@ -144,11 +130,9 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3, p
 
     Book: every interval printed in chapters 3–5.
     """
-    if percent:
-        d = max(digits - 2, 0)
-        return f"{format_fixed(100 * estimate, d)}% [{format_fixed(100 * low, d)}%, {format_fixed(100 * high, d)}%]"
-
-    return f"{format_fixed(estimate, digits)} [{format_fixed(low, digits)}, {format_fixed(high, digits)}]"
+    scale, d, sign = (100, max(digits - 2, 0), "%") if percent else (1, digits, "")
+    f = lambda v: f"{format_number(scale * v, decimals=d)}{sign}"  # noqa: E731
+    return f"{f(estimate)} [{f(low)}, {f(high)}]"
 
 
 def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95, unit: str = "value") -> Interval:
@@ -403,16 +387,6 @@ def format_p(p: float) -> str:
     return f"p = {p:.2g}"
 
 
-def format_fixed(value: float, decimals: int) -> str:
-    """``value`` with ``decimals`` decimals, by the book's one number formatter
-    (:func:`qkgeometry.tables.format_number`: a true minus sign, thousands separators, never ``−0.000``).
-
-    >>> format_fixed(-0.0001, 3), format_fixed(-0.25, 2), format_fixed(1.0, 0), format_fixed(12345.678, 1)
-    ('0.000', '−0.25', '1', '12,345.7')
-    """
-    return format_number(float(value), decimals=int(decimals))
-
-
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of one comparison, for a page: :attr:`sentence` for the text, :attr:`details` for a box.
@@ -583,3 +557,44 @@ def seeds_for_power(effect: float, sd: float, power: float = 0.8, alpha: float =
             return n
     raise ValueError(f"effect: {effect!r} with sd {sd!r} needs more than n_max = {n_max} units for power "
                      f"{power}; raise n_max or accept a larger detectable effect.")
+
+
+def auc_power(auc: float, n_label: int, n_rest: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided rank test of "AUC = ½" (Mann-Whitney) at level ``alpha`` with ``n_label`` and
+    ``n_rest`` units in the two groups, when the true AUC is ``auc``: the normal approximation with the null
+    variance ``(n₁ + n₀ + 1) / (12 n₁ n₀)`` and Hanley and McNeil's variance under the alternative. Ties, strata
+    and dependence between units are ignored: a guide to what a test could detect, not an exact figure.
+
+    >>> round(auc_power(0.7, 30, 30), 2), round(auc_power(0.5, 30, 30), 3)
+    (0.78, 0.05)
+    """
+    if not 0 <= auc <= 1:
+        raise ValueError(f"auc: an area under the curve, from 0 to 1; got {auc!r}.")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: the test's level, strictly between 0 and 1; got {alpha!r}.")
+    for name, n in (("n_label", n_label), ("n_rest", n_rest)):
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise ValueError(f"{name}: the size of a group, a whole number >= 1; got {n!r}.")
+    n1, n0 = int(n_label), int(n_rest)
+    se0 = math.sqrt((n1 + n0 + 1) / (12 * n1 * n0))
+    a = max(auc, 1 - auc)  # the test is two-sided and symmetric about ½
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var1 = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
+    se1, z = math.sqrt(max(var1, 1e-300)), float(_scipy_stats.norm.ppf(1 - alpha / 2))
+    return float(_scipy_stats.norm.sf((0.5 + z * se0 - a) / se1) + _scipy_stats.norm.cdf((0.5 - z * se0 - a) / se1))
+
+
+def detectable_auc(n_label: int, n_rest: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest AUC above ½ that the rank test of :func:`auc_power` detects with probability ``power``
+    (by symmetry, ``1 − detectable_auc`` below ½); 1.0 when no AUC reaches it.
+
+    >>> round(detectable_auc(30, 30), 2)
+    0.7
+    """
+    if not 0 < power < 1:
+        raise ValueError(f"power: a probability strictly between 0 and 1; got {power!r}.")
+    if auc_power(1.0, n_label, n_rest, alpha) < power:
+        return 1.0
+    from scipy.optimize import brentq
+
+    return float(brentq(lambda a: auc_power(a, n_label, n_rest, alpha) - power, 0.5, 1.0, xtol=1e-6))

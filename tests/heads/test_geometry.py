@@ -74,11 +74,39 @@ def test_input_geometry_scores_the_form_on_the_layers_real_inputs():
     row = geo[(geo["layer"] == 1) & (geo["head"] == 1)].iloc[0]
     assert row.input_symmetry == pytest.approx(eta, rel=1e-9)
     assert row.skew_effective_rank == pytest.approx(geometry.skew_effective_rank(wq, wk))
+    # the trace z with the inputs' own second moment, from position 4 on: √d tr(MΣ) / (‖M‖ tr Σ / d)
+    seen = x[:, 4:].reshape(-1, 32)
+    sigma = seen.T @ seen / len(seen)
+    m = wq @ wk.T
+    expected = np.sqrt(32) * np.trace(m @ sigma) / (np.linalg.norm(m) * np.trace(sigma) / 32)
+    assert row.input_trace_z == pytest.approx(expected, rel=1e-9)
+    assert row.input_isotropy == pytest.approx(np.trace(sigma) ** 2 / (32 * np.sum(sigma * sigma)), rel=1e-9)
+    assert geo.groupby("layer")["input_isotropy"].nunique().eq(1).all()  # one value per layer
     # a tied head has a symmetric form on any inputs
     with torch.no_grad():
         att.q_proj.weight[8:16] = att.k_proj.weight[0:8]
     tied = geometry.input_geometry(model, ids)
     assert tied[(tied["layer"] == 1) & (tied["head"] == 1)].iloc[0].input_symmetry == pytest.approx(1)
+
+
+def test_input_trace_z_is_the_weight_level_trace_z_when_the_inputs_are_isotropic():
+    rng = np.random.default_rng(5)
+    wq, wk = rng.standard_normal((6, 2)), rng.standard_normal((6, 2))
+    m = wq @ wk.T
+    weight_level = np.sqrt(6) * np.trace(m) / np.linalg.norm(m)
+    x = 3.0 * np.concatenate([np.eye(6), -np.eye(6)])  # Σ = 9 I exactly
+    assert geometry.input_isotropy(x) == pytest.approx(1.0)
+    sigma = x.T @ x / len(x)
+    assert np.sqrt(6) * np.trace(m @ sigma) / (np.linalg.norm(m) * np.trace(sigma) / 6) == pytest.approx(weight_level)
+    assert geometry.input_isotropy(np.outer(rng.standard_normal(50), rng.standard_normal(6))) == pytest.approx(1 / 6)
+    with pytest.raises(ValueError, match="x: needs at least one input"):
+        geometry.input_isotropy(np.zeros((0, 6)))
+
+
+def test_input_geometry_refuses_a_skip_past_the_sequence():
+    model = _tiny("llama", num_key_value_heads=2)
+    with pytest.raises(ValueError, match=r"skip: .* from 0 to 8"):
+        geometry.input_geometry(model, torch.zeros((1, 9), dtype=torch.long), skip=9)
 
 
 def test_head_geometry_of_a_model_without_separate_query_and_key_is_refused():

@@ -36,8 +36,14 @@ def test_separation_auc_interval_and_permutation():
     shifted = np.concatenate([x[:100], x[100:] + 50])
     lab = np.concatenate([np.zeros(100, bool), np.ones(100, bool)]) & (rng.random(200) < 0.5)
     lab[:10] = True
-    assert hypotheses.separation(shifted, lab, n_resamples=200).auc > 0.7
-    assert abs(hypotheses.separation(shifted, lab, n_resamples=200, strata=strata).auc - 0.5) < 0.15
+    pooled = hypotheses.separation(shifted, lab, n_resamples=400)
+    within = hypotheses.separation(shifted, lab, n_resamples=400, strata=strata)
+    assert pooled.auc > 0.7 and pooled.p_value < 0.05
+    assert abs(within.auc - 0.5) < 0.15 and within.p_value > 0.05  # permutations stay inside each model
+    # one stratum: the stratified permutation is the plain one (same AUC; p-values agree up to resampling noise)
+    one = hypotheses.separation(x[:60] + 0.5 * y[:60], y[:60], n_resamples=2000, strata=np.zeros(60))
+    plain = hypotheses.separation(x[:60] + 0.5 * y[:60], y[:60], n_resamples=2000)
+    assert one.auc == pytest.approx(plain.auc) and abs(one.p_value - plain.p_value) < 0.05
     with pytest.raises(ValueError, match="same length"):
         hypotheses.separation([1, 2], [1])
 
@@ -61,9 +67,12 @@ def test_hypotheses_are_all_reported():
     assert set(out[out.hypothesis == "H5"]["model"]) == {"a"}  # rotary only
 
 
-def test_hypotheses_are_split_into_identities_and_empirical_ones():
+def test_hypotheses_are_split_into_predictions_of_the_algebra_and_empirical_ones():
     kinds = {h.key: h.kind for h in hypotheses.HYPOTHESES}
-    assert {k for k, v in kinds.items() if v == "identity"} == {"H1", "H2", "H3", "H4"}
+    assert {k for k, v in kinds.items() if v == "algebra"} == {"H1", "H2", "H3", "H4"}
+    # a prediction of the algebra states what it assumes; the trace-based ones assume isotropic inputs
+    assert all(h.assumption for h in hypotheses.HYPOTHESES if h.kind == "algebra")
+    assert all("isotropic" in h.assumption for h in hypotheses.HYPOTHESES if h.score == "trace_z")
     h4 = next(h for h in hypotheses.HYPOTHESES if h.key == "H4")
     assert h4.label == "current" and "Current-token heads" in h4.statement and "duplicate" not in h4.statement.lower()
 
@@ -74,7 +83,7 @@ def _hyp_results(p_values, kinds, aucs, expected):
 
 
 def test_holm_is_applied_within_each_kind_and_decides_what_holds():
-    res = _hyp_results([0.001, 0.04, 0.001, 0.02, 0.05], ["identity", "identity", "empirical", "empirical",
+    res = _hyp_results([0.001, 0.04, 0.001, 0.02, 0.05], ["algebra", "algebra", "empirical", "empirical",
                                                            "empirical"], [0.8, 0.7, 0.8, 0.3, 0.6],
                        ["higher", "higher", "higher", "lower", "higher"])
     fam = hypotheses.hypothesis_family(res)
@@ -88,7 +97,12 @@ def test_holm_is_applied_within_each_kind_and_decides_what_holds():
 def test_rank_correlation_interval_covers_the_estimate_and_detects_a_monotone_relation():
     rng = np.random.default_rng(4)
     x = rng.standard_normal(200)
-    ci = hypotheses.rank_correlation(x, np.exp(x) + 0.1 * rng.standard_normal(200), n_resamples=300)
+    from scipy.stats import spearmanr
+
+    noisy = np.exp(x) + 0.1 * rng.standard_normal(200)
+    assert hypotheses._spearman(np.stack([x, -x]), np.stack([noisy, noisy])) == pytest.approx(
+        [spearmanr(x, noisy).statistic, -spearmanr(x, noisy).statistic])
+    ci = hypotheses.rank_correlation(x, noisy, n_resamples=300)
     assert ci.low <= ci.estimate <= ci.high and ci.low > 0.8
     null = hypotheses.rank_correlation(x, rng.standard_normal(200), n_resamples=300)
     assert null.low < 0 < null.high

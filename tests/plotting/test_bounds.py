@@ -12,7 +12,7 @@ import pytest
 from bounded import no_hang, one_line_error
 from qkgeometry import plotting
 from qkgeometry.cli import main
-from qkgeometry.surveying.scoring import SURVEY_COLUMNS
+from qkgeometry.surveying.store import SURVEY_COLUMNS
 
 
 def survey_frame(n_models: int, name=lambda m: f"model-{m}", layers: int = 3, seed: int = 0) -> pd.DataFrame:

@@ -16,8 +16,7 @@ from safetensors.torch import save_file
 import qkgeometry as qg
 from bounded import one_line_error
 from qkgeometry.cli import main
-from qkgeometry.surveying.scoring import read_cache
-from qkgeometry.surveying.store import SurveyStore
+from qkgeometry.surveying.store import SurveyStore, read_store
 
 D, HEADS, LAYERS = 8, 2, 2
 
@@ -44,7 +43,7 @@ def test_three_spellings_of_one_path_are_one_stored_model(tmp_path, monkeypatch)
     assert computed == [["m0"], [], []]
     with SurveyStore(store) as s:
         assert s.counts() == (1, LAYERS)
-    assert read_cache(store)["source"].unique().tolist() == [str(tmp_path / "m0")]
+    assert read_store(store)["source"].unique().tolist() == [str(tmp_path / "m0")]
 
 
 def test_one_relative_name_in_two_working_folders_is_two_models(tmp_path, monkeypatch):
@@ -55,7 +54,7 @@ def test_one_relative_name_in_two_working_folders_is_two_models(tmp_path, monkey
     assert main(["survey", "model", "--out", str(store)]) == 0
     monkeypatch.chdir(tmp_path / "b")
     assert main(["survey", "model", "--out", str(store)]) == 0
-    stored = read_cache(store)
+    stored = read_store(store)
     assert sorted(stored["source"].unique()) == [a, b] and len(stored) == 2 * LAYERS
     summary = qg.summarize(stored)
     assert summary["model"].tolist() == ["a/model", "b/model"] and summary["n"].tolist() == [LAYERS, LAYERS]
@@ -106,7 +105,7 @@ def test_plot_refuses_a_file_that_mixes_levels_or_forms_and_plots_one_when_named
 
 
 def test_survey_figures_refuses_a_mixed_frame(mixed_store):
-    frame = read_cache(mixed_store)
+    frame = read_store(mixed_store)
     with pytest.raises(ValueError, match=r"`frame` holds rows of per = head and layer.*frame\[frame\['per'\]"):
         qg.plotting.survey_figures(frame)
     one = frame[(frame["per"] == "layer") & (frame["input_norm"] == "raw")]

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry.surveying.scoring import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, first_line, read_cache
+from qkgeometry.errors import first_line
+from qkgeometry.surveying.store import CACHE_KEY, COLUMNS, SURVEY_COLUMNS, read_store
 from tiny_models import tiny_folder
 
 
@@ -110,7 +111,7 @@ def test_an_unreadable_csv_without_a_message_names_the_file(tmp_path, monkeypatc
     path.write_text("model,symmetry\nm,0.5\n")
     monkeypatch.setattr(pd, "read_csv", lambda *a, **k: (_ for _ in ()).throw(pd.errors.ParserError()))
     with pytest.raises(ValueError, match=r"r\.csv.*not a readable CSV \(ParserError\)"):
-        read_cache(path)
+        read_store(path)
 
 
 def test_score_model_leaves_the_callers_model_on_its_device(tiny_models):
@@ -350,7 +351,7 @@ def test_input_norm_folded_scores_and_survey_cache_key(tmp_path):
     assert (a["input_norm"] == "raw").all() and (b["input_norm"] == "folded").all()
     pd.testing.assert_series_equal(b["symmetry"], folded["symmetry"], check_names=False)
     again = qg.survey(["offline:minilm-l6"], cache=cache, progress=False, input_norm="folded")
-    assert again.attrs["computed"] == [] and len(read_cache(cache)) == 12
+    assert again.attrs["computed"] == [] and len(read_store(cache)) == 12
 
 
 def test_cache_written_before_input_norm_reads_as_raw(tmp_path):
@@ -380,7 +381,7 @@ def test_survey_csv_cells_that_start_a_formula_are_quoted_and_read_back(tiny_mod
             assert not row[column].startswith(("=", "+", "-", "@")), row[column]
         assert row["model"].startswith("'")
     assert float(rows[0]["symmetry"]) == pytest.approx(frame["symmetry"].iloc[0])  # numbers stay numbers
-    back = read_cache(cache)
+    back = read_store(cache)
     assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
     again = qg.survey(sources, cache=cache, progress=False)  # the keys read back equal: nothing recomputed
     assert again.attrs["computed"] == []
@@ -406,7 +407,8 @@ def test_layers_are_read_in_the_background_while_the_last_one_is_scored(tiny_mod
 
 
 def test_summarize_of_an_empty_survey_is_an_empty_summary():
-    from qkgeometry.surveying.scoring import SURVEY_COLUMNS, summarize
+    from qkgeometry.surveying.scoring import summarize
+    from qkgeometry.surveying.store import SURVEY_COLUMNS
 
     out = summarize(pd.DataFrame(columns=SURVEY_COLUMNS))
     assert out.empty and {"model", "n", "symmetry_median", "directionality_q75"} <= set(out.columns)

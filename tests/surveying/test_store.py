@@ -25,8 +25,8 @@ from safetensors.torch import save_file
 import qkgeometry as qg
 from bounded import import_distributed, no_hang, one_line_error, unprivileged
 from qkgeometry.cli import main
-from qkgeometry.surveying.scoring import SURVEY_COLUMNS, read_cache, worker_pool
-from qkgeometry.surveying.store import SurveyStore, is_store_file, open_store
+from qkgeometry.surveying.store import SURVEY_COLUMNS, SurveyStore, is_store_file, open_store, read_store
+from qkgeometry.surveying.workers import worker_pool
 
 D, HEADS, KV, LAYERS = 16, 4, 2, 3
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -62,7 +62,7 @@ def test_store_holds_what_the_survey_returned_and_is_reused(models, tmp_path):
     store = tmp_path / "r.sqlite"
     frame = qg.survey(models[:2], per="head", cache=store, progress=False)
     assert frame.attrs["computed"] == ["m0", "m1"] and is_store_file(store)
-    pd.testing.assert_frame_equal(read_cache(store), frame, check_exact=True)
+    pd.testing.assert_frame_equal(read_store(store), frame, check_exact=True)
     with SurveyStore(store) as s:
         assert s.counts() == (2, 2 * LAYERS * HEADS)
     # the same frame as a CSV cache gives, and a second call computes nothing
@@ -73,8 +73,8 @@ def test_store_holds_what_the_survey_returned_and_is_reused(models, tmp_path):
     pd.testing.assert_frame_equal(again, frame, check_exact=True)
     # a per-layer survey is another model entry: both stay
     layer = qg.survey(models[:1], per="layer", cache=store, progress=False)
-    assert layer.attrs["computed"] == ["m0"] and len(read_cache(store)) == len(frame) + LAYERS
-    assert list(read_cache(store).columns) == SURVEY_COLUMNS
+    assert layer.attrs["computed"] == ["m0"] and len(read_store(store)) == len(frame) + LAYERS
+    assert list(read_store(store).columns) == SURVEY_COLUMNS
 
 
 def test_a_resurveyed_model_leaves_exactly_one_version(tmp_path):
@@ -86,7 +86,7 @@ def test_a_resurveyed_model_leaves_exactly_one_version(tmp_path):
     for cache in (tmp_path / "r.sqlite", tmp_path / "r.csv"):
         new = qg.survey([str(folder)], per="head", cache=cache, progress=False)
         assert new.attrs["computed"] == ["m"] and new["revision"].iloc[0] != first["revision"].iloc[0]
-        stored = read_cache(cache)
+        stored = read_store(cache)
         assert len(stored) == LAYERS * HEADS, f"{cache.name}: {len(stored)} rows where {LAYERS * HEADS} belong"
         assert stored["revision"].unique().tolist() == [new["revision"].iloc[0]]
         pd.testing.assert_frame_equal(stored, new, check_dtype=False, check_exact=True)
@@ -122,12 +122,12 @@ def test_csv_caches_migrate_into_the_store_and_the_store_exports_and_plots(model
     store = tmp_path / "new.sqlite"
     assert main(["export", str(csv), "--store", str(store)]) == 0
     assert "copied 2 model(s)" in capsys.readouterr().out
-    pd.testing.assert_frame_equal(read_cache(store), read_cache(csv), check_dtype=False, check_exact=True)
+    pd.testing.assert_frame_equal(read_store(store), read_store(csv), check_dtype=False, check_exact=True)
     assert qg.survey(models[:2], per="head", cache=store, progress=False).attrs["computed"] == []
     out = tmp_path / "export.csv"
     assert main(["export", str(store), "--csv", str(out)]) == 0
-    pd.testing.assert_frame_equal(read_cache(out), frame, check_dtype=False, check_exact=True)
-    pd.testing.assert_frame_equal(qg.summarize(read_cache(store)), qg.summarize(frame), check_exact=True)
+    pd.testing.assert_frame_equal(read_store(out), frame, check_dtype=False, check_exact=True)
+    pd.testing.assert_frame_equal(qg.summarize(read_store(store)), qg.summarize(frame), check_exact=True)
     assert main(["plot", str(store), "--out-dir", str(tmp_path / "figs")]) == 0
     assert {p.name for p in (tmp_path / "figs").glob("*.png")} >= {"layer_curves.png", "scatter.png",
                                                                    "head_heatmaps_symmetry.png"}
@@ -144,7 +144,7 @@ def test_files_that_are_not_survey_stores_are_refused_with_one_line(models, tmp_
         one_line_error(capsys, main(["plot", str(path)]), str(path), needle)
         one_line_error(capsys, main(["survey", models[0], "--out", str(path)]), str(path), needle)
         with pytest.raises(ValueError, match="not a qkgeometry survey store"):
-            read_cache(path)
+            read_store(path)
     assert other.read_bytes() == before
     with pytest.raises(ValueError, match=r"`cache` must be a \.sqlite store or a \.csv"):
         qg.survey(models[:1], cache=tmp_path / "r.json")
@@ -194,13 +194,13 @@ def test_kill_9_of_the_writer_mid_transaction_keeps_every_finished_model(models,
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     with no_hang(60):
-        stored = read_cache(store)  # reopens; the half-written model is rolled back
+        stored = read_store(store)  # reopens; the half-written model is rolled back
     assert stored["model"].unique().tolist() == ["m0"] and len(stored) == LAYERS * HEADS
     frame = qg.survey(models[:3], per="head", cache=store, progress=False)
     assert frame.attrs["computed"] == ["m1", "m2"]
     with SurveyStore(store) as s:
         assert s.counts() == (3, 3 * LAYERS * HEADS)
-    pd.testing.assert_frame_equal(_sorted(read_cache(store)), _sorted(frame), check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_store(store)), _sorted(frame), check_exact=True)
 
 
 # ------------------------------------------------------------------------------------------------ executors
@@ -214,7 +214,7 @@ def test_workers_give_the_serial_frame_exactly(models, tmp_path, capsys):
     with no_hang(300):
         assert main(["survey", *models, "--per", "head", "--workers", "2", "--out", str(store)]) == 0
     assert "computed 4 model(s)" in capsys.readouterr().out
-    pd.testing.assert_frame_equal(_sorted(read_cache(store)), _sorted(serial[serial.init == "pretrained"]),
+    pd.testing.assert_frame_equal(_sorted(read_store(store)), _sorted(serial[serial.init == "pretrained"]),
                                   check_exact=True)
 
 
@@ -231,8 +231,8 @@ def test_a_dask_local_cluster_gives_the_serial_frame_exactly(models, tmp_path):
         assert main(["survey", *models, "--per", "head", "--dask-scheduler", cluster.scheduler_address,
                      "--out", str(tmp_path / "cli.sqlite")]) == 0
     pd.testing.assert_frame_equal(frame, serial, check_exact=True)
-    pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "d.sqlite")), _sorted(serial), check_exact=True)
-    pd.testing.assert_frame_equal(_sorted(read_cache(tmp_path / "cli.sqlite")), _sorted(serial), check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_store(tmp_path / "d.sqlite")), _sorted(serial), check_exact=True)
+    pd.testing.assert_frame_equal(_sorted(read_store(tmp_path / "cli.sqlite")), _sorted(serial), check_exact=True)
 
 
 def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
@@ -248,7 +248,7 @@ def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
         deadline, killed = time.time() + 240, set()
         while time.time() < deadline and len(killed) < 2:  # once the other worker has stored every other model
             pids = [p.name for p in markers.iterdir() if p.name not in killed]
-            if pids and store.exists() and len(read_cache(store)["model"].unique()) == 3:
+            if pids and store.exists() and len(read_store(store)["model"].unique()) == 3:
                 os.kill(int(pids[0]), signal.SIGKILL)
                 killed.add(pids[0])
             time.sleep(0.1)
@@ -265,7 +265,7 @@ def test_kill_9_of_a_worker_loses_only_its_model(models, tmp_path):
     failures = frame.attrs["failures"]
     assert failures["source"].tolist() == [models[1]] and failures["error"].tolist() == ["BrokenProcessPool"]
     with no_hang(60):
-        stored = read_cache(store)  # the store reopens with every model that finished
+        stored = read_store(store)  # the store reopens with every model that finished
     assert sorted(stored["model"].unique()) == ["m0", "m2", "m3"] and len(stored) == 3 * LAYERS * HEADS
     again = qg.survey(models, per="head", cache=store, progress=False)
     assert again.attrs["computed"] == ["m1"]
@@ -297,7 +297,7 @@ def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, t
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
-            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+            if list(markers.iterdir()) and store.exists() and len(read_store(store)["model"].unique()) == 2:
                 break
             time.sleep(0.1)
         assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
@@ -310,7 +310,7 @@ def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, t
     assert proc.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "interrupted" in lines[0] and "m0" in lines[0] and "m2" in lines[0], stderr
-    assert sorted(read_cache(store)["model"].unique()) == ["m0", "m2"]
+    assert sorted(read_store(store)["model"].unique()) == ["m0", "m2"]
     for _ in range(100):  # the worker stuck in m1 was stopped, not left running
         try:
             os.kill(hanging, 0)
@@ -348,7 +348,7 @@ def test_a_carriage_return_in_a_name_stays_inside_its_cell_in_every_csv_written(
     for path in (csv_store, tmp_path / "e.csv", tmp_path / "s.csv"):
         text = path.read_bytes().decode()
         assert "\r" in text and not _bare_breaks_outside_quotes(text), f"{path.name}: {text[:300]!r}"
-    back = read_cache(csv_store)
+    back = read_store(csv_store)
     assert list(dict.fromkeys(back["model"])) == names and list(dict.fromkeys(back["source"])) == sources
     pd.testing.assert_frame_equal(back, frame, check_dtype=False, check_exact=True)
     assert qg.survey(sources, cache=csv_store, progress=False).attrs["computed"] == []
@@ -388,7 +388,7 @@ def test_kill_9_of_a_csv_survey_leaves_no_temporary_file_for_good(models, tmp_pa
             proc.kill()
     temps = [p.name for p in tmp_path.iterdir() if p.name.startswith(".k.csv.") and p.name.endswith(".tmp")]
     assert len(temps) == 1 and temps[0].startswith(f".k.csv.{proc.pid}."), temps  # what the kill left
-    read_cache(csv)  # reading alone changes nothing
+    read_store(csv)  # reading alone changes nothing
     assert qg.survey(models[1:2], cache=csv, progress=False).attrs["computed"] == ["m1"]
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # a survey that only reuses what is stored cleans up too
@@ -423,7 +423,7 @@ def test_a_read_only_store_is_exported_and_plotted(models, tmp_path):
     finally:
         shelf.chmod(0o755)
         store.chmod(0o644)
-    pd.testing.assert_frame_equal(read_cache(out / "e.csv"), frame, check_dtype=False, check_exact=True)
+    pd.testing.assert_frame_equal(read_store(out / "e.csv"), frame, check_dtype=False, check_exact=True)
     assert (out / "figs" / "head_heatmaps_symmetry.png").exists()
 
 

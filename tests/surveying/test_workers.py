@@ -20,7 +20,7 @@ import pytest
 
 import qkgeometry as qg
 from bounded import no_hang
-from qkgeometry.surveying.scoring import read_cache
+from qkgeometry.surveying.store import read_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_store import HEADS, LAYERS, SRC, TESTS, make_model
@@ -65,7 +65,7 @@ def test_a_worker_killed_while_others_are_queued_fails_only_its_model(models, tm
     assert sorted(frame.attrs["computed"]) == ["m0", "m2", "m3", "m4"]
     failures = frame.attrs["failures"]
     assert failures["source"].tolist() == [models[1]] and failures["error"].tolist() == ["BrokenProcessPool"]
-    stored = read_cache(store)
+    stored = read_store(store)
     assert sorted(stored["model"].unique()) == ["m0", "m2", "m3", "m4"] and len(stored) == 4 * LAYERS * HEADS
     serial = qg.survey([m for k, m in enumerate(models) if k != 1], per="head", progress=False)
     pd.testing.assert_frame_equal(frame, serial, check_exact=True)
@@ -112,6 +112,19 @@ def test_a_task_that_exits_fails_only_its_model():
         run_tasks(pool, survey_workers.exit_on, {i: (i,) for i in range(3)}, results.__setitem__,
                   errors.__setitem__, {})
     assert results == {0: 0, 2: 2} and list(errors) == [1] and "SystemExit 3" in str(errors[1])
+
+
+def test_workers_sleep_idle_openmp_threads_and_leave_the_callers_environment_alone(monkeypatch):
+    import survey_workers
+    from qkgeometry.surveying.workers import worker_pool
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    with worker_pool(1) as pool, no_hang(120):
+        seen = pool.submit(survey_workers.omp_wait_policy).result()
+    assert seen == "PASSIVE" and "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # an explicit setting wins
+    with worker_pool(1) as pool, no_hang(120):
+        assert pool.submit(survey_workers.omp_wait_policy).result() == "ACTIVE"
 
 
 _HANGING_SURVEY = textwrap.dedent("""
@@ -200,7 +213,7 @@ def test_ctrl_c_at_a_terminal_prints_one_line_and_no_worker_traceback(models, tm
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
-            if list(markers.iterdir()) and store.exists() and len(read_cache(store)["model"].unique()) == 2:
+            if list(markers.iterdir()) and store.exists() and len(read_store(store)["model"].unique()) == 2:
                 break
             time.sleep(0.1)
         assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"

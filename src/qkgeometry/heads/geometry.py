@@ -32,6 +32,7 @@ __all__ = [
     "head_factors",
     "head_geometry",
     "input_geometry",
+    "input_isotropy",
     "skew_effective_rank",
 ]
 
@@ -140,14 +141,40 @@ def _attention_inputs(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
     return [seen[i] for i in range(len(mods))]
 
 
-def input_geometry(model, input_ids: torch.Tensor) -> pd.DataFrame:
+def input_isotropy(x: np.ndarray) -> float:
+    """How isotropic inputs are: the participation ratio of their second moment ``Σ = E x xᵀ`` over its largest
+    value, ``(tr Σ)² / (d · tr Σ²)``: 1 when ``Σ ∝ I``, ``1/d`` when every input lies on one line. ``x``: (..., d),
+    the last axis the features. Uncentred, because ``E xᵀ M x = tr(M Σ)`` takes the raw inputs. Chapter 7.
+
+    >>> round(input_isotropy(np.eye(4)), 3), round(input_isotropy(np.ones((5, 4))), 3)
+    (1.0, 0.25)
+    """
+    flat = np.asarray(x, dtype=np.float64).reshape(-1, np.shape(x)[-1])
+    if flat.shape[0] == 0 or flat.shape[1] == 0:
+        raise ValueError(f"x: needs at least one input of at least one feature; got shape {np.shape(x)}.")
+    sigma = flat.T @ flat / flat.shape[0]
+    tr, tr2 = float(np.trace(sigma)), float(np.sum(sigma * sigma))
+    return tr * tr / (flat.shape[1] * tr2) if tr2 > 0 else float("nan")
+
+
+def input_geometry(model, input_ids: torch.Tensor, skip: int = 4) -> pd.DataFrame:
     """Per head, the form on the inputs it meets and the shape of its skew part. ``input_symmetry``:
     ``η = Σ_s (‖S_s‖² − ‖S_n‖²) / Σ_s ‖S‖²`` for ``S = X W_qk Xᵀ`` (T × T; X the layer's attention inputs of one
     sequence, rows = tokens; offset 0, no rotary, no bias), summed over the sequences of ``input_ids``
     (sequences, T); ``skew_effective_rank`` (:func:`skew_effective_rank`) and ``skew_rank_share`` (that over the
-    largest possible rank, ``min(d, 2 d_h)``). One row per (layer, head). Chapter 7."""
+    largest possible rank, ``min(d, 2 d_h)``).
+
+    The weight-level trace z (:func:`head_geometry`) predicts a token's logit on itself only for isotropic inputs.
+    Two columns test that assumption on the tokens from position ``skip`` on (the rows the behaviour scores read):
+    ``input_isotropy`` (:func:`input_isotropy` of the layer's inputs) and ``input_trace_z``, the trace z with the
+    inputs' own second moment Σ, ``√d · tr(MΣ) / (‖M‖ · tr Σ / d)``: the mean self-logit ``E xᵀMx`` on the scale
+    that makes it equal ``trace_z`` when ``Σ ∝ I``. One row per (layer, head). Chapter 7."""
     inputs = _attention_inputs(model, input_ids)
+    if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < input_ids.shape[-1]:
+        raise ValueError(f"skip: the leading positions to leave out of the trace, a whole number from 0 to "
+                         f"{input_ids.shape[-1] - 1} (the sequences' length minus one); got {skip!r}.")
     rows = []
+    isotropy: dict[int, float] = {}
     for layer, head, wq, wk, _, _ in head_factors(model):
         x = inputs[layer].numpy()
         q, k = x @ wq, x @ wk  # (sequences, T, d_h)
@@ -155,9 +182,19 @@ def input_geometry(model, input_ids: torch.Tensor) -> pd.DataFrame:
         total = float(np.sum(sm * sm))
         cross = float(np.sum(sm * np.swapaxes(sm, 1, 2)))
         er = skew_effective_rank(wq, wk)
+        d = wq.shape[0]
+        seen = x[:, skip:]
+        if layer not in isotropy:
+            isotropy[layer] = input_isotropy(seen)
+        self_logit = float(np.mean(np.sum(q[:, skip:] * k[:, skip:], axis=-1)))  # E xᵀ M x = tr(MΣ)
+        mean_sq = float(np.mean(np.sum(seen * seen, axis=-1)))  # E ‖x‖² = tr Σ
+        m_norm = math.sqrt(max(float(np.trace((wq.T @ wq) @ (wk.T @ wk))), 0.0))
         rows.append({"layer": layer, "head": head, "input_symmetry": cross / total if total > 0 else float("nan"),
                      "skew_effective_rank": er,
-                     "skew_rank_share": er / min(wq.shape[0], 2 * wq.shape[1])})
+                     "skew_rank_share": er / min(d, 2 * wq.shape[1]),
+                     "input_isotropy": isotropy[layer],
+                     "input_trace_z": (math.sqrt(d) * self_logit / (m_norm * mean_sq / d)
+                                       if m_norm > 0 and mean_sq > 0 else float("nan"))})
     return pd.DataFrame(rows)
 
 

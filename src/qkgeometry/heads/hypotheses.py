@@ -4,10 +4,11 @@ as two Holm families. Chapter 7.
 :func:`separation` turns "labelled heads vs the rest" into an AUC with a bootstrap interval over heads and a
 permutation test; :func:`rank_correlation` gives Spearman's ρ of two head scores with a bootstrap interval.
 
-**Identities and empirical hypotheses.** At offset 0, ``xᵀ M x = xᵀ M_s x`` (``xᵀ M_n x ≡ 0``): a head's
-current-token logit is set by ``M_s`` alone, and a duplicate token's (the same token met again) nearly so. The
-hypotheses about those heads (kind ``"identity"``) check that the algebra shows in the numbers; the others (kind
-``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind,
+**Predictions of the algebra and empirical hypotheses.** At offset 0, ``xᵀ M x = xᵀ M_s x`` (``xᵀ M_n x ≡ 0``): a
+head's current-token logit is set by ``M_s`` alone, and a duplicate token's (the same token met again) nearly so.
+The hypotheses about those heads (kind ``"algebra"``) are predictions of that algebra under assumptions each one
+states (``Hypothesis.assumption``: isotropic inputs, two occurrences of a token entering the head alike), not
+identities; the others (kind ``"empirical"``) test readings of the split. :func:`hypothesis_family` applies Holm's correction within each kind,
 and :func:`threshold_sensitivity` runs the family again with every label threshold scaled.
 
 Conventions: the book's Notation page.
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.stats import bootstrap, mannwhitneyu, permutation_test, rankdata, spearmanr
 
 from ..stats import Interval, format_p, verdict
 from .behaviour import relabel
@@ -60,22 +62,31 @@ class Separation:
                         "bootstrap-percentile", "head")
 
 
-def _auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """AUC of each row of (k, n_pos) against (k, n_neg)."""
-    both = np.concatenate([pos, neg], axis=-1)
-    from scipy.stats import rankdata
+def _auc(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> np.ndarray:
+    """AUC of ``pos`` against ``neg`` along ``axis`` (ties count ½): the Mann-Whitney U of ``pos`` over
+    ``n_pos · n_neg``, vectorised as :func:`scipy.stats.bootstrap` and :func:`scipy.stats.permutation_test` call it."""
+    u = mannwhitneyu(pos, neg, axis=axis, method="asymptotic").statistic
+    return u / (np.shape(pos)[axis] * np.shape(neg)[axis])
 
-    ranks = rankdata(both, axis=-1)
-    n1, n0 = pos.shape[-1], neg.shape[-1]
-    return (ranks[..., :n1].sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+def _two_sided_p(observed: float, null: np.ndarray) -> float:
+    """The two-sided permutation p-value as :func:`scipy.stats.permutation_test` computes it from its null
+    distribution (counts include the observed arrangement; the smaller tail doubled, capped at 1)."""
+    eps = 1e-14 * max(1.0, abs(observed))
+    less = (np.sum(null <= observed + eps) + 1) / (null.size + 1)
+    greater = (np.sum(null >= observed - eps) + 1) / (null.size + 1)
+    return float(min(1.0, 2 * min(less, greater)))
 
 
 def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
                strata=None) -> Separation | None:
-    """AUC of ``values`` for heads with ``is_label`` against the rest, with a bootstrap interval over heads and
-    a permutation test. ``strata`` (e.g. the model of each head): values are first turned into within-stratum
-    percentiles and permutations stay inside strata (a pooled test over models of different widths). Returns
-    None when either group has fewer than 2 heads or no value is finite. Chapter 7."""
+    """AUC of ``values`` for heads with ``is_label`` against the rest, with a percentile bootstrap interval that
+    resamples each group (:func:`scipy.stats.bootstrap`) and a two-sided permutation test of "AUC = ½"
+    (:func:`scipy.stats.permutation_test`). ``strata`` (e.g. the model of each head): values are first turned
+    into within-stratum percentiles and labels are permuted inside strata only (a pooled test over models of
+    different widths; scipy has no stratified permutation, so those permutations are drawn here and the p-value
+    is computed by scipy's rule). Returns None when either group has fewer than 2 heads or no value is finite.
+    Chapter 7."""
     x = np.asarray(values, dtype=np.float64)
     y = np.asarray(is_label, dtype=bool)
     if x.shape != y.shape:
@@ -84,8 +95,6 @@ def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, s
     x, y = x[ok], y[ok]
     st = None if strata is None else np.asarray(strata)[ok]
     if st is not None:
-        from scipy.stats import rankdata
-
         x = x.copy()
         for s in np.unique(st):
             sel = st == s
@@ -93,23 +102,23 @@ def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, s
     if y.sum() < 2 or (~y).sum() < 2:
         return None
     pos, neg = x[y], x[~y]
-    auc = float(_auc(pos[None], neg[None])[0])
+    auc = float(_auc(pos, neg))
     rng = np.random.default_rng(seed)
-    boot = _auc(pos[rng.integers(0, len(pos), (n_resamples, len(pos)))],
-                neg[rng.integers(0, len(neg), (n_resamples, len(neg)))])
-    alpha = (1 - level) / 2
-    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
-    perms = np.empty(n_resamples)
-    for r in range(n_resamples):
-        if st is None:
-            yy = rng.permutation(y)
-        else:
-            yy = y.copy()
-            for s in np.unique(st):
-                sel = np.flatnonzero(st == s)
-                yy[sel] = rng.permutation(y[sel])
-        perms[r] = _auc(x[yy][None], x[~yy][None])[0]
-    p = float((1 + np.sum(np.abs(perms - 0.5) >= abs(auc - 0.5) - 1e-12)) / (1 + n_resamples))
+    boot = bootstrap((pos, neg), _auc, n_resamples=n_resamples, confidence_level=level, method="percentile",
+                     vectorized=True, random_state=rng)
+    low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    if st is None:
+        p = float(permutation_test((pos, neg), _auc, permutation_type="independent", n_resamples=n_resamples,
+                                   vectorized=True, alternative="two-sided", random_state=rng).pvalue)
+    else:  # every draw permutes the labels within each stratum: sort random keys inside strata
+        order = np.lexsort((rng.random((n_resamples, len(y))), np.broadcast_to(st, (n_resamples, len(y)))), axis=-1)
+        base = np.lexsort((np.arange(len(y)), st))  # the positions of each stratum, in the same stratum order
+        shuffled = np.empty((n_resamples, len(y)), dtype=bool)
+        shuffled[:, base] = y[order]
+        ranks = rankdata(x)
+        n1, n0 = int(y.sum()), int((~y).sum())
+        null = ((shuffled * ranks).sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+        p = _two_sided_p(auc, null)
     return Separation(auc, low, high, p, int(y.sum()), int((~y).sum()), level)
 
 
@@ -125,8 +134,9 @@ def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str
 @dataclass(frozen=True)
 class Hypothesis:
     """One hypothesis, written before looking: heads with ``label`` have a ``direction`` ("higher" / "lower")
-    ``score`` than the other heads, in ``models`` ("rotary", "bias", "all"). ``kind``: ``"identity"`` when the
-    behaviour is set by ``M_s`` alone at offset 0 (the test checks the algebra), else ``"empirical"``."""
+    ``score`` than the other heads, in ``models`` ("rotary", "bias", "all"). ``kind``: ``"algebra"`` when the
+    behaviour is set by ``M_s`` alone at offset 0 and the hypothesis predicts it from the algebra under the stated
+    ``assumption``, else ``"empirical"``."""
 
     key: str
     label: str
@@ -135,22 +145,29 @@ class Hypothesis:
     models: str
     statement: str
     kind: str = "empirical"
+    assumption: str = ""
 
 
 #: The chapter's hypotheses, in the order they are written on the page.
 HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis("H1", "duplicate", "positive_share", "higher", "all",
                "Duplicate-token heads need xᵢᵀ M xⱼ large when xⱼ ≈ xᵢ, which only Mₛ "
-               "sets: Mₛ should carry mostly positive eigen-energy.", "identity"),
+               "sets: Mₛ should carry mostly positive eigen-energy.", "algebra",
+               "the two occurrences of a token enter the head alike (xⱼ ≈ xᵢ: position and context change them "
+               "little)"),
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
                "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
-               "on average).", "identity"),
+               "on average).", "algebra",
+               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
                "Current-token heads have a large positive trace of M (a token's logit on itself is "
-               "xᵀ Mₛ x).", "identity"),
+               "xᵀ Mₛ x).", "algebra",
+               "isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
                "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
-               "symmetric.", "identity"),
+               "symmetric.", "algebra",
+               "a head that must attend to itself has little use for Mₙ (the algebra asks only for a large xᵀMₛx; "
+               "the symmetry score also counts how much of M is Mₙ)"),
     Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
                "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) "
                "exceeds tr M(0)."),
@@ -211,7 +228,7 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
 
 def hypothesis_family(results: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """One row per hypothesis (pooled over models where it was tested in two or more, else its one model) with
-    the permutation p-value adjusted by Holm's method within its kind (``"identity"`` and ``"empirical"`` are two
+    the permutation p-value adjusted by Holm's method within its kind (``"algebra"`` and ``"empirical"`` are two
     families), and ``holds``: the AUC lies on the stated side of ½ and the Holm-adjusted p is below ``alpha``.
     ``results``: from :func:`run_hypotheses`. Chapter 7."""
     from ..stats import holm_adjusted
@@ -248,24 +265,29 @@ def threshold_sensitivity(table: pd.DataFrame, factors: Sequence[float] = (0.5, 
 
 
 
+def _spearman(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's ρ along ``axis``, vectorised: the Pearson correlation of the ranks."""
+    ra, rb = rankdata(a, axis=axis), rankdata(b, axis=axis)
+    ra = ra - ra.mean(axis=axis, keepdims=True)
+    rb = rb - rb.mean(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (ra * rb).sum(axis) / np.sqrt((ra * ra).sum(axis) * (rb * rb).sum(axis))
+
+
 def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
                      unit: str = "head") -> Interval:
     """Spearman's ρ of ``x`` and ``y`` (pairs with a non-finite value dropped) with a percentile bootstrap
-    interval over pairs. Chapter 7."""
-    from scipy.stats import spearmanr
-
+    interval over pairs (:func:`scipy.stats.bootstrap`, paired; resamples whose ρ is undefined are dropped).
+    Chapter 7."""
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]
     if len(a) < 4:
         raise ValueError(f"x and y: need at least 4 finite pairs; got {len(a)}.")
     rho = float(spearmanr(a, b).statistic)
-    rng = np.random.default_rng(seed)
-    boot = np.empty(n_resamples)
-    for r in range(n_resamples):
-        i = rng.integers(0, len(a), len(a))
-        boot[r] = spearmanr(a[i], b[i]).statistic
-    boot = boot[np.isfinite(boot)]
+    boot = bootstrap((a, b), _spearman, paired=True, vectorized=True, n_resamples=n_resamples,
+                     confidence_level=level, method="percentile", random_state=np.random.default_rng(seed))
+    dist = boot.bootstrap_distribution[np.isfinite(boot.bootstrap_distribution)]
     alpha = (1 - level) / 2
-    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
+    low, high = (float(v) for v in np.quantile(dist, [alpha, 1 - alpha]))
     return Interval(rho, low, high, len(a), level, "bootstrap-percentile", unit)

@@ -126,7 +126,8 @@ def _score_layers(model: Any, per: str, num_std: float) -> pd.DataFrame:
     orders)."""
     import dataclasses
 
-    from ..surveying.scoring import COLUMNS, score_layer
+    from ..surveying.scoring import score_layer
+    from ..surveying.store import COLUMNS
 
     rows = []
     for layer in model.iter_layers(convert=False):

@@ -65,7 +65,7 @@ def check_scores(frame, name: str = "frame") -> None:
     for column in ("symmetry", "directionality"):
         if column not in frame:
             raise ValueError(f"{name} has no {column!r} column; pass a survey frame (qkgeometry.survey or "
-                             "read_cache).")
+                             "qkgeometry.surveying.read_store).")
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(values) | (np.abs(values) > 1 + 1e-9)
         if bad.any():

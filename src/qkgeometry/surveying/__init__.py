@@ -10,17 +10,8 @@ The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` sta
 
 from __future__ import annotations
 
-from .scoring import (
-    SurveyInterrupted,
-    open_source,
-    read_cache,
-    score_layer,
-    score_layers,
-    score_model,
-    summarize,
-    survey,
-    worker_pool,
-)
+from ..errors import SurveyInterrupted
+from .scoring import open_source, score_layer, score_layers, score_model, summarize, survey
 from .store import (
     CACHE_KEY,
     COLUMNS,
@@ -30,12 +21,14 @@ from .store import (
     is_store_file,
     migrate_csv,
     open_store,
+    read_store,
     spreadsheet_safe,
     spreadsheet_text,
 )
+from .workers import worker_pool
 
 __all__ = [
     "CACHE_KEY", "COLUMNS", "SURVEY_COLUMNS", "SurveyInterrupted", "SurveyStore", "export_csv",
-    "is_store_file", "migrate_csv", "open_source", "open_store", "read_cache", "score_layer", "score_layers",
+    "is_store_file", "migrate_csv", "open_source", "open_store", "read_store", "score_layer", "score_layers",
     "score_model", "spreadsheet_safe", "spreadsheet_text", "summarize", "survey", "worker_pool",
 ]

@@ -137,7 +137,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` whose text cells are safe to open in a spreadsheet: a cell that starts with ``=``,
     ``+``, ``-``, ``@``, a tab or a carriage return, or with an apostrophe, gets one leading apostrophe (``'``), the
     mark spreadsheet programs read as "this cell is text" (and do not show). Numbers are left as they are (−0.5
-    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.scoring.read_cache` undoes it on
+    stays a number). :func:`spreadsheet_text` undoes it exactly, and :func:`qkgeometry.surveying.store.read_store` undoes it on
     what it reads."""
     out = frame.copy()
     for column in out.columns:

@@ -28,23 +28,17 @@ from .identity import distinct_labels, source_identity
 from .store import (
     CACHE_KEY,
     COLUMNS,
-    FORMULA_STARTS,
     SURVEY_COLUMNS,
     empty_frame,
     rows_matching,
-    spreadsheet_safe,
-    spreadsheet_text,
 )
-from .workers import worker_pool
 
 if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = LazyModule("pandas")  # imported when the first frame is built
 
-__all__ = ["CACHE_KEY", "COLUMNS", "FORMULA_STARTS", "SURVEY_COLUMNS", "SurveyInterrupted", "first_line",
-           "open_source", "read_cache", "score_layer", "score_layers", "score_model", "spreadsheet_safe",
-           "spreadsheet_text", "summarize", "survey", "worker_pool"]
+__all__ = ["open_source", "score_layer", "score_layers", "score_model", "summarize", "survey"]
 
 
 Per = Literal["layer", "head"]
@@ -159,25 +153,6 @@ def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm =
     return _open(source, qk_norm, device, input_norm)
 
 
-def read_cache(path: str | Path | None) -> pd.DataFrame:
-    """Read a survey store or CSV (the ``cache`` of :func:`survey`, the ``--out`` of ``qkgeometry survey``) as a
-    tidy frame.
-
-    Returns the columns of :data:`SURVEY_COLUMNS`; an absent path (or ``None``) or a 0-byte file gives an empty
-    frame. An SQLite store (:mod:`qkgeometry.surveying.store`) is read in the order its models were added; a file that
-    is SQLite but not a survey store raises ``ValueError`` naming it.
-
-    For a CSV: text cells were written formula-safe (:func:`spreadsheet_safe`: a leading apostrophe before ``=``,
-    ``+``, ``-``, ``@``) and are read back as they were. Damage is repaired, not trusted: a last line without its
-    newline (a write cut short) is dropped, and so are rows whose scores or key fields are missing or not finite;
-    :func:`survey` then sees those models as incomplete and recomputes them. Anything that is not a survey CSV (wrong columns, not UTF-8 text, a folder or
-    a pipe) raises ``ValueError`` naming the file.
-    """
-    from .store import read_store
-
-    return read_store(path)
-
-
 def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None = None, *, num_std: float = 2.0,
            qk_norm: str = "folded", input_norm: InputNorm = "raw", progress: bool = True,
            device: Any = None, executor: Executor | None = None) -> pd.DataFrame:
@@ -220,11 +195,11 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
       rows replace the old ones as a unit (same ``source``, ``per``, ``num_std``, ``qk_norm``, ``input_norm``).
     * **Complete.** Reused rows must be exactly the model's expected rows (every layer, and every head for
       ``per="head"``, with the model's current sizes) with finite scores; a truncated or damaged cache is
-      recomputed for the models it lacks (:func:`read_cache` drops damaged rows).
+      recomputed for the models it lacks (:func:`~qkgeometry.surveying.store.read_store` drops damaged rows).
     * The output file is checked for writability before any model is computed.
     * **Safe to open in a spreadsheet.** A CSV text cell that starts with ``=``, ``+``, ``-`` or ``@`` (a model
       folder named ``=HYPERLINK(...)``) is written with a leading apostrophe, which spreadsheet programs read as
-      "text, not a formula" (:func:`spreadsheet_safe`); :func:`read_cache` reads the original value back.
+      "text, not a formula" (:func:`spreadsheet_safe`); :func:`~qkgeometry.surveying.store.read_store` reads the original value back.
 
     ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`); a model whose
     normalisation gain is not known fails (reported and skipped) under ``"folded"``.

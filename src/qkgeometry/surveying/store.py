@@ -11,7 +11,7 @@ format. The file name of ``cache`` (``--out`` on the command line) says where th
   (O(N) work per model). Existing caches and scripts go on working; ``qkgeometry export`` converts between the two
   (:func:`migrate_csv`, :func:`export_csv`).
 
-Both hold the columns of :data:`SURVEY_COLUMNS`, and :func:`qkgeometry.surveying.scoring.read_cache`
+Both hold the columns of :data:`SURVEY_COLUMNS`, and :func:`read_store`
 (hence :func:`qkgeometry.summarize`, ``qkgeometry plot``) reads either one into the same frame. A checkpoint of a
 training run also keeps where it sits in its run (:data:`TRAJECTORY_COLUMNS`: run, checkpoint name, stage, step,
 tokens seen; ``read(trajectory=True)``), as it was given, once per model (store format 2; a format-1 store is
@@ -504,7 +504,7 @@ def _file_stamp(path: Path) -> tuple[int, int, int] | None:
 def migrate_csv(csv: str | Path, store: str | Path) -> int:
     """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
     absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`qkgeometry.surveying.scoring.read_cache` drops them. Returns the number of models copied. Chapter 4."""
+    :func:`read_store` drops them. Returns the number of models copied. Chapter 4."""
 
     frame = read_store(csv, trajectory=True)
     with SurveyStore(store, what="--store") as target:
@@ -523,9 +523,14 @@ def export_csv(store: str | Path, csv: str | Path) -> int:
 
 
 def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:
-    """Every row of the survey store or survey CSV at ``path``: what
-    :func:`qkgeometry.surveying.scoring.read_cache` returns (see there); with ``trajectory=True`` also the
-    columns of :data:`TRAJECTORY_COLUMNS` (missing values where a model is no checkpoint of a run)."""
+    """Read a survey store or CSV (the ``cache`` of :func:`qkgeometry.survey`, the ``--out`` of ``qkgeometry
+    survey``) as a tidy frame: the columns of :data:`SURVEY_COLUMNS`, with ``trajectory=True`` also those of
+    :data:`TRAJECTORY_COLUMNS` (missing where a model is no checkpoint of a run). An absent path (or ``None``) or a
+    0-byte file gives an empty frame; a store is read in the order its models were added. CSV text cells were
+    written formula-safe (:func:`spreadsheet_safe`) and are read back as they were. Damage is repaired, not
+    trusted: a last line cut short, and rows whose scores or key fields are missing or not finite, are dropped, so
+    :func:`qkgeometry.survey` recomputes those models. A file that is not a survey store or CSV (SQLite of another
+    kind, wrong columns, not UTF-8 text, a folder or a pipe) raises ``ValueError`` naming it."""
     import io
     import warnings
 

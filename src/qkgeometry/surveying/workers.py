@@ -33,6 +33,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from .._threads import passive_openmp
+
 __all__ = ["check_scheduler_address", "executor_for", "run_tasks", "watch_parent", "worker_pool"]
 
 #: seconds between two checks of a worker that its parent is still alive
@@ -44,6 +46,7 @@ def watch_parent(parent: int) -> None:
     changes when it dies). Runs a daemon thread; returns at once. The worker ignores Ctrl-C (the terminal sends it
     to the whole process group): the survey stops its workers itself, and a worker's own traceback would only add
     a stray "Process SpawnProcess-1:" report to the survey's one line."""
+    passive_openmp()  # in the worker, before it loads torch; the caller's environment is left as it was
     with contextlib.suppress(ValueError, OSError):  # not the main thread of the worker: keep its handlers
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -65,16 +68,13 @@ def _watched(initializer: Callable[..., Any] | None, initargs: tuple, parent: in
 def worker_pool(workers: int) -> Iterator[Executor]:
     """A :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes for :func:`qkgeometry.survey`
     (``qkgeometry survey --workers N``). Its processes are started fresh (``spawn``: no copy of this process's
-    threads or open files), with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set, and exit when this process is gone
+    threads or open files), with ``OMP_WAIT_POLICY=PASSIVE`` in their own environment unless it is set, and exit when this process is gone
     (:func:`watch_parent`). Leaving the block on an error or Ctrl-C stops the workers at once instead of waiting
     for the models in progress."""
     import multiprocessing
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be a whole number >= 1; got {workers!r}.")
-    # idle OpenMP threads of the workers sleep instead of spinning (an explicit setting wins): with more workers
-    # than cores, spinning threads took the CPU from the working ones and made scoring several times slower
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=watch_parent, initargs=(os.getpid(),))
     try:
