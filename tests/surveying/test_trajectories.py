@@ -302,6 +302,54 @@ def test_stage_restarts_are_ordered_by_stage_and_drawn_by_tokens(run_folder, tmp
     assert [c.step for c in select_checkpoints(found, log_spaced=2)] == [10, 20]  # by tokens: first and last
 
 
+def test_the_command_line_draws_a_two_stage_hub_run_and_plans_it_offline_from_the_cache(run_folder, tmp_path,
+                                                                                         monkeypatch, capsys):
+    """`qkgeometry trajectory` on an OLMo-style two-stage repo of the loopback Hub draws the run in (stage, step)
+    order; the plan labels what it counts (the header probe a cold fetch reads first, none once cached); offline,
+    the plan reads the cache, so cached revisions say "nothing to fetch" and the run reuses them."""
+    from huggingface_hub import constants
+
+    from hub_emulator import HubEmulator, hub_env
+    from qkgeometry.cli import main
+    from qkgeometry.surveying.trajectories import read_trajectory
+
+    branches = {"stage1-step10-tokens1B": 0, "stage2-step20-tokens4B": 6, "stage1-step20-tokens2B": 3,
+                "stage2-step10-tokens3B": 1}
+    saved = {0: run_folder / "checkpoint-0", 3: run_folder / "checkpoint-3", 6: run_folder / "checkpoint-6",
+             1: _copy_run(run_folder, tmp_path / "other", steps=STEPS[:1]) / "checkpoint-0"}
+    with torch.no_grad():  # stage 2's step 10: weights of its own, so that no two checkpoints are identical
+        from transformers import BertForMaskedLM
+
+        m = BertForMaskedLM.from_pretrained(saved[1])
+        for p_ in m.parameters():
+            p_.add_(0.01)
+        m.save_pretrained(saved[1])
+    store, figure = tmp_path / "olmo.sqlite", tmp_path / "olmo.png"
+    with HubEmulator() as hub:
+        for name, step in branches.items():
+            hub.add_repo("org/olmo", saved[step], branch=name)
+        hub_env(monkeypatch, hub, tmp_path)
+        assert main(["trajectory", "org/olmo", "--plan"]) == 0
+        cold = capsys.readouterr().out
+        assert "header probe" in cold and "the start of each weight file" in cold
+        assert main(["trajectory", "org/olmo", "--out", str(store), "--figure", str(figure)]) == 0
+        capsys.readouterr()
+        assert figure.stat().st_size > 0
+        rows = read_trajectory(store).drop_duplicates("source")
+        assert list(zip(rows["stage"], rows["step"])) == [(1, 10), (1, 20), (2, 10), (2, 20)]
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        assert main(["trajectory", "org/olmo", "--plan", "--revisions", "stage1-step20-tokens2B",
+                     "stage2-step10-tokens3B"]) == 0
+        offline = capsys.readouterr().out
+        assert offline.count("in the qkgeometry cache, nothing to fetch") == 2 and "not fully" not in offline
+        assert main(["trajectory", "org/olmo", "--out", str(tmp_path / "again.sqlite"), "--revisions",
+                     "stage1-step20-tokens2B", "stage2-step10-tokens3B"]) == 0  # the run reuses what the plan says
+        assert main(["score", "hf://org/olmo@never-fetched", "--plan"]) == 2
+        assert "not in the qkgeometry cache" in capsys.readouterr().err
+    assert len(hub.log) > 0
+
+
 def test_the_plan_needs_no_out(run_folder, capsys):
     from qkgeometry.cli import main
 

@@ -57,7 +57,7 @@ from ...model import SourcePlans
 from ..hf_config import read_config, resolve_plans
 from ..safetensors_format import row_pieces
 from . import client
-from .cache import HubCache
+from .cache import HubCache, read_header
 from .fetch import Fetcher
 from .plan import (
     HF_PREFIX,
@@ -88,6 +88,7 @@ def _plan_remote(files: client.HubFiles, store: HubCache) -> tuple[HubPlan, Path
     headers, starts, weight_map = client.safetensors_headers(files)
     header_requests = files.requests + 1  # and config.json, read once (a cold start reads it)
     config_path = store.config(files)
+    header_bytes = files.received  # the headers and config.json (none when config.json is already cached)
     config = read_config(config_path)
     arch = get_architecture(config.model_type)
     spans = {}
@@ -109,7 +110,7 @@ def _plan_remote(files: client.HubFiles, store: HubCache) -> tuple[HubPlan, Path
     sizes = {f: files.sizes[f] for f in headers}
     plan = HubPlan(repo.repo_id, repo.revision, repo.commit, repo.gated, {n: spans[n] for n in sorted(needed)},
                    groups, frozenset(weights), frozenset(fused), share, sum(sizes.values()), len(sizes),
-                   header_requests=header_requests)
+                   header_requests=header_requests, header_bytes=header_bytes)
     plan.cached = store.done(repo.commit, plan)
     return plan, config_path
 
@@ -130,7 +131,7 @@ def plan_table(sources: Iterable[Any]) -> Any:
             rows.append({"model": label, "note": "local (nothing to fetch)"})
             continue
         try:
-            row = hub_plan(src).row()
+            row = _offline_row(src) if client.is_offline() else hub_plan(src).row()
             row["model"] = label
             rows.append(row)
         except SourceError as e:
@@ -140,14 +141,31 @@ def plan_table(sources: Iterable[Any]) -> Any:
         except Exception as e:  # one source's failure is its row's note, never the table's end
             rows.append({"model": label, "note": str(client.hub_error(e, str(src), None))})
     frame = pd.DataFrame(rows)
-    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "requests", "rows_saved_bytes")
+    sizes = ("checkpoint_bytes", "qk_bytes", "fetch_bytes", "cached_bytes", "header_bytes", "requests",
+             "rows_saved_bytes")
     for col in sizes:
         if col not in frame:
             frame[col] = float("nan")
     if len(frame):
-        total = {"model": "total", **{c: frame[c].sum() for c in sizes}}
+        total = {"model": "total", **{c: frame[c].sum(min_count=1) for c in sizes}}
         frame = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
     return frame
+
+
+def _offline_row(source: str) -> dict[str, Any]:
+    """The plan row of a Hub model with ``HF_HUB_OFFLINE`` set: what the qkgeometry cache holds (a run reads it
+    from there), or a note that a run would fail. Nothing is asked of the Hub."""
+    repo_id, revision = parse_hub_source(source)
+    store = HubCache(repo_id)
+    commit = store.commit_for(revision)
+    if commit is None or not store.complete(commit):
+        partly = commit is not None and store.file(commit).exists()
+        return {"model": repo_id, "note": f"offline, and {'only partly' if partly else 'not'} in the qkgeometry "
+                                          "cache: a run fails until HF_HUB_OFFLINE is unset"}
+    header = read_header(store.file(commit))
+    cached = sum(int(e["data_offsets"][1]) - int(e["data_offsets"][0]) for e in header[1].values()) if header else 0
+    return {"model": repo_id, "commit": commit[:12], "fetch_bytes": 0, "cached_bytes": cached, "header_bytes": 0,
+            "requests": 0, "note": "offline: in the qkgeometry cache, nothing to fetch"}
 
 
 def open_hub(source: str, revision: str | None, name: str | None, qk_norm: QKNorm = "folded",

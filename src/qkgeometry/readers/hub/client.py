@@ -133,6 +133,7 @@ class HubFiles:
         self.sizes: dict[str, int] = {}
         self.resolves = 0
         self.requests = 0
+        self.received = 0  # body bytes of every small file and range read
 
     # ------------------------------------------------------------------ resolving
     def url(self, file: str, *, fresh: bool = False) -> tuple[str, bool]:
@@ -166,6 +167,7 @@ class HubFiles:
                                  max_wait_time=4)
         hub.hf_raise_for_status(r)
         self.requests += len(r.history)  # a redirect to the storage host is one more request
+        self.received += len(r.content)
         return r.content
 
     def read(self, file: str, start: int, end: int, *, retries: int = RETRIES) -> bytes:
@@ -187,6 +189,7 @@ class HubFiles:
                 time.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
                 continue
             if data is not None:
+                self.received += len(data)
                 return data
             if renewed:  # a fresh URL refused too: that is not expiry
                 raise SourceError(f"the Hub's storage host refused a freshly signed URL for {file!r} of "

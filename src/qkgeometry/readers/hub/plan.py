@@ -163,6 +163,9 @@ class HubPlan:
 
     #: requests made to read the headers (``/resolve`` of the index, config and weight files; header ranges)
     header_requests: int = 0
+    #: bytes those requests read: config.json, the shard index and the header probe of each weight file
+    #: (:data:`~qkgeometry.readers.hub.client.HEADER_PROBE` bytes, or the whole header when it is longer)
+    header_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -215,7 +218,8 @@ class HubPlan:
     def row(self) -> dict[str, Any]:
         return {"model": self.repo_id, "commit": self.commit[:12], "gated": bool(self.gated),
                 "checkpoint_bytes": self.checkpoint_bytes, "qk_bytes": self.qk_bytes,
-                "fetch_bytes": self.fetch_bytes, "cached_bytes": self.cached_bytes, "requests": self.requests,
+                "fetch_bytes": self.fetch_bytes, "cached_bytes": self.cached_bytes,
+                "header_bytes": self.header_bytes if self.fetch_bytes else 0, "requests": self.requests,
                 "fused_whole": ", ".join(sorted({name_template(n) for n in self.fused - self.row_fused})) or "",
                 "rows_only": ", ".join(sorted({name_template(n) for n in self.row_fused})) or "",
                 "rows_saved_bytes": self.rows_saved_bytes}
