@@ -284,6 +284,13 @@ class Claim:
                 f"{_named(r.established_against, decimals=self.decimals)}.")
 
     @property
+    def _signs_text(self) -> str:
+        """Where the interval excludes 0, by the sign of the estimate (for a claim not established)."""
+        pos = sum(s.established and s.sign > 0 for s in self.curve)
+        neg = sum(s.established and s.sign < 0 for s in self.curve)
+        return f"the interval excludes 0 at {pos} with a positive and at {neg} with a negative estimate"
+
+    @property
     def brief(self) -> str:
         """How the curve reads, in a clause with no direction words (for a sentence that names the contrast itself).
 
@@ -295,10 +302,7 @@ class Claim:
         r = self.reading
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            pos = sum(s.established and s.sign > 0 for s in self.curve)
-            neg = sum(s.established and s.sign < 0 for s in self.curve)
-            return (f"is not established at the pre-stated specification; of {m} specifications, the interval excludes "
-                    f"0 at {pos} with a positive and at {neg} with a negative estimate")
+            return f"is not established at the pre-stated specification; of {m} specifications, {self._signs_text}"
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications ({self.range_text})"
         if r.outcome == "direction holds":
@@ -323,10 +327,8 @@ class Claim:
         at = f"({p.label}: {self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)})"
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            pos = sum(s.established and s.sign > 0 for s in self.curve)
-            neg = sum(s.established and s.sign < 0 for s in self.curve)
             return (f"No difference is established at the pre-stated specification {at}; of {m} specifications, "
-                    f"the interval excludes 0 at {pos} with a positive and at {neg} with a negative estimate.")
+                    f"{self._signs_text}.")
         head = f"{_capital(self.claim)} at the pre-stated specification {at}"
         if r.outcome == "holds":
             return f"{head}, and at every one of the {m} specifications ({self.range_text})."

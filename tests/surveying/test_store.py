@@ -286,21 +286,29 @@ _HANGING_WORKERS = textwrap.dedent("""
 """)
 
 
-def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, tmp_path):
-    store = tmp_path / "r.sqlite"
-    markers = tmp_path / "markers"
+def hanging_survey(models, tmp_path, *, new_session: bool = False) -> tuple[subprocess.Popen, Path, Path]:
+    """`qkgeometry survey` of three models on 2 workers that hang on m1, started and waited for until a worker sits
+    in m1 and the other two models are stored: (the process, its store, the folder of the hanging worker's pid)."""
+    store, markers = tmp_path / "r.sqlite", tmp_path / "markers"
     markers.mkdir()
-    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
-    proc = subprocess.Popen([sys.executable, "-c", _HANGING_WORKERS, "m1", str(markers), *args],
+    proc = subprocess.Popen([sys.executable, "-c", _HANGING_WORKERS, "m1", str(markers), "survey", *models[:3],
+                             "--workers", "2", "--out", str(store)],
                             env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            start_new_session=new_session, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if list(markers.iterdir()) and store.exists() and len(read_store(store)["model"].unique()) == 2:
+            break
+        time.sleep(0.1)
+    if not list(markers.iterdir()):
+        proc.kill()
+        pytest.fail(f"no worker reached m1: {proc.communicate(timeout=30)}")
+    return proc, store, markers
+
+
+def test_ctrl_c_with_workers_saves_what_finished_and_stops_the_workers(models, tmp_path):
+    proc, store, markers = hanging_survey(models, tmp_path)
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            if list(markers.iterdir()) and store.exists() and len(read_store(store)["model"].unique()) == 2:
-                break
-            time.sleep(0.1)
-        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
         hanging = int(next(markers.iterdir()).name)
         proc.send_signal(signal.SIGINT)  # to the writer only, as `kill -INT` does: it must stop its workers
         _, stderr = proc.communicate(timeout=60)

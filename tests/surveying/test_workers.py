@@ -23,7 +23,7 @@ from bounded import no_hang
 from qkgeometry.surveying.store import read_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_store import HEADS, LAYERS, SRC, TESTS, make_model
+from test_store import HEADS, LAYERS, SRC, TESTS, hanging_survey, make_model
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -201,22 +201,8 @@ def test_killing_the_survey_leaves_no_worker_and_no_resource_tracker(models, tmp
 
 def test_ctrl_c_at_a_terminal_prints_one_line_and_no_worker_traceback(models, tmp_path):
     """Ctrl-C reaches every process of the terminal's group, the idle worker's too."""
-    store = tmp_path / "r.sqlite"
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    args = ["survey", *models[:3], "--workers", "2", "--out", str(store)]
-    proc = subprocess.Popen([sys.executable, "-c", _HANGING_SURVEY.replace(
-        "import concurrent.futures", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "import concurrent.futures"), "m1", str(markers), *args],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, _, _ = hanging_survey(models, tmp_path, new_session=True)
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            if list(markers.iterdir()) and store.exists() and len(read_store(store)["model"].unique()) == 2:
-                break
-            time.sleep(0.1)
-        assert list(markers.iterdir()), f"no worker reached m1: {proc.communicate(timeout=30)}"
         os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it
         _, stderr = proc.communicate(timeout=60)
     finally:
