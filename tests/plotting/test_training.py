@@ -30,6 +30,16 @@ def test_init_curves_draw_the_seed_mean_with_a_min_max_band():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["default (n=3)", "symmetric (n=3)"]
 
 
+def test_init_curves_zoom_draws_the_late_steps_in_an_inset_of_their_own():
+    fig = plotting.init_curves(_run_logs(), "val_loss", zoom_from=10)
+    ax = fig.axes[0]
+    (inset,) = ax.child_axes
+    np.testing.assert_allclose(inset.get_lines()[0].get_xdata(), [10, 20])  # only the steps from 10 on
+    np.testing.assert_allclose(inset.get_lines()[0].get_ydata(), [7, 6])
+    assert inset.get_ylim()[0] > ax.get_ylim()[0] and inset.get_title() == "from step 10"
+    assert not plotting.init_curves(_run_logs(), "val_loss", zoom_from=10**6).axes[0].child_axes  # nothing to zoom
+
+
 def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
     logs = pd.concat([_run_logs(), _run_logs().assign(lr_max=5e-5)])
     fig = plotting.survival_grid(logs)

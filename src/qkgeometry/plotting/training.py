@@ -13,22 +13,31 @@ PANEL_WORDS = {"encoder": "encoder (masked LM)", "decoder": "decoder (causal LM)
 
 def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init", ylabel: str | None = None,
                 title: str | None = None, logx: bool = False, hline: float | None = None,
-                hline_label: str | None = None):
+                hline_label: str | None = None, zoom_from: int | None = None):
     """Chapter 5: ``y`` against ``step``, one panel per value of ``col``, one colour per ``hue`` value; the line is
     the mean over seeds and the band the min–max over seeds. ``frame`` is the concatenation of run logs (columns
-    ``step, seed, <y>, <col>, <hue>``). Returns the Figure."""
+    ``step, seed, <y>, <col>, <hue>``). ``zoom_from``: an inset per panel with the steps from there on, on a y range
+    of their own, for curves that lie too close to tell apart at the full scale. Returns the Figure."""
     require_rows(frame, "frame", "pass the concatenated run logs of at least one run")
     cols = list(dict.fromkeys(frame[col]))
     fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.3), squeeze=False, sharey=True)
     for ax, value in zip(axes[0], cols):
         sub = frame[frame[col] == value]
+        inset = None
+        if zoom_from is not None and (sub["step"] >= zoom_from).any():
+            inset = ax.inset_axes([0.42, 0.42, 0.55, 0.5])
+            inset.tick_params(labelsize=8)
+            inset.set_title(f"from step {zoom_from:,}", fontsize=8)
         for key, g in sub.groupby(hue, sort=False):
             agg = g.groupby("step")[y].agg(["mean", "min", "max"]).dropna()
             color = INIT_COLORS.get(key)
             n = g["seed"].nunique() if "seed" in g else 1
-            ax.plot(agg.index, agg["mean"], color=color, ls=INIT_STYLES.get(key, "-"), lw=1.8,
-                    label=f"{key} (n={n})")
-            ax.fill_between(agg.index, agg["min"], agg["max"], color=color, alpha=0.2, lw=0)
+            for target, late in ((ax, agg), (inset, agg[agg.index >= (zoom_from or 0)])):
+                if target is None:
+                    continue
+                target.plot(late.index, late["mean"], color=color, ls=INIT_STYLES.get(key, "-"), lw=1.8,
+                            label=f"{key} (n={n})" if target is ax else None)
+                target.fill_between(late.index, late["min"], late["max"], color=color, alpha=0.2, lw=0)
         if hline is not None:
             ax.axhline(hline, color="0.4", ls="--", lw=0.9, label=hline_label)
         if logx:
@@ -37,7 +46,7 @@ def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init"
         ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel or y)
-    axes[0][0].legend(fontsize=9)
+    axes[0][0].legend(fontsize=9, loc="lower left" if zoom_from is not None else "best")
     fig.tight_layout()
     return fig
 
