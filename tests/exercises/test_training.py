@@ -35,26 +35,25 @@ def test_chapter5_exercise_checkers_accept_solutions_and_reject_mistakes(capsys)
     assert check_speedup(good_speedup) and not check_speedup(counts_never_as_100)
 
 
-def test_the_paired_interval_checker_accepts_pairing_and_rejects_independent_groups(capsys):
+def test_the_power_checker_accepts_the_t_test_and_rejects_the_normal_approximation(capsys):
+    import math
+
     from scipy import stats as sps
 
-    from qkgeometry.exercises.training import check_paired_interval
+    from qkgeometry.exercises.training import check_seeds_for_power
 
-    def paired(treated, baseline):
-        d = treated - baseline
-        half = sps.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-        return d.mean(), d.mean() - half, d.mean() + half
+    def by_t(effect, sd, power, alpha):
+        n = 2
+        while True:
+            crit = sps.t.ppf(1 - alpha / 2, n - 1)
+            nc = effect / sd * math.sqrt(n)
+            if sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc) >= power:
+                return n
+            n += 1
 
-    def unpaired(treated, baseline):  # Welch's interval: the seed effect stays in the noise
-        m = treated.mean() - baseline.mean()
-        se = np.sqrt(treated.var(ddof=1) / len(treated) + baseline.var(ddof=1) / len(baseline))
-        return m, m - 1.96 * se, m + 1.96 * se
+    def by_normal(effect, sd, power, alpha):
+        z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
+        return math.ceil((z * sd / effect) ** 2)
 
-    def normal_quantile(treated, baseline):
-        d = treated - baseline
-        half = 1.96 * d.std(ddof=1) / np.sqrt(len(d))
-        return d.mean(), d.mean() - half, d.mean() + half
-
-    assert check_paired_interval(paired)
-    assert not check_paired_interval(unpaired) and "Pair them by seed" in capsys.readouterr().out
-    assert not check_paired_interval(normal_quantile) and "degrees of freedom" in capsys.readouterr().out
+    assert check_seeds_for_power(by_t)
+    assert not check_seeds_for_power(by_normal) and "normal approximation" in capsys.readouterr().out

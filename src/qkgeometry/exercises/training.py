@@ -5,8 +5,9 @@
   distribution), and change nothing else.
 * :func:`check_speedup`: the learner's ``fn(base_steps, base_losses, treated_steps, treated_losses)`` must return the
   paper's fraction of training saved, or ``None`` when the treated run never reaches the baseline's final loss.
-* :func:`check_paired_interval`: the learner's ``fn(treated, baseline)`` must return the mean of the per-seed
-  differences and its 95% Student-t interval, ``(mean, low, high)``: paired by seed, not two independent groups.
+* :func:`check_seeds_for_power`: the learner's ``fn(effect, sd, power, alpha)`` must return the fewest seeds at which
+  the paired t-test detects a true mean difference ``effect`` (differences with standard deviation ``sd``) with
+  probability ``power`` at level ``alpha``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import pandas as pd
 import torch
 
 from ..scores import symmetry_score_factored
-from ..stats import paired_difference
+from ..stats import seeds_for_power
 from ..training.metrics import speedup
 from ..training.models import ModelSpec, build_model, qk_factors, self_attentions
 from . import report
 
-__all__ = ["check_paired_interval", "check_speedup", "check_symmetric_init"]
+__all__ = ["check_seeds_for_power", "check_speedup", "check_symmetric_init"]
 
 
 def check_symmetric_init(fn: Callable[[torch.nn.Module], object], seed: int = 0) -> bool:
@@ -94,34 +95,25 @@ def check_speedup(fn: Callable, seed: int = 0) -> bool:
     return report(True, name, f"{len(_cases())} test cases, including 'not reached'")
 
 
-def _paired_cases() -> list[tuple[np.ndarray, np.ndarray]]:
-    """Final losses of six seeds: a seed effect much larger than the treatment's, so that only pairing finds it;
-    one case with no effect, and one with three seeds."""
-    rng = np.random.default_rng(5)
-    seed_effect = rng.normal(0, 0.05, 6)
-    base = 6.2 + seed_effect
-    return [(base - 0.02 + rng.normal(0, 0.004, 6), base), (base + rng.normal(0, 0.01, 6), base),
-            (base[:3] + 0.01 + rng.normal(0, 0.002, 3), base[:3])]
+#: (effect, sd, power, alpha) of Exercise 5.3's test cases: the chapter's own kind of numbers (nats), and one at
+#: Holm's first step over eight contrasts
+POWER_CASES = ((0.02, 0.01, 0.8, 0.05), (0.0195, 0.012, 0.8, 0.05 / 8), (0.01, 0.02, 0.9, 0.05), (0.05, 0.01, 0.8, 0.05))
 
 
-def check_paired_interval(fn: Callable, seed: int = 0) -> bool:
-    """Exercise 5.3: ``fn(treated, baseline) -> (mean, low, high)``, the paired difference and its 95% t-interval."""
-    name = "paired interval"
-    for i, (treated, baseline) in enumerate(_paired_cases()):
-        want = paired_difference(treated, baseline).interval
+def check_seeds_for_power(fn: Callable, seed: int = 0) -> bool:
+    """Exercise 5.3: ``fn(effect, sd, power, alpha) -> int``, the fewest seeds for that power (paired t-test)."""
+    name = "seeds for power"
+    for effect, sd, power, alpha in POWER_CASES:
+        want = seeds_for_power(effect, sd, power, alpha)
         try:
-            got = tuple(float(v) for v in fn(treated.copy(), baseline.copy()))
+            got = fn(effect, sd, power, alpha)
         except Exception as e:
-            return report(False, name, f"raised {type(e).__name__}: {e} on test case {i}")
-        if len(got) != 3:
-            return report(False, name, f"test case {i}: return (mean, low, high); got {len(got)} numbers")
-        if not np.isclose(got[0], want.estimate, atol=1e-9):
-            return report(False, name, f"test case {i}: mean {got[0]:.5f}, expected {want.estimate:.5f}: the mean "
-                                       "of treated − baseline, seed by seed")
-        if not np.allclose(got[1:], (want.low, want.high), atol=1e-9):
-            wide = got[2] - got[1] > 2 * (want.high - want.low)
-            hint = (" (much wider: were the two arms treated as independent groups? Pair them by seed)" if wide
-                    else " (the t quantile has n − 1 degrees of freedom)")
-            return report(False, name, f"test case {i}: interval [{got[1]:.5f}, {got[2]:.5f}], expected "
-                                       f"[{want.low:.5f}, {want.high:.5f}]{hint}")
-    return report(True, name, f"{len(_paired_cases())} test cases, with seed effects larger than the treatment's")
+            return report(False, name, f"raised {type(e).__name__}: {e} for effect {effect}, sd {sd}")
+        if got != want:
+            hint = (" (too few: the t-test with n − 1 degrees of freedom has less power than the normal "
+                    "approximation, most of all at a few seeds)" if isinstance(got, (int, np.integer)) and got < want
+                    else " (the smallest n whose power reaches the target, not the first n above it)"
+                    if isinstance(got, (int, np.integer)) and got == want + 1 else "")
+            return report(False, name, f"effect {effect}, sd {sd}, power {power}, alpha {alpha:.4g}: got {got!r}, "
+                                       f"expected {want}{hint}")
+    return report(True, name, f"{len(POWER_CASES)} cases, one at Holm's first step over eight contrasts")
