@@ -129,27 +129,29 @@ def objective_losses(summary, plateaus: dict, level: float = 0.95):
 
 def paper_training_curves(frame, scores=("symmetry", "directionality")):
     """Chapter 3: the authors' own training runs, median over layers against the fraction of training, one line per
-    run, blue for encoders (masked LM) and red for decoders (causal LM); solid BERT, dashed BERT-small.
+    run, blue for encoders (masked LM) and red for decoders (a causal mask over the masked-LM collator's input, as
+    the authors' script trains them); solid BERT, dashed BERT-small. One panel per score, stacked, so that the figure
+    stays readable on a phone; the legend sits below the panels, clear of the data.
 
     ``frame``: :func:`qkgeometry.catalogue.paper_per_layer` with ``group="custom-models"``. Returns the Figure.
     """
     require_rows(frame, "frame", "pass qkgeometry.catalogue.paper_per_layer('custom-models')")
     med = frame.groupby(["model", "step"], sort=False)[list(scores)].median().reset_index()
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
-                             constrained_layout=True)
-    for ax, score in zip(axes[0], scores):
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.6 * len(scores)), squeeze=False, sharex=True,
+                             layout="constrained")
+    for ax, score in zip(axes[:, 0], scores):
         for model, grp in med.groupby("model", sort=False):
             family = "decoder" if "decoder" in model else "encoder"
             grp = grp.sort_values("step")
             ax.plot(grp["step"] / grp["step"].max(), grp[score], color=FAMILY_COLORS[family], lw=1.2,
                     ls="--" if "small" in model else "-", alpha=0.8)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-        ax.set_xlabel("fraction of training (200k steps)")
-        ax.set_ylabel(f"{score} score\n(median over layers)")
+        ax.set_ylabel(f"{score}\n(median over layers)")
         ax.set_ylim(-1.05, 1.05)
+    axes[-1][0].set_xlabel("fraction of training (200k steps)")
     handles = [mpl.lines.Line2D([], [], color=FAMILY_COLORS["encoder"], label="encoder (masked LM)"),
-               mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal LM)"),
+               mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal mask, masked-LM input)"),
                mpl.lines.Line2D([], [], color="0.3", label="BERT (12 layers)"),
                mpl.lines.Line2D([], [], color="0.3", ls="--", label="BERT-small (4 layers)")]
-    axes[0][0].legend(handles=handles, fontsize=9, loc="lower left")
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=10, frameon=False)
     return fig
