@@ -6,8 +6,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as scipy_stats
 
-from qkgeometry.exercises.gradients import (CURVES, PAIRED_SEEDS, check_curve_readings, check_paired_interval,
-                                            curve_readings)
+from qkgeometry.exercises.gradients import (
+    CURVES,
+    PAIRED_SEEDS,
+    check_curve_readings,
+    check_paired_interval,
+    curve_readings,
+)
 
 
 def _reference():

@@ -14,8 +14,15 @@ import torch
 from ..analyses.gradients import pair_classes, sliding_window_mask, softmax_backward
 from . import compare, report
 
-__all__ = ["CURVES", "PAIRED_SEEDS", "check_curve_readings", "check_paired_interval", "check_pair_counts",
-           "check_two_token_gradient", "two_token_cases"]
+__all__ = [
+    "CURVES",
+    "PAIRED_SEEDS",
+    "check_curve_readings",
+    "check_pair_counts",
+    "check_paired_interval",
+    "check_two_token_gradient",
+    "two_token_cases",
+]
 
 
 def two_token_cases(seed: int = 0, n_cases: int = 6) -> list[tuple[np.ndarray, np.ndarray, bool]]:
