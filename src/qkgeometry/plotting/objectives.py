@@ -66,14 +66,15 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
     (:func:`qkgeometry.training.objectives.run_medians`, or ``seed_summaries(..., step="all")`` with
     ``scores=("symmetry_change", "directionality_change")``). ``null_bands``: optional ``{score: (low, high)}``
     drawn in grey (the spread of the same median for Gaussian matrices). ``full_range``: show the whole score range
-    [−1, 1] instead of zooming on the data. ``ylabels``: optional ``{score: label}``. Returns the Figure.
+    [−1, 1] instead of zooming on the data. ``ylabels``: optional ``{score: label}``. The panels are stacked, one
+    score above the other, so that a phone shows them at a readable size. Returns the Figure.
     """
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.run_medians(...) of at least one run")
     import numpy as np
 
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.9 * len(scores)), squeeze=False,
                              constrained_layout=True)
-    for ax, score in zip(axes[0], scores):
+    for ax, score in zip(axes[:, 0], scores):
         if null_bands and score in null_bands:
             ax.axhspan(*null_bands[score], color=FAMILY_COLORS["random"], alpha=0.2, lw=0,
                        label="Gaussian null (95% of medians)")
@@ -89,7 +90,7 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
         if full_range:
             ax.set_ylim(-1.05, 1.05)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)) or 1, fontsize=9)
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(2, len(labels)) or 1, fontsize=10)
     return fig
 
 
