@@ -99,7 +99,7 @@ def check_paired_interval(paired, unpaired, atol: float = 2e-3) -> bool:
     three decimals pass. Prints one line; returns True/False."""
     from scipy import stats as scipy_stats
 
-    from ..stats import paired_difference
+    from ..stats import format_number, paired_difference
 
     name = "paired and unpaired intervals"
     causal, mlm = (np.asarray(PAIRED_SEEDS[k]) for k in ("causal", "mlm"))
@@ -118,7 +118,8 @@ def check_paired_interval(paired, unpaired, atol: float = 2e-3) -> bool:
         return report(False, name, "your paired interval is the unpaired one: take the five per-seed differences "
                                    "first, then one interval of their mean")
     if not close(got_p[:1], want_p[:1]):
-        return report(False, name, f"the paired estimate is off (you said {got_p[0]:.3f}); it is the mean of the "
+        return report(False, name, f"the paired estimate is off (you said {format_number(got_p[0], decimals=3)}); "
+                                   "it is the mean of the "
                                    "five differences causal[k] − mlm[k]")
     if not close(got_p, want_p):
         z = 1.959964 * np.std(causal - mlm, ddof=1) / np.sqrt(5)
@@ -129,8 +130,9 @@ def check_paired_interval(paired, unpaired, atol: float = 2e-3) -> bool:
     if not close(got_u, want_u):
         return report(False, name, "the paired interval is right; the unpaired one is off (Welch: the two arms' "
                                    "variances over 5 each, and the Welch-Satterthwaite degrees of freedom)")
-    return report(True, name, f"paired [{want_p[1]:.3f}, {want_p[2]:.3f}] excludes 0, unpaired "
-                              f"[{want_u[1]:.3f}, {want_u[2]:.3f}] does not: same estimate, the seed's share removed")
+    f = lambda v: format_number(v, decimals=3)  # noqa: E731
+    return report(True, name, f"paired [{f(want_p[1])}, {f(want_p[2])}] excludes 0, unpaired "
+                              f"[{f(want_u[1])}, {f(want_u[2])}] does not: same estimate, the seed's share removed")
 
 
 #: Exercise 3.4: five specification curves of one contrast; each point is (where it was read, estimate, low, high)
