@@ -314,6 +314,28 @@ class Claim:
                 f"({_named(r.established_against, with_values=False)})")
 
     @property
+    def short(self) -> str:
+        """How the curve reads in a clause of counts only, naming no specification (for a box of key results, where
+        a line must stay short on a phone; the page's table names them).
+
+        >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 12, unit="seed")
+        >>> Claim("Δd", "up", "down", (Specification("horizon", "step 4,000", iv(-0.26, -0.39, -0.12), primary=True),
+        ...                            Specification("horizon", "step 2,000", iv(0.14, 0.02, 0.26)))).short
+        'reverses, with an interval that excludes 0, at 1 of 2 specifications'
+        """
+        r = self.reading
+        m = r.total
+        if r.outcome == "not established":
+            return "is not established at the pre-stated specification"
+        if r.outcome == "holds":
+            return f"holds at every one of the {m} specifications"
+        if r.outcome == "direction holds":
+            return f"keeps its sign at all {m} specifications"
+        if r.outcome == "primary only":
+            return f"keeps its sign at {len(r.agree)} of {m} specifications, never reversing with an interval that excludes 0"
+        return f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications"
+
+    @property
     def summary(self) -> str:
         """The claim in one shorter sentence, for a box of key results: the primary, then how the curve reads.
 

@@ -19,6 +19,7 @@ __all__ = [
     "ModeNote",
     "StatsBox",
     "collapsed",
+    "failures_sentence",
     "format_number",
     "mode_note",
     "same_values",
@@ -299,6 +300,38 @@ def collapsed(content: Any, summary: str) -> Collapsed:
     True
     """
     return Collapsed(content, summary)
+
+
+def failures_sentence(failures: Mapping[str, Any]) -> str:
+    """The models a survey could not score, as one sentence for the page (never a warning or a raw error line).
+
+    ``failures``: view name -> the ``frame.attrs["failures"]`` of :func:`qkgeometry.survey` run that way (columns
+    ``name``, ``error``, ``message``). Each failed model is named with the view and the first clause of its
+    message. Chapter 4.
+
+    >>> import pandas as pd
+    >>> none = pd.DataFrame(columns=["name", "error", "message"])
+    >>> failures_sentence({"per layer": none, "per head": none})
+    'Every model was scored per layer and per head.'
+    >>> one = pd.DataFrame([{"name": "m", "error": "SourceError", "message": "no Q/K found; pass a folder"}])
+    >>> failures_sentence({"per layer": none, "per head": one})
+    'Every model was scored per layer; per head, m (no Q/K found) could not be scored, so it is left out there.'
+    """
+    views = list(failures)
+    failed = {view: f for view, f in failures.items() if f is not None and len(f)}
+    if not failed:
+        return f"Every model was scored {' and '.join(views)}."
+    parts = []
+    for view, frame in failed.items():
+        names = [f"{r['name']} ({str(r['message']).split(';')[0].split('. ')[0].rstrip('.')})"
+                 for _, r in frame.iterrows()]
+        who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        parts.append(f"{view}, {who} could not be scored")
+    scored = [v for v in views if v not in failed]
+    head = f"Every model was scored {' and '.join(scored)}; " if scored else ""
+    n = sum(len(f) for f in failed.values())
+    text = head + "; ".join(parts) + (", so it is left out there." if n == 1 else ", so they are left out there.")
+    return text[:1].upper() + text[1:]
 
 
 def same_values(frame: Any, columns: Sequence[str], name: str) -> Any:

@@ -105,8 +105,8 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     """Chapter 4: each score against relative depth (layer / (n_layers − 1)), one line per (model, component).
 
     Pretrained models are solid lines coloured by attention stack (:data:`STACK_COLORS`) with one marker shape per
-    model; random-init twins are thin dashed grey lines, one legend entry for all of them. The legend sits below
-    the panels. ``frame``: a survey frame (per layer, or per head, which is then averaged over heads). Returns the
+    model; random-init twins are thin dashed grey lines, one legend entry for all of them. The panels are stacked (one
+    score above the other, so that a phone shows them at a readable size) and the legend sits below them. ``frame``: a survey frame (per layer, or per head, which is then averaged over heads). Returns the
     Figure."""
     require_rows(frame, "frame", "pass the frame of qkgeometry.survey(...) with at least one model")
     _one_view_only(frame)
@@ -116,11 +116,12 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
                          "qkgeometry.survey(...) with at least one scored model.")
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False, dropna=False)[
         list(scores)].mean().reset_index()
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.4 * len(scores), 3.6), squeeze=False)
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 2.7 * len(scores)), squeeze=False, sharex=True,
+                             layout="constrained")
     pretrained = list(dict.fromkeys(layers.loc[layers["init"] != "random", "model"]))
     marker = {m: MODEL_MARKERS[k % len(MODEL_MARKERS)] for k, m in enumerate(pretrained)}
     handles: dict[str, object] = {}
-    for ax, score in zip(axes[0], scores):
+    for ax, score in zip(axes[:, 0], scores):
         for (model, family, init, comp), g in layers.groupby(["model", "family", "init", "component"], sort=False):
             depth = g["layer"] / max(g["layer"].max(), 1)
             if init == "random":
@@ -131,18 +132,16 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
                               color=STACK_COLORS.get(stack_of(family, comp), "#333333"))
             handles.setdefault(curve_label(model, comp), line)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-        ax.set_xlabel("relative depth (layer / last layer)")
         ax.set_ylabel(score)
         ax.set_ylim(-1, 1)
+    axes[-1][0].set_xlabel("relative depth (layer / last layer)")
     order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
     if any(k.startswith("random") for k in order) and len(order) > MAX_LEGEND_ENTRIES:  # keep the twins' entry
         order = order[:MAX_LEGEND_ENTRIES - 2] + order[-1:] + order[MAX_LEGEND_ENTRIES - 2:-1]
     shown, labels = _bounded_legend(handles, order)
-    ncol = min(4, len(labels))
-    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=9, bbox_to_anchor=(0.5, 0.0))
-    rows = math.ceil(len(labels) / ncol)
-    fig.set_figheight(3.6 + 0.22 * rows)
-    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / (3.6 + 0.22 * rows), 1, 1))
+    ncol = min(2, len(labels))
+    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
+    fig.set_figheight(2.7 * len(scores) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
     return fig
 
 
@@ -279,7 +278,8 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
     ``pairs``: one row per (model, stack) with columns ``model``, ``group`` (the colour: e.g. "T5", "Whisper"),
     ``stack`` (``encoder`` or a decoder stack), ``source`` (``authors`` or ``ours``) and the ``scores``. The
     authors' pairs are thin coloured lines (one colour per group); ours are thick black lines with star markers.
-    Models in ``highlight`` are drawn dashed and named in the legend. Returns the Figure."""
+    Models in ``highlight`` are drawn dashed and named in the legend. The panels are stacked (readable on a phone),
+    the legend below them. Returns the Figure."""
     require_rows(pairs, "pairs", "pass one row per (model, stack) of at least one encoder-decoder model")
     import numpy as np
 
@@ -287,10 +287,11 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
     pairs["side"] = np.where(pairs["stack"] == "encoder", 0, 1)
     groups = list(dict.fromkeys(pairs.loc[pairs["source"] != "ours", "group"]))
     palette = dict(zip(groups, sns.color_palette("colorblind", len(groups))))
-    fig, axes = plt.subplots(1, len(scores), figsize=(4.6 * len(scores), 4.2), squeeze=False)
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 3.2 * len(scores)), squeeze=False, sharex=True,
+                             layout="constrained")
     handles: dict[str, object] = {}
     rng = np.random.default_rng(0)
-    for ax, score in zip(axes[0], scores):
+    for ax, score in zip(axes[:, 0], scores):
         for (model, source), g in pairs.groupby(["model", "source"], sort=False):
             g = g.sort_values("side")
             if len(g) != 2:
@@ -309,12 +310,12 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_xticks([0, 1], ["encoder stack", "decoder stack"])
         ax.set_xlim(-0.3, 1.3)
-        ax.set_ylabel(f"{score} (median over the stack's layers)")
+        ax.set_ylabel(f"{score}\n(median over the stack's layers)")
     order = [k for k in handles if k in groups] + [k for k in handles if k not in groups]
     shown, labels = _bounded_legend(handles, order)
-    fig.legend(shown, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9)
-    rows = -(-len(labels) // min(4, len(labels)))
-    fig.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 1))
+    ncol = min(2, len(labels))
+    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
+    fig.set_figheight(3.2 * len(scores) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
     return fig
 
 
@@ -326,17 +327,18 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
     ``paper``: :func:`qkgeometry.catalogue.paper_models` (columns ``modality, stack, symmetry_median,
     directionality_median``). ``ours``: optional frame with ``model, modality, stack, symmetry_median,
     directionality_median``. Modalities beyond ``modalities`` that appear in either frame get panels too, and a
-    modality with no model at all gets none; ``paper`` may be empty when ``ours`` is not. Returns the Figure."""
+    modality with no model at all gets none; ``paper`` may be empty when ``ours`` is not. The panels are stacked
+    (readable on a phone), with the legend below them. Returns the Figure."""
     if ours is None or not len(ours):
         require_rows(paper, "paper", "pass qkgeometry.catalogue.paper_models(), or models of ours in `ours`")
     present = set(paper["modality"]) | (set(ours["modality"]) if ours is not None else set())
     panels = [m for m in modalities if m in present] + sorted(present - set(modalities))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.9 * len(panels), 4.0), squeeze=False, sharex=True,
-                             sharey=True)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 2.6 * len(panels)), squeeze=False, sharex=True,
+                             sharey=True, layout="constrained")
     handles: dict[str, object] = {}
     names = list(dict.fromkeys(ours["model"])) if ours is not None else []
     marker = {m: MODEL_MARKERS[k % len(MODEL_MARKERS)] for k, m in enumerate(names)}
-    for ax, modality in zip(axes[0], panels):
+    for ax, modality in zip(axes[:, 0], panels):
         sub = paper[paper["modality"] == modality]
         for stack, g in sub.groupby("stack", sort=False):
             pts = ax.scatter(g["symmetry_median"], g["directionality_median"], s=16, alpha=0.55, lw=0,
@@ -352,14 +354,13 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.axvline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_title(f"{modality}: {len(sub)} of theirs, {n_ours} of ours")
-        ax.set_xlabel("symmetry (median over layers)")
-    axes[0][0].set_ylabel("directionality (median over layers)")
+        ax.set_ylabel("directionality\n(median over layers)")
+    axes[-1][0].set_xlabel("symmetry (median over layers)")
     order = [k for k in handles if k.startswith("authors")] + [k for k in handles if not k.startswith("authors")]
     shown, labels = _bounded_legend(handles, order)
-    ncol = min(4, len(labels))
-    fig.legend(shown, labels, loc="lower center", ncol=ncol, fontsize=9)
-    rows = -(-len(labels) // ncol)
-    fig.tight_layout(rect=(0, 0.055 * rows + 0.03, 1, 1))
+    ncol = min(2, len(labels))
+    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
+    fig.set_figheight(2.6 * len(panels) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
     return fig
 
 

@@ -66,14 +66,15 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
     (:func:`qkgeometry.training.objectives.run_medians`, or ``seed_summaries(..., step="all")`` with
     ``scores=("symmetry_change", "directionality_change")``). ``null_bands``: optional ``{score: (low, high)}``
     drawn in grey (the spread of the same median for Gaussian matrices). ``full_range``: show the whole score range
-    [−1, 1] instead of zooming on the data. ``ylabels``: optional ``{score: label}``. Returns the Figure.
+    [−1, 1] instead of zooming on the data. ``ylabels``: optional ``{score: label}``. The panels are stacked, one
+    score above the other, so that a phone shows them at a readable size. Returns the Figure.
     """
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.run_medians(...) of at least one run")
     import numpy as np
 
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.9 * len(scores)), squeeze=False,
                              constrained_layout=True)
-    for ax, score in zip(axes[0], scores):
+    for ax, score in zip(axes[:, 0], scores):
         if null_bands and score in null_bands:
             ax.axhspan(*null_bands[score], color=FAMILY_COLORS["random"], alpha=0.2, lw=0,
                        label="Gaussian null (95% of medians)")
@@ -89,7 +90,7 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
         if full_range:
             ax.set_ylim(-1.05, 1.05)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)) or 1, fontsize=9)
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(2, len(labels)) or 1, fontsize=10)
     return fig
 
 
@@ -129,27 +130,29 @@ def objective_losses(summary, plateaus: dict, level: float = 0.95):
 
 def paper_training_curves(frame, scores=("symmetry", "directionality")):
     """Chapter 3: the authors' own training runs, median over layers against the fraction of training, one line per
-    run, blue for encoders (masked LM) and red for decoders (causal LM); solid BERT, dashed BERT-small.
+    run, blue for encoders (masked LM) and red for decoders (a causal mask over the masked-LM collator's input, as
+    the authors' script trains them); solid BERT, dashed BERT-small. One panel per score, stacked, so that the figure
+    stays readable on a phone; the legend sits below the panels, clear of the data.
 
     ``frame``: :func:`qkgeometry.catalogue.paper_per_layer` with ``group="custom-models"``. Returns the Figure.
     """
     require_rows(frame, "frame", "pass qkgeometry.catalogue.paper_per_layer('custom-models')")
     med = frame.groupby(["model", "step"], sort=False)[list(scores)].median().reset_index()
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 3.4), squeeze=False,
-                             constrained_layout=True)
-    for ax, score in zip(axes[0], scores):
+    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.6 * len(scores)), squeeze=False, sharex=True,
+                             layout="constrained")
+    for ax, score in zip(axes[:, 0], scores):
         for model, grp in med.groupby("model", sort=False):
             family = "decoder" if "decoder" in model else "encoder"
             grp = grp.sort_values("step")
             ax.plot(grp["step"] / grp["step"].max(), grp[score], color=FAMILY_COLORS[family], lw=1.2,
                     ls="--" if "small" in model else "-", alpha=0.8)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-        ax.set_xlabel("fraction of training (200k steps)")
-        ax.set_ylabel(f"{score} score\n(median over layers)")
+        ax.set_ylabel(f"{score}\n(median over layers)")
         ax.set_ylim(-1.05, 1.05)
+    axes[-1][0].set_xlabel("fraction of training (200k steps)")
     handles = [mpl.lines.Line2D([], [], color=FAMILY_COLORS["encoder"], label="encoder (masked LM)"),
-               mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal LM)"),
+               mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal mask, masked-LM input)"),
                mpl.lines.Line2D([], [], color="0.3", label="BERT (12 layers)"),
                mpl.lines.Line2D([], [], color="0.3", ls="--", label="BERT-small (4 layers)")]
-    axes[0][0].legend(handles=handles, fontsize=9, loc="lower left")
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=10, frameon=False)
     return fig

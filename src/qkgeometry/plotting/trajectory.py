@@ -16,6 +16,10 @@ _SCORES = {"symmetry": "symmetry s", "directionality": "directionality d"}
 _NULL_LABEL = "random factors (95%)"
 #: marks on checkpoints to check (identical weights, failed): a colour no family or initialisation uses
 _MARK_COLOR = "#e7298a"
+#: at most this many labels at 1, 2 and 5 × 10^k on a step axis; beyond, only the powers of ten are labelled
+_MAX_TICKS = 9
+#: up to this many layers the legend names every layer; deeper models get first / middle layers / last
+_NAMED_LAYERS = 6
 
 
 def _null_band(rows, score: str, n_samples: int) -> tuple[float, float] | None:
@@ -75,13 +79,17 @@ def _check_one_checkpoint_per_x(rows, key: str) -> None:
 
 
 def _log_ticks(ax, positive: np.ndarray, zero: bool) -> None:
-    """Labels at 1, 2 and 5 × 10^k on a log step axis (so that steps between powers of ten are readable)."""
+    """Labels at 1, 2 and 5 × 10^k on a log step axis (so that steps between powers of ten are readable), or at the
+    powers of ten alone when that would make more than :data:`_MAX_TICKS` labels."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     lo, hi = float(positive.min()), float(positive.max())
-    ticks = [m * 10.0**k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
-             for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**k <= hi]
-    if not ticks or max(ticks) < hi / 1.3:  # the last checkpoint is far past the last round tick: label it too
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    ticks = [m * 10.0**k for k in decades for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**k <= hi]
+    far = 1.3
+    if len(ticks) > _MAX_TICKS:  # more than three decades: 1-2-5 labels would run into each other
+        ticks, far = [10.0**k for k in decades if lo / 1.5 <= 10.0**k <= hi], 3.0
+    if not ticks or max(ticks) < hi / far:  # the last checkpoint is far past the last round tick: label it too
         ticks.append(hi)
     if zero:
         ticks = sorted({0.0, *ticks})
@@ -145,6 +153,8 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     fig, axes = plt.subplots(len(panels), 2, figsize=(9.0, 0.6 + 2.6 * len(panels)), sharex=True, squeeze=False,
                              layout="constrained")
     depth_handles: dict = {}
+    n_layers = {int(rows.loc[rows["_panel"] == p, "layer"].nunique()) for p in panels}
+    name_each = len(n_layers) == 1 and next(iter(n_layers)) <= _NAMED_LAYERS
     marks: dict = {}
     ringed = {str(n) for group in identical for n in group}
     failed = dict(failed or {})
@@ -164,8 +174,12 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
                 mid = g.median()
                 xs = mid.index.to_numpy(dtype=float)
                 (line,) = ax.plot(xs, mid.to_numpy(), color=shade[layer], lw=1.5, marker="o", ms=2)
-                depth_handles.setdefault(("first", "middle", "last")[
-                    0 if layer == layers[0] else 2 if layer == layers[-1] else 1], line)
+                j = layers.index(layer)
+                if name_each:  # every layer its own entry: "layer 1 (first)", "layer 2", ..., "layer 4 (last)"
+                    word = f"layer {j + 1}" + (" (first)" if j == 0 else " (last)" if j == len(layers) - 1 else "")
+                else:
+                    word = "first layer" if j == 0 else "last layer" if j == len(layers) - 1 else "middle layers"
+                depth_handles.setdefault(word, line)
                 if band is not None and g.size().max() > 1:
                     ax.fill_between(xs, g.quantile(0.25).to_numpy(), g.quantile(0.75).to_numpy(),
                                     color=shade[layer], alpha=0.15, lw=0)
@@ -193,13 +207,15 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
         axes[i][0].set_title(_run_label(part, band, panel), loc="left", fontsize=10)
     for ax in axes[-1]:
         ax.set_xlabel(x_label)
-    handles = [depth_handles[k] for k in ("first", "middle", "last") if k in depth_handles]
-    labels = [f"{k} layer" for k in ("first", "middle", "last") if k in depth_handles]
+    order = sorted(depth_handles, key=lambda w: (w != "first layer", w == "last layer",
+                                                 int(w.split()[1]) if w.split()[1].isdigit() else 0))
+    handles = [depth_handles[k] for k in order]
+    labels = list(order)
     null_patch = [h for h, lab in zip(*axes[0][0].get_legend_handles_labels()) if lab == _NULL_LABEL]
     extra = [marks[k] for k in ("identical", "failed") if k in marks]
     fig.legend(handles + null_patch[:1] + extra,
                labels + [_NULL_LABEL] * len(null_patch[:1]) + [h.get_label() for h in extra],
-               loc="outside lower center", ncols=4, fontsize=9, frameon=False)
+               loc="outside lower center", ncols=3, fontsize=11, frameon=False)
     return fig
 
 

@@ -291,14 +291,16 @@ def change_claims(a: str, b: str, score: str, mean_a: float, mean_b: float) -> t
 
 
 def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]] = FAMILY,
-                    column: str = "{score}_change", claims=None, alpha: float = 0.05
-                    ) -> dict[tuple[str, str, str], Contrast]:
+                    column: str = "{score}_change", claims=None, alpha: float = 0.05,
+                    symbol: str = "Δ{s}") -> dict[tuple[str, str, str], Contrast]:
     """Every ``(treated, baseline)`` of ``pairs`` for both scores, paired by seed, judged as one Holm family.
 
     ``summaries``: one row per (objective, seed) (:func:`~qkgeometry.training.objective_runs.seed_summaries` or
     :func:`matched_summaries`); ``column``: the value compared, ``{score}`` filled in. ``claims(a, b, score, mean_a,
-    mean_b)`` gives the (larger, smaller) claims; by default :func:`change_claims`. Returns the contrasts keyed by
-    ``(treated, baseline, score)``, in ``pairs`` order.
+    mean_b)`` gives the (larger, smaller) claims; by default :func:`change_claims`. ``symbol`` names the compared
+    quantity in the sentences, ``{s}`` filled in with the score's initial: ``"Δ{s}"`` (Δs, Δd) for a change
+    from the initialisation, another symbol for a level (chapter 3 writes ``"{s}(∇W)"``, s(∇W) and d(∇W), for the
+    scores of a one-step gradient). Returns the contrasts keyed by ``(treated, baseline, score)``, in ``pairs`` order.
     """
     claims = claims or change_claims
     items, comparisons = [], []
@@ -308,7 +310,7 @@ def contrast_family(summaries: pandas.DataFrame, pairs: Sequence[tuple[str, str]
             diff = stats.paired_difference(va, vb)
             words = claims(a, b, score, float(va.mean()), float(vb.mean()))
             items.append((a, b, score, diff, words))
-            subject = f"Δ{score[0]} ({OBJECTIVE_SHORT[a]} − {OBJECTIVE_SHORT[b]})"
+            subject = f"{symbol.format(s=score[0])} ({OBJECTIVE_SHORT[a]} − {OBJECTIVE_SHORT[b]})"
             comparisons.append((diff, *words, subject))
     verdicts = stats.judge_family(comparisons, alpha=alpha)
     return {(a, b, s): Contrast(a, b, s, d, v, tuple(w)) for (a, b, s, d, w), v in zip(items, verdicts)}
