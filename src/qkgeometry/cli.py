@@ -61,12 +61,10 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
 
 
 def print_plan(sources: Sequence, *, strict: bool = False) -> int:
-    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so), in GB. ``strict``: a source
-    that cannot be planned is an error (``score``), not a row with its reason (``survey``)."""
-    import pandas as pd
-
+    """The fetch plan table of ``sources`` (Hub ids get sizes; local sources say so). ``strict``: a source that
+    cannot be planned is an error (``score``), not a row with its reason (``survey``)."""
     from .errors import SourceError
-    from .readers.hub import format_bytes, plan_table
+    from .readers.hub import plan_table, plan_text
 
     frame = plan_table(sources)
     if strict and "note" in frame:
@@ -74,32 +72,7 @@ def print_plan(sources: Sequence, *, strict: bool = False) -> int:
             "local")
         if unplanned.any():
             raise SourceError(str(frame.loc[unplanned, "note"].iloc[0]))
-    headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
-               "qk_bytes": "Q/K weights", "fetch_bytes": "to fetch", "header_bytes": "header probe",
-               "cached_bytes": "cached", "requests": "requests", "fused_whole": "fetched whole (fused QKV)",
-               "rows_only": "Q/K rows only (fused QKV)", "rows_saved_bytes": "V rows not fetched", "note": "note"}
-    cols = [c for c in headers if c in frame]
-    shown = frame[cols].rename(columns=headers)
-    if "requests" in shown:
-        shown["requests"] = shown["requests"].map(lambda v: "" if v != v else f"{int(v)}")
-    if not frame.get("rows_saved_bytes", pd.Series(dtype=float)).fillna(0).any():
-        shown = shown.drop(columns=["V rows not fetched", "Q/K rows only (fused QKV)"], errors="ignore")
-    fused_whole = "fetched whole (fused QKV)" in shown and shown["fetched whole (fused QKV)"].fillna("").astype(
-        bool).any()
-    if not fused_whole:
-        shown = shown.drop(columns=["fetched whole (fused QKV)"], errors="ignore")
-    for c in ("checkpoint", "Q/K weights", "to fetch", "header probe", "cached", "V rows not fetched"):
-        if c in shown:
-            shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
-    if "gated" in shown:
-        shown["gated"] = shown["gated"].map(lambda v: "yes" if v is True else "no" if v is False else "")
-    print(shown.fillna("").to_string(index=False))
-    if shown.columns.isin(["to fetch", "header probe"]).any() and frame["fetch_bytes"].notna().any():
-        print("Q/K weights: the query and key weights alone. to fetch: what a fetch still reads (those weights with "
-              "their biases and norm gains" + ("; a fused QKV weight fetched whole brings its V rows too" if fused_whole
-                                               else "") + "). header probe: read first, once per revision, to find "
-              "the tensors (config.json and the start of each weight file). cached: already in the qkgeometry "
-              "cache. requests: HTTP requests a fetch sends.")
+    print(plan_text(frame))
     return 0
 
 

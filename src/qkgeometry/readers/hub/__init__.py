@@ -72,7 +72,7 @@ from .plan import (
 )
 
 __all__ = ["HF_PREFIX", "FetchMode", "HubPlan", "format_bytes", "hub_plan", "is_hub_source", "looks_like_path",
-           "open_hub", "parse_hub_source", "plan_table"]
+           "open_hub", "parse_hub_source", "plan_table", "plan_text"]
 
 
 def hub_plan(source: str, revision: str | None = None) -> HubPlan:
@@ -150,6 +150,40 @@ def plan_table(sources: Iterable[Any]) -> Any:
         total = {"model": "total", **{c: frame[c].sum(min_count=1) for c in sizes}}
         frame = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
     return frame
+
+
+def plan_text(frame: Any) -> str:
+    """The plan of :func:`plan_table` as the command line prints it: sizes in kB / MB / GB, empty columns left out,
+    and a line that says what each column counts."""
+    import pandas as pd
+
+    headers = {"model": "model", "commit": "commit", "gated": "gated", "checkpoint_bytes": "checkpoint",
+               "qk_bytes": "Q/K weights", "fetch_bytes": "to fetch", "header_bytes": "header probe",
+               "cached_bytes": "cached", "requests": "requests", "fused_whole": "fetched whole (fused QKV)",
+               "rows_only": "Q/K rows only (fused QKV)", "rows_saved_bytes": "V rows not fetched", "note": "note"}
+    cols = [c for c in headers if c in frame]
+    shown = frame[cols].rename(columns=headers)
+    if "requests" in shown:
+        shown["requests"] = shown["requests"].map(lambda v: "" if v != v else f"{int(v)}")
+    if not frame.get("rows_saved_bytes", pd.Series(dtype=float)).fillna(0).any():
+        shown = shown.drop(columns=["V rows not fetched", "Q/K rows only (fused QKV)"], errors="ignore")
+    fused_whole = "fetched whole (fused QKV)" in shown and shown["fetched whole (fused QKV)"].fillna("").astype(
+        bool).any()
+    if not fused_whole:
+        shown = shown.drop(columns=["fetched whole (fused QKV)"], errors="ignore")
+    for c in ("checkpoint", "Q/K weights", "to fetch", "header probe", "cached", "V rows not fetched"):
+        if c in shown:
+            shown[c] = shown[c].map(lambda v: "" if v != v else format_bytes(v))
+    if "gated" in shown:
+        shown["gated"] = shown["gated"].map(lambda v: "yes" if v is True else "no" if v is False else "")
+    lines = [shown.fillna("").to_string(index=False)]
+    if shown.columns.isin(["to fetch", "header probe"]).any() and frame["fetch_bytes"].notna().any():
+        fused = "; a fused QKV weight fetched whole brings its V rows too" if fused_whole else ""
+        lines.append(f"Q/K weights: the query and key weights alone. to fetch: what a fetch still reads (those "
+                     f"weights with their biases and norm gains{fused}). header probe: read first, once per revision, "
+                     "to find the tensors (config.json and the start of each weight file). cached: already in the "
+                     "qkgeometry cache. requests: HTTP requests a fetch sends.")
+    return "\n".join(lines)
 
 
 def _offline_row(source: str) -> dict[str, Any]:
