@@ -22,12 +22,14 @@
       img.classList.remove("qkg-wide-figure");
       figure.classList.remove("qkg-figure-scrolls");
       img.style.minWidth = "";
+      img.style.width = "";
       var natural = parseFloat(img.getAttribute("width")) || img.naturalWidth / 2;
       if (!natural || !figure) return;
       if (figure.clientWidth < READABLE * natural) {
         img.classList.add("qkg-wide-figure");
         figure.classList.add("qkg-figure-scrolls");
         img.style.minWidth = Math.round(READABLE * natural) + "px";
+        img.style.width = img.style.minWidth;  // at that share, not at its natural size
       }
     });
   }

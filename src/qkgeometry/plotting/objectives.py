@@ -90,7 +90,7 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
         if full_range:
             ax.set_ylim(-1.05, 1.05)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(2, len(labels)) or 1, fontsize=10)
+    fig.legend(handles, labels, loc="outside lower center", ncol=1, fontsize=10)  # long labels: one per line
     return fig
 
 

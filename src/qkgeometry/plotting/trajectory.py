@@ -48,7 +48,7 @@ def _run_label(rows, band: str | None, name: str) -> str:
         return f"{name}: {n_steps} checkpoints"
     n = rows[band].nunique()
     unit = str(rows["band_unit"].iloc[0]) if "band_unit" in rows else band
-    return f"{name}: median over {n} {unit}s (band: IQR), {n_steps} checkpoints"
+    return f"{name}:\nmedian over {n} {unit}s (band: IQR), {n_steps} checkpoints"  # two lines: fits a phone
 
 
 def _x_axis(rows, x: str) -> tuple[str, str]:
@@ -150,7 +150,7 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     panels = list(dict.fromkeys(rows["_panel"]))
     positive = np.asarray(sorted(rows.loc[rows["_x"] > 0, "_x"].unique()))
     cmap = plt.get_cmap("viridis_r")
-    fig, axes = plt.subplots(len(panels), 2, figsize=(9.0, 0.6 + 2.6 * len(panels)), sharex=True, squeeze=False,
+    fig, axes = plt.subplots(len(panels), 2, figsize=(6.4, 0.6 + 2.6 * len(panels)), sharex=True, squeeze=False,
                              layout="constrained")
     depth_handles: dict = {}
     n_layers = {int(rows.loc[rows["_panel"] == p, "layer"].nunique()) for p in panels}
