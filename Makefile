@@ -144,13 +144,14 @@ test-colab-versions: install
 
 # make test-fast's tests on every Python the package claims (requires-python), each in a venv of its own with the
 # newest versions pip finds there (no book-constraints.txt: its pins are the 3.11 build's). Each Python is found as
-# pythonX.Y on PATH or in pyenv. torch is the version Colab ships, from PyPI (the CPU wheel on disk is for 3.11 only).
+# the newest X.Y.* of pyenv, else pythonX.Y on PATH. torch is the version Colab ships, from PyPI (the CPU wheel on disk is for 3.11 only).
 PYTHONS ?= 3.10 3.13
 PYTHONS_VENV ?= /tmp/qkgeometry-python
 PYTHONS_TORCH ?= torch==$(shell $(PYTHON) -m tools.floors shipped torch | cut -d+ -f1)
 test-pythons:
 	set -e; for v in $(PYTHONS); do \
-	  py=$$(command -v python$$v || ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | tail -1); \
+	  py=$$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v | grep -v /shims/ || true); \
 	  if [ -z "$$py" ]; then echo "no Python $$v (python$$v on PATH, or pyenv install $$v)"; exit 1; fi; \
 	  venv=$(PYTHONS_VENV)$$v; echo "== Python $$v: $$py -> $$venv"; \
 	  rm -rf $$venv; $$py -m venv $$venv; \

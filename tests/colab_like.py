@@ -93,17 +93,17 @@ def _site_packages(python: Path) -> Path:
 
 
 def colab_python() -> str:
-    """Colab's Python (the version its list names in os-info.txt, 3.13): ``$QKG_COLAB_PYTHON``, else ``python3.13``
-    on PATH or in pyenv. Raises RuntimeError saying how to get one."""
+    """Colab's Python (the version its list names in os-info.txt, 3.13): ``$QKG_COLAB_PYTHON``, else the newest
+    3.13.x of pyenv, else ``python3.13`` on PATH. Raises RuntimeError saying how to get one."""
     want = _colab_python_version()
     if os.environ.get("QKG_COLAB_PYTHON"):
         return os.environ["QKG_COLAB_PYTHON"]
-    found = shutil.which(f"python{want}")
-    pyenv = sorted(Path.home().glob(f".pyenv/versions/{want}*/bin/python"))
-    if found:
-        return found
+    pyenv = sorted(Path.home().glob(f".pyenv/versions/{want}.*/bin/python"))
     if pyenv:
         return str(pyenv[-1])
+    found = shutil.which(f"python{want}")
+    if found and "/shims/" not in found:  # a pyenv shim answers for versions that are not active too
+        return found
     raise RuntimeError(f"Colab runs Python {want}, and none was found (python{want} on PATH, or pyenv); install it "
                        "(pyenv install " + want + ") or set QKG_COLAB_PYTHON to one.")
 

@@ -90,5 +90,5 @@ def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
 @pytest.mark.parametrize("target", ["test-floors", "test-colab-versions"])
 def test_the_version_runs_install_the_cluster_extra_and_fail_a_skipped_dask_test(target):
     makefile = (floors.ROOT / "Makefile").read_text()
-    recipe = re.search(rf"^{target}:\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
+    recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
     assert '-e ".[dev,cluster]"' in recipe and "QKG_REQUIRE_DASK=1" in recipe
