@@ -126,7 +126,8 @@ def _colab_versions():
 
 def base_venv(cache: Path, timeout: float = 3600) -> Path:
     """Colab's stack, built once and kept in the cache: Colab's Python with the versions of Colab's list for the
-    packages the book touches (``tools.floors``: pins, and the whole list as constraints), Colab's pip, torch of
+    packages the book touches (``tools.floors``: pins, and the whole list as constraints) and for what the package's
+    dependencies pull in (resolved with a dry run of pip), Colab's pip, torch of
     Colab's version (the CPU wheel from :data:`TORCH_CPU_INDEX`, else PyPI's wheel of that version, which brings
     its CUDA libraries and runs on the CPU the same), and the runner (:data:`RUNNER`). They play the part of
     Colab's preinstalled packages. Which torch it got is in ``torch.txt`` next to it."""
@@ -134,7 +135,7 @@ def base_venv(cache: Path, timeout: float = 3600) -> Path:
 
     floors = _colab_versions()
     python_exe = colab_python()
-    key = hashlib.sha256(COLAB_LIST.read_bytes() + "\n".join(RUNNER).encode()).hexdigest()[:12]
+    key = hashlib.sha256(COLAB_LIST.read_bytes() + "\n".join([*RUNNER, *_requirements()]).encode()).hexdigest()[:12]
     path = cache / f"colab-base-{Path(python_exe).resolve().parent.parent.name}-{key}"
     python = path / "bin" / "python"
     if (path / ".complete").is_file():
@@ -155,9 +156,31 @@ def base_venv(cache: Path, timeout: float = 3600) -> Path:
         got = f"torch {torch.split('+')[0]} from PyPI ({TORCH_CPU_INDEX} did not answer)"
     _pip(python, ["-c", str(path / "colab-constraints.txt"), "-r", str(path / "colab-pins.txt"), *RUNNER],
          pip_cache(), timeout)
+    # what the package's dependencies pull in beyond those (protobuf through onnx, ...), where Colab has it
+    closure = _would_install(python, ["-c", str(path / "colab-constraints.txt"), *_requirements()], timeout)
+    more = sorted(f"{n}=={shipped[n]}" for n in closure if n in shipped and not n.startswith(("torch", "nvidia-")))
+    (path / "colab-closure.txt").write_text("\n".join(more) + "\n")
+    if more:
+        _pip(python, ["-c", str(path / "colab-constraints.txt"), *more], pip_cache(), timeout)
     (path / "torch.txt").write_text(got + "\n")
     (path / ".complete").write_text("ok\n")
     return python
+
+
+def _requirements() -> list[str]:
+    """The requirements of the package and of its extras a learner's first cell installs (``train``)."""
+    floors = _colab_versions()
+    project = floors._toml(ROOT / "pyproject.toml")["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["train"]]
+
+
+def _would_install(python: Path, args: list[str], timeout: float) -> list[str]:
+    """The normalised names of what ``pip install ARGS`` would add to ``python``'s environment (a dry run)."""
+    floors = _colab_versions()
+    env = {**os.environ, "PIP_CACHE_DIR": str(pip_cache()), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    out = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
+                         check=True, env=env, timeout=timeout, capture_output=True, text=True)
+    return [floors._norm(i["metadata"]["name"]) for i in json.loads(out.stdout)["install"]]
 
 
 def make_venv(path: Path, cache: Path) -> Path:
