@@ -81,9 +81,11 @@ def persistent_cache() -> Path:
     return path
 
 
-def _pip(python: Path, args: list[str], pip_cache: Path, timeout: float) -> None:
+def _pip(python: Path, args: list[str], pip_cache: Path, timeout: float, quiet_failure: bool = False) -> None:
+    """``pip install --quiet ARGS``; ``quiet_failure``: its output is kept back (a failure that has a fallback)."""
     env = {**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *args], check=True, env=env, timeout=timeout)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *args], check=True, env=env, timeout=timeout,
+                   capture_output=quiet_failure)
 
 
 def _site_packages(python: Path) -> Path:
@@ -149,7 +151,7 @@ def base_venv(cache: Path, timeout: float = 3600) -> Path:
     torch = shipped["torch"]
     try:  # Colab's own wheel (+cpu) from PyTorch's index
         _pip(python, ["--retries", "0", "--timeout", "20", "--index-url", TORCH_CPU_INDEX, f"torch=={torch}"],
-             pip_cache(), timeout)
+             pip_cache(), timeout, quiet_failure=True)
         got = f"torch {torch} from {TORCH_CPU_INDEX}"
     except subprocess.CalledProcessError:  # PyTorch's index unreachable: the same version from PyPI
         _pip(python, [f"torch=={torch.split('+')[0]}"], pip_cache(), timeout)
