@@ -407,8 +407,11 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
             env = {k: v for k, v in os.environ.items()
                    if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH", "VIRTUAL_ENV",
                                 "QKGEOMETRY_CACHE", "MPLBACKEND", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE",
-                                "XDG_CACHE_HOME", "PIP_FIND_LINKS", "PIP_NO_INDEX")}
-            env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url,
+                                "XDG_CACHE_HOME", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_EXTRA_INDEX_URL",
+                                "PIP_INDEX_URL", "PIP_CONSTRAINT", "PIP_NO_CACHE_DIR")}
+            # pip as on Colab: from PyPI itself (no configured mirror or local wheel folder; what it downloads is
+            # then in its cache, and counted), into an empty cache
+            env.update(HOME=str(home), PYTHONPATH=str(stub), HF_ENDPOINT=hub.url, PIP_CONFIG_FILE=os.devnull,
                        PIP_CACHE_DIR=str(runtime / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1",
                        PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
             src = prepare_chapter(chapter_path(chapter, notebooks or checkout / "notebooks"),
