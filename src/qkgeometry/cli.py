@@ -558,9 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # warnings as one line each, without the source line; skipped models are listed in the summary
             warnings.filterwarnings("ignore", message="survey: skipped")
-            # a library's deprecation notices speak to that library's callers, not to the command's user (pyparsing
-            # 3.3 warns about the names older matplotlib versions call, several times per figure)
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=DeprecationWarning)  # libraries' notices to their callers
             warnings.showwarning = lambda message, *_, **__: print(f"{prefix} warning: {message}", file=sys.stderr)
             return int(args.func(args) or 0)
     except KeyboardInterrupt as e:
