@@ -13,10 +13,13 @@ pass the 30-minute budget, so it has a target of its own, ``make test-colab`` (m
 after `make test`). The check installs the *committed* state of the checkout (pip clones it): commit before running
 it.
 
-Measured on the 2-core machine (load average 2-4): 12.9 min for all seven, each chapter 80-142 s, of which its first
-cell took 49-71 s; fetched from the Hub: chapter 1 2.3 MB, chapter 2 33.9 MB, chapter 3 11.3 MB (its Q/K and the
-embedding rows it needs; 366 MB when it loaded two checkpoints), chapter 7 2,075 MB (the full checkpoints of its
-four models, for their forward passes), the others nothing.
+Measured on Colab's stack (Python 3.13.0, torch 2.11.0 from PyPI, transformers 5.15.0, huggingface_hub 1.27.0) on
+the 2-core machine at load average 8-11 (shared with other work): chapters 1-6 passed in 141, 149, 414, 449, 259 and
+245 s, their first cells in 63, 56, 83, 138, 54 and 76 s; each first cell installed qkgeometry, gguf 0.19.0, onnx
+1.22.0 and array-api-compat 1.16.0 (and the chapter's data packages) and replaced nothing Colab ships. Fetched from
+the Hub: chapter 1 93.8 MB (MiniLM's checkpoint, for a forward pass), chapter 2 33.9 MB, chapter 3 11.9 MB, chapter 7
+2,075 MB, the others nothing. Chapter 7 ran past the 1,500 s limit at that load (its kernel had about a third of a
+core) and was killed with its kernel; on an idle machine it took 142 s before.
 """
 
 from __future__ import annotations
