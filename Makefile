@@ -31,17 +31,21 @@ NOTEBOOKS := $(BIN)/python -m tools.notebooks
 CONSTRAINTS := book-constraints.txt
 
 .PHONY: install lint learner test test-fast test-unit test-notebooks test-book test-browser test-colab test-floors \
-	test-colab-versions browser-deps book clean help
+	test-colab-versions test-pythons browser-deps book clean help
 
 help:
 	@echo "make test      - install everything into $(VENV), lint, run every test (slow ones included), every notebook"
 	@echo "                 (quick), a quick book build and the rendered-page check in headless Chromium"
 	@echo "make learner   - the learners' notebooks (plain Markdown, learner/) from the last executed build"
-	@echo "make test-colab - every chapter's learner's notebook as on Colab, each in a fresh runtime (new venv, empty pip and Hugging Face"
-	@echo "                 caches, the chapter's own first cell installing the package from PyPI); needs PyPI"
+	@echo "make test-colab - every chapter's learner's notebook as on Colab, on Colab's stack (its Python and the versions"
+	@echo "                 of tools/colab/pip-freeze.txt), each in a fresh runtime (new venv, empty pip and Hugging Face"
+	@echo "                 caches, the chapter's own first cell installing what Colab lacks); fails when a first cell"
+	@echo "                 replaces a package Colab ships; needs PyPI"
 	@echo "make test-floors - the reader, Hub and CLI tests with every runtime dependency at its declared floor"
-	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests over the"
-	@echo "                 versions a Colab runtime ships (book-constraints.txt's header)"
+	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests on Colab's"
+	@echo "                 stack (tools/colab/pip-freeze.txt)"
+	@echo "make test-pythons - make test-fast's tests on each Python the package claims ($(PYTHONS)), each in a venv"
+	@echo "                 of its own; needs PyPI"
 	@echo "make test-fast - lint and the tests not marked slow (no book builds, notebook runs, gemma assembly or"
 	@echo "                 offline-preset survey): the inner loop"
 	@echo "make lint      - ruff with the rule selection of pyproject.toml"
@@ -100,9 +104,11 @@ test-browser: test-book browser-deps
 test: lint test-unit test-notebooks test-book test-browser
 
 # Every chapter's learner's notebook (learner/, what the Colab badges open; every solution cell runs) Colab-like,
-# each in a fresh runtime of its own (tests/colab_like.py): the installs come from PyPI
-# through the chapter's first cell, the models from the loopback Hub emulator. Per-chapter times and bytes fetched ->
-# _build/colab-like/report.txt. It installs the committed state of the checkout.
+# on Colab's stack (Colab's Python with the versions of tools/colab/pip-freeze.txt, built once into .cache/), each
+# in a fresh runtime of its own (tests/colab_like.py): what Colab lacks comes from PyPI through the chapter's first
+# cell, the models from the loopback Hub emulator. A first cell that replaces a package Colab ships fails. Per-chapter
+# times, bytes fetched and pip's changes -> _build/colab-like/report.txt. It installs the committed state of the
+# checkout.
 test-colab: install
 	$(BIN)/python -m pytest -q -m colab tests/book/test_colab_like.py
 
@@ -125,20 +131,38 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m tools.floors check lowest
 	QKG_REQUIRE_DASK=1 $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 
-# The same tests as on Colab: the versions its runtime ships (book-constraints.txt's header) installed first, then
-# the package over them with pip, as a chapter's first cell does (pip keeps what satisfies the floors and upgrades
-# the rest; the report says which).
-test-colab-versions:
+# The same tests on Colab's stack: a fresh venv over the one `make test-colab` builds (Colab's Python, the versions
+# of tools/colab/pip-freeze.txt for the packages the book touches, Colab's torch), then the package over them with
+# pip, as a chapter's first cell does (pip keeps what satisfies the floors; the report says what it replaced).
+test-colab-versions: install
 	rm -rf $(COLAB_VENV)
-	$(PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(COLAB_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(COLAB_VENV)/bin/python -m tools.floors pins colab > $(COLAB_VENV)/colab.txt
-	$(COLAB_VENV)/bin/python -m pip install --quiet -r $(COLAB_VENV)/colab.txt
+	$(BIN)/python tests/colab_like.py --overlay $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install --quiet -e ".[dev,cluster]"
 	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
 	$(COLAB_VENV)/bin/python -m tools.floors report colab
 	QKG_REQUIRE_DASK=1 $(COLAB_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
+# make test-fast's tests on every Python the package claims (requires-python), each in a venv of its own with the
+# newest versions pip finds there (no book-constraints.txt: its pins are the 3.11 build's; QKG_UNPINNED=1 skips the
+# test that the pinned stack is what runs) and the newest setuptools torch allows (a test builds the metadata without isolation).
+# Each Python is found as
+# the newest X.Y.* of pyenv, else pythonX.Y on PATH. torch is the version Colab ships, from PyPI (the CPU wheel on disk is for 3.11 only).
+PYTHONS ?= 3.10 3.13
+PYTHONS_VENV ?= /tmp/qkgeometry-python
+PYTHONS_TORCH ?= torch==$(shell $(PYTHON) -m tools.floors shipped torch | cut -d+ -f1)
+test-pythons:
+	set -e; for v in $(PYTHONS); do \
+	  py=$$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v | grep -v /shims/ || true); \
+	  if [ -z "$$py" ]; then echo "no Python $$v (python$$v on PATH, or pyenv install $$v)"; exit 1; fi; \
+	  venv=$(PYTHONS_VENV)$$v; echo "== Python $$v: $$py -> $$venv"; \
+	  rm -rf $$venv; $$py -m venv $$venv; \
+	  $$venv/bin/python -m pip install --quiet --upgrade pip; \
+	  $$venv/bin/python -m pip install --quiet --upgrade $(PYTHONS_TORCH) setuptools; \
+	  $$venv/bin/python -m pip install --quiet -e ".[dev,book,train,cluster]"; \
+	  $$venv/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES); \
+	  QKG_UNPINNED=1 $$venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not browser"; \
+	done
 
 # The learners' notebooks (learner/, committed: the Colab badges open them): each chapter in plain Markdown with the
 # numbers of the last executed build (full if there is one), then the check a CommonMark renderer would fail.

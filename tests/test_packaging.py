@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 from pathlib import Path
 
@@ -108,8 +109,10 @@ def test_tomli_is_declared_for_python_3_10():
 def test_constraints_pin_every_dependency_within_pyproject():
     """The book build's exact versions cover every declared package except torch, and satisfy pyproject."""
     pins = _pins()
+    # the Python the book is built with (the header's "(Python 3.11)"), whichever runs this test
+    book_python = re.search(r"\(Python (\d+\.\d+)\)", CONSTRAINTS.read_text()).group(1)
     for req in _requirements():
-        if req.name == "torch" or (req.marker is not None and not req.marker.evaluate()):
+        if req.name == "torch" or (req.marker is not None and not req.marker.evaluate({"python_version": book_python})):
             continue
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"book-constraints.txt does not pin {req.name}"
@@ -120,6 +123,8 @@ def test_constraints_pin_every_dependency_within_pyproject():
     assert f"CONSTRAINTS := {CONSTRAINTS.name}" in (ROOT / "Makefile").read_text()
 
 
+@pytest.mark.skipif(os.environ.get("QKG_UNPINNED") == "1",
+                    reason="an environment built without book-constraints.txt (make test-pythons)")
 @pytest.mark.parametrize("name", ["numpy", "scipy", "pandas", "transformers", "matplotlib", "jupyter-book",
                                   "myst-nb", "sphinx"])
 def test_this_environment_runs_the_pinned_book_stack(name):

@@ -511,6 +511,25 @@ def _convert_cell(cell, ctx: _Context) -> list:
 #: The line each chapter imports ``glue`` with, and what a learner's notebook imports instead.
 GLUE_IMPORT = "from myst_nb import glue"
 LEARNER_GLUE_IMPORT = "from qkgeometry.tables import show_value as glue  # shows every value the text quotes"
+#: the project's requirement in a first cell's ``pip install`` line, with its extras
+_PROJECT_EXTRAS = re.compile(r"qkgeometry\[([^\]]*)\]")
+
+
+def learner_install(source: str) -> str:
+    """A chapter's code as its learner's notebook runs it: ``glue`` shown by the package (no myst-nb), so the
+    project installs without its ``book`` extra (the book's build tools, which Colab lacks and the learner's
+    notebook never uses).
+
+    >>> learner_install('%pip install "qkgeometry[book,train] @ git+https://x"\\nfrom myst_nb import glue')
+    '%pip install "qkgeometry[train] @ git+https://x"\\nfrom qkgeometry.tables import show_value as glue  # shows every value the text quotes'
+    """
+    def extras(m: re.Match) -> str:
+        kept = [e.strip() for e in m.group(1).split(",") if e.strip() and e.strip() != "book"]
+        return f"qkgeometry[{','.join(kept)}]" if kept else "qkgeometry"
+
+    return _PROJECT_EXTRAS.sub(extras, source.replace(GLUE_IMPORT, LEARNER_GLUE_IMPORT))
+
+
 _BADGE = re.compile(r"\(https://colab\.research\.google\.com/github/[^)]*?/(?:notebooks|learner)/([\w.-]+\.ipynb)\)")
 
 
@@ -543,7 +562,7 @@ def learner_notebook(source, executed, labels: Labels, build: str = "full"):
         if cell.cell_type != "code":
             cells.append(cell)
             continue
-        code = nbformat.v4.new_code_cell(cell.source.replace(GLUE_IMPORT, LEARNER_GLUE_IMPORT))
+        code = nbformat.v4.new_code_cell(learner_install(cell.source))
         keep = [t for t in tags if t in ("parameters",)]
         if keep:
             code.metadata["tags"] = keep

@@ -541,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # warnings as one line each, without the source line; skipped models are listed in the summary
             warnings.filterwarnings("ignore", message="survey: skipped")
+            warnings.filterwarnings("ignore", category=DeprecationWarning)  # libraries' notices to their callers
             warnings.showwarning = lambda message, *_, **__: print(f"{prefix} warning: {message}", file=sys.stderr)
             return int(args.func(args) or 0)
     except KeyboardInterrupt as e:

@@ -47,7 +47,13 @@ def _call_rope_partial(attr: str):
 
 
 def _call_gptj(module, x, model):
+    import inspect
+
     b, t, _ = x.shape
+    if "position_embeddings" not in inspect.signature(module.forward).parameters:
+        # older transformers (5.20, and Colab's 5.15): the module reads its own sin/cos table at the
+        # positions given; position 0 everywhere is the identity rotation
+        return module(x, position_ids=torch.zeros(b, t, dtype=torch.long), attention_mask=None)
     half = module.rotary_dim // 2
     sin, cos = torch.zeros(b, t, half, dtype=x.dtype), torch.ones(b, t, half, dtype=x.dtype)
     return module(x, position_embeddings=(sin, cos), attention_mask=None)

@@ -13,10 +13,13 @@ pass the 30-minute budget, so it has a target of its own, ``make test-colab`` (m
 after `make test`). The check installs the *committed* state of the checkout (pip clones it): commit before running
 it.
 
-Measured on the 2-core machine (load average 2-4): 12.9 min for all seven, each chapter 80-142 s, of which its first
-cell took 49-71 s; fetched from the Hub: chapter 1 2.3 MB, chapter 2 33.9 MB, chapter 3 11.3 MB (its Q/K and the
-embedding rows it needs; 366 MB when it loaded two checkpoints), chapter 7 2,075 MB (the full checkpoints of its
-four models, for their forward passes), the others nothing.
+Measured on Colab's stack (Python 3.13.0, torch 2.11.0 from PyPI, transformers 5.15.0, huggingface_hub 1.27.0) on
+the 2-core machine at load average 8-11 (shared with other work): chapters 1-6 passed in 141, 149, 414, 449, 259 and
+245 s, their first cells in 63, 56, 83, 138, 54 and 76 s; each first cell installed qkgeometry, gguf 0.19.0, onnx
+1.22.0 and array-api-compat 1.16.0 (and the chapter's data packages) and replaced nothing Colab ships. Fetched from
+the Hub: chapter 1 93.8 MB (MiniLM's checkpoint, for a forward pass), chapter 2 33.9 MB, chapter 3 11.9 MB, chapter 7
+2,075 MB, the others nothing. Chapter 7 ran past the 1,500 s limit at that load (its kernel had about a third of a
+core) and was killed with its kernel; on an idle machine it took 142 s before.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +80,75 @@ def test_the_colab_stand_in_keeps_other_google_packages(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{stub}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_a_chapter_past_its_time_limit_is_killed_with_its_kernel_and_the_next_one_runs(tmp_path):
+    """A kernel that hangs (a sleeping cell) is killed with the runner, its run recorded as failed; the next
+    notebook then runs as usual."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    pid_file = tmp_path / "kernel.pid"
+    sleeper = _notebook(tmp_path / "sleeps.ipynb", "QUICK = False",
+                        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)")
+    code, output, timed_out = colab_like.run_notebook(sys.executable, sleeper, tmp_path / "sleeps.out.ipynb",
+                                                      tmp_path, env, timeout=45, parameters={"QUICK": True})
+    assert timed_out and code != 0 and "ran past 45 s" in output
+    kernel = int(pid_file.read_text())  # the sleeping cell ran in this process
+    deadline = time.time() + 10
+    while _alive(kernel) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _alive(kernel), "the kernel outlived its time limit"
+    fine = _notebook(tmp_path / "fine.ipynb", "QUICK = False", "print('ran')")
+    code, output, timed_out = colab_like.run_notebook(sys.executable, fine, tmp_path / "fine.out.ipynb", tmp_path,
+                                                      env, timeout=120, parameters={"QUICK": True})
+    assert code == 0 and not timed_out, output
+
+
+def test_a_first_cell_that_replaces_a_package_colab_ships_fails(tmp_path):
+    """What pip put into a chapter's runtime is read from its site-packages; a package of Colab's list among it
+    (here huggingface_hub 2.4.0 over Colab's 1.27.0) is a replacement, which fails the chapter."""
+    from tools import floors
+
+    shipped = floors.shipped(colab_like.COLAB_LIST)
+    site = tmp_path / "site-packages"
+    for name, version in (("huggingface_hub", "2.4.0"), ("gguf", "0.19.0")):
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    changes = colab_like.installed(site)
+    assert changes == {"huggingface-hub": "2.4.0", "gguf": "0.19.0"}
+    assert colab_like.replaced_packages(shipped, changes) == [f"huggingface-hub {shipped['huggingface-hub']} -> 2.4.0"]
+    assert colab_like.replaced_packages(shipped, {"gguf": "0.19.0"}) == []  # Colab lacks it: installing it is fine
+    run = colab_like.ChapterRun("01", 1.0, 0, 0, ok=False, replaced=["huggingface-hub 1.27.0 -> 2.4.0"])
+    assert "replaced of Colab's: huggingface-hub 1.27.0 -> 2.4.0" in colab_like.report([run])
+
+
+def test_colabs_list_gives_the_stack_the_check_builds():
+    """The versions come from Colab's list in the repository (torch's from its wheel's URL), and its Python from
+    Colab's os-info.txt."""
+    from tools import floors
+
+    shipped = floors.shipped(colab_like.COLAB_LIST)
+    text = colab_like.COLAB_LIST.read_text()
+    assert f"transformers=={shipped['transformers']}" in text and f"huggingface_hub=={shipped['huggingface-hub']}" in text
+    assert "torch-" + shipped["torch"].replace("+", "%2B") + "-" in text
+    assert colab_like._colab_python_version() in (colab_like.COLAB_LIST.parent / "os-info.txt").read_text()

@@ -51,6 +51,10 @@ def _cells(path: Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- the first cell
+#: pip options whose next word is their value (a file), not a package
+_OPTIONS_WITH_VALUES = frozenset({"-c", "--constraint", "-r", "--requirement"})
+
+
 def first_cell_installs(cell: str) -> set[str]:
     """The packages the ``pip install`` lines of ``cell`` name (options and the project's own URL left out)."""
     packages = set()
@@ -60,8 +64,10 @@ def first_cell_installs(cell: str) -> set[str]:
                 and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)):
             words = shlex.split(" ".join(a.value for a in node.args))
             if "pip" in words and "install" in words:
-                packages |= {w for w in words[words.index("install") + 1:]
-                             if not w.startswith("-") and "@" not in w and not w.startswith("qkgeometry")}
+                after = words[words.index("install") + 1:]
+                values = {after[k + 1] for k, w in enumerate(after[:-1]) if w in _OPTIONS_WITH_VALUES}
+                packages |= {w for w in after if not w.startswith("-") and w not in values and "@" not in w
+                             and not w.startswith("qkgeometry")}
     return packages
 
 
@@ -288,3 +294,16 @@ def test_the_colab_branches_are_told_apart():
     ''')
     reads = chapter_reads(["", code])
     assert reads.models == {"gemma3-270m"}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name[:2] for p in CHAPTERS])
+def test_first_cell_keeps_what_colab_ships(path):
+    """The project is installed with every package already there pinned at its version (``-c`` of ``pip list``
+    written just before), so that pip adds what Colab lacks and replaces nothing Colab ships."""
+    cell = _cells(path)[0]
+    listed = cell.find("pip list --format=freeze > /tmp/colab-packages.txt")
+    project = cell.find("-c /tmp/colab-packages.txt")
+    assert 0 <= listed < project, f"{path.name}: the first cell does not pin Colab's packages before installing"
+    line = cell[project:].splitlines()[0]
+    assert "qkgeometry" in line and "git+https://" in line, line
+    assert "/tmp/colab-packages.txt" not in first_cell_installs(cell)

@@ -86,16 +86,19 @@ def test_first_cell_is_hidden_colab_install(path: Path):
 def test_colab_cell_skipped_outside_colab(path: Path, monkeypatch):
     """Exec the cell's code as papermill would: nothing may happen unless google.colab is imported."""
     cell = _colab_cell(nbformat.read(str(path), as_version=4))
-    calls = []
-    fake_ipython = types.SimpleNamespace(run_line_magic=lambda *a: calls.append(a))
+    calls, shell = [], []
+    fake_ipython = types.SimpleNamespace(run_line_magic=lambda *a: calls.append(a),
+                                         system=lambda cmd: shell.append((cmd, len(calls))))
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     code = _as_python(cell.source)
     exec(code, {"get_ipython": lambda: fake_ipython})
-    assert calls == [], f"{path.name}: the Colab cell ran {calls} outside Colab"
+    assert calls == [] and shell == [], f"{path.name}: the Colab cell ran {calls} {shell} outside Colab"
 
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     exec(code, {"get_ipython": lambda: fake_ipython})
     assert calls and all(c[0] == "pip" for c in calls), f"{path.name}: on Colab the cell must run %pip; got {calls}"
+    # the packages already there are listed (to pin them) before anything is installed
+    assert [n for cmd, n in shell if "pip list --format=freeze" in cmd] == [0], shell
     assert _pip_urls(calls[0][1]) == [_repository_url()]  # first the project itself, from its repository
     for _, args in calls:
         assert "torch" not in args, f"{path.name}: the Colab install must not (re)install torch: {args}"

@@ -30,13 +30,30 @@ def test_a_dependency_without_a_single_floor_is_refused(tmp_path):
     assert floors.lowest(pyproject) == {"numpy": "1.24"}
 
 
-def test_colab_versions_come_from_the_constraints_header(tmp_path):
+def test_colab_versions_come_from_colabs_own_list(tmp_path):
     pins = floors.colab()
-    assert {"transformers", "huggingface_hub", "numpy", "pandas"} <= set(pins)
-    bare = tmp_path / "c.txt"
-    bare.write_text("# no such line\nnumpy==2.0\n")
-    with pytest.raises(ValueError, match="lacks the line '# Colab:"):
-        floors.colab(bare)
+    assert {"transformers", "huggingface-hub", "numpy", "pandas", "ipykernel"} <= set(pins) and "torch" not in pins
+    listed = floors.COLAB_LIST.read_text()
+    for name, version in pins.items():  # each as Colab's list has it
+        assert re.search(rf"^{name.replace('-', '[-_.]')}=={re.escape(version)}$", listed, re.MULTILINE | re.I), name
+    assert "gguf" not in pins  # Colab lacks it: the first cell installs it
+    freeze = tmp_path / "pip-freeze.txt"
+    freeze.write_text("# a comment\nNumPy==2.1.3\ntorch @ https://x/torch-2.11.0%2Bcpu-cp313-cp313-linux_x86_64.whl\n"
+                      "pkg @ git+https://x/pkg@abc\n")
+    assert floors.shipped(freeze) == {"numpy": "2.1.3", "torch": "2.11.0+cpu"}
+    assert floors.constraints(freeze) == ["numpy==2.1.3"]
+    freeze.write_text("# nothing listed\n")
+    with pytest.raises(ValueError, match="lists no 'name==version' line"):
+        floors.shipped(freeze)
+
+
+def test_a_floor_may_exclude_versions_above_it(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["huggingface_hub>=1.27,!=2.0.*,!=2.1.*"]\n')
+    assert floors.lowest(pyproject) == {"huggingface_hub": "1.27"}
+    pyproject.write_text('[project]\ndependencies = ["huggingface_hub>=1.27,<3"]\n')
+    with pytest.raises(ValueError, match="no single '>=' floor"):
+        floors.lowest(pyproject)
 
 
 def test_mismatches_name_each_package():
@@ -73,5 +90,5 @@ def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
 @pytest.mark.parametrize("target", ["test-floors", "test-colab-versions"])
 def test_the_version_runs_install_the_cluster_extra_and_fail_a_skipped_dask_test(target):
     makefile = (floors.ROOT / "Makefile").read_text()
-    recipe = re.search(rf"^{target}:\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
+    recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
     assert '-e ".[dev,cluster]"' in recipe and "QKG_REQUIRE_DASK=1" in recipe

@@ -47,14 +47,27 @@ URL_MAX_AGE_S = 1800.0
 def _hub() -> SimpleNamespace:
     """The huggingface_hub functions this module calls, imported in this one place (their homes differ across
     huggingface_hub versions)."""
-    import httpx2
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff, http_stream_backoff
 
     return SimpleNamespace(constants=constants, get_hf_file_metadata=get_hf_file_metadata, hf_hub_url=hf_hub_url,
                            build_hf_headers=build_hf_headers, hf_raise_for_status=hf_raise_for_status,
                            http_backoff=http_backoff, http_stream_backoff=http_stream_backoff,
-                           transport_errors=(httpx2.TransportError,))
+                           transport_errors=transport_errors())
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The transport error of the HTTP library huggingface_hub sends its requests with: ``httpx2`` from
+    huggingface_hub 2 on, ``httpx`` before (1.x, the one Colab ships); each that is installed is caught."""
+    import importlib
+
+    found = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def _origin(url: str) -> tuple[str, str]:
@@ -401,10 +414,9 @@ def network_errors() -> tuple[type[BaseException], ...]:
     """The errors of a failed connection (not of a local file: see :func:`local_error`)."""
     import socket
 
-    import httpx2
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
-    return (httpx2.TransportError, ConnectionError, socket.gaierror, OfflineModeIsEnabled, LocalEntryNotFoundError,
+    return (*transport_errors(), ConnectionError, socket.gaierror, OfflineModeIsEnabled, LocalEntryNotFoundError,
             TimeoutError)
 
 
