@@ -9,8 +9,7 @@ A cell error fails the test, and so does a chapter that reads ``../results`` or 
 runs where there is none), needs a package its own first cell does not install, or crashes in a Colab branch.
 
 It runs every chapter (``QKG_COLAB_CHAPTERS="01 06"`` picks some). Added to the 19 minutes of `make test` it would
-pass the 30-minute budget, so it has a target of its own, ``make test-colab`` (marker ``colab``; `.ci/run` runs it
-after `make test`). The check installs the *committed* state of the checkout (pip clones it): commit before running
+pass the 30-minute budget, so it has a target of its own, ``make test-colab`` (marker ``colab``). The check installs the *committed* state of the checkout (pip clones it): commit before running
 it.
 
 Measured on Colab's stack (Python 3.13.0, torch 2.11.0 from PyPI, transformers 5.15.0, huggingface_hub 1.27.0) on
