@@ -132,7 +132,7 @@ def check_paired_interval(paired, unpaired, atol: float = 2e-3) -> bool:
                                    "variances over 5 each, and the Welch-Satterthwaite degrees of freedom)")
     f = lambda v: format_number(v, decimals=3)  # noqa: E731
     return report(True, name, f"paired [{f(want_p[1])}, {f(want_p[2])}] excludes 0, unpaired "
-                              f"[{f(want_u[1])}, {f(want_u[2])}] does not: same estimate, the seed's share removed")
+                              f"[{f(want_u[1])}, {f(want_u[2])}] does not: same estimate, the spread over training seeds removed")
 
 
 #: Exercise 3.4: five specification curves of one contrast; each point is (where it was read, estimate, low, high)
