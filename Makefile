@@ -116,8 +116,9 @@ test-colab: install
 # floor (tools/floors.py turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with
 # resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI and survey tests
 # (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
-FLOORS_VENV ?= /tmp/qkgeometry-floors
-COLAB_VENV ?= /tmp/qkgeometry-colab-versions
+# (each checkout keeps its own venvs under .cache/, so two checkouts never share one)
+FLOORS_VENV ?= $(CURDIR)/.cache/floors-venv
+COLAB_VENV ?= $(CURDIR)/.cache/colab-versions-venv
 FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying
 test-floors:
 	rm -rf $(FLOORS_VENV)
@@ -148,7 +149,7 @@ test-colab-versions: install
 # Each Python is found as
 # the newest X.Y.* of pyenv, else pythonX.Y on PATH. torch is the version Colab ships, from PyPI (the CPU wheel on disk is for 3.11 only).
 PYTHONS ?= 3.10 3.13
-PYTHONS_VENV ?= /tmp/qkgeometry-python
+PYTHONS_VENV ?= $(CURDIR)/.cache/python
 PYTHONS_TORCH ?= torch==$(shell $(PYTHON) -m tools.floors shipped torch | cut -d+ -f1)
 test-pythons:
 	set -e; for v in $(PYTHONS); do \

@@ -270,14 +270,28 @@ def _key_results(nb, ctx) -> str:
 
 
 def _section(nb, heading: str, ctx) -> str:
-    """The Markdown of the chapter's section headed ``heading`` (up to the next heading), as HTML."""
+    """The Markdown of the chapter's section headed ``heading`` (up to the next heading)."""
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         m = re.search(rf"^(#+) {re.escape(heading)}\s*$\n(.*?)(?=^#+ |\Z)", cell.source, re.M | re.S)
         if m:
-            return markdown_html(_md(m.group(2), ctx))
+            return m.group(2)
     raise DeckError(f"{ctx.chapter.stem}: no section headed {heading!r} for the predictions slide.")
+
+
+def _prediction_slides(nb, heading: str, ctx) -> list[tuple[str, str]]:
+    """(title, HTML) of each predictions slide: one per table of the section headed ``heading``, titled by the
+    italic line above it ("*Empirical hypotheses:*"), so that a room reads the hypotheses, not the chapter's prose
+    about them; a section without a table is shown whole."""
+    blocks = re.split(r"\n\s*\n", _section(nb, heading, ctx).strip())
+    slides = []
+    for k, block in enumerate(blocks):
+        if block.lstrip().startswith("|"):
+            label = re.fullmatch(r"\*([^*]+?):?\*:?", blocks[k - 1].strip()) if k else None
+            title = label.group(1).strip() if label else heading
+            slides.append((f"{title[:1].upper()}{title[1:]}", markdown_html(_md(block, ctx))))
+    return slides or [(heading, markdown_html(_md("\n\n".join(blocks), ctx)))]
 
 
 def _table(nb, name: str, ctx) -> tuple[str, str]:
@@ -370,8 +384,8 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
     results = _key_results(nb, ctx)
     results_slide = f'<section class="slide"><h2>Key results</h2>{results}</section>' if results else ""
     if session.predict:
-        slides.append(f'<section class="slide"><h2>Predict first: {html.escape(session.predict)}</h2>'
-                      f'{_section(nb, session.predict, ctx)}</section>')
+        for title, body in _prediction_slides(nb, session.predict, ctx):
+            slides.append(f'<section class="slide"><h2>Predict first: {html.escape(title)}</h2>{body}</section>')
         slides.append('<section class="slide"><h2>Poll</h2><p>Before any number: which of these hypotheses will '
                       "hold? Each group picks one it will defend, writes down the result it expects, and says what "
                       "result would change its mind.</p></section>")

@@ -82,17 +82,21 @@ def test_every_session_of_the_course_module_has_a_deck_linked_from_the_teachers_
 
 def test_a_prediction_session_shows_the_hypotheses_and_a_poll_before_any_result():
     nb = _chapter()
-    nb.cells.insert(1, nbformat.v4.new_markdown_cell("### The hypotheses\n\n| | heads | expected |\n|---|---|---|\n"
-                                                     "| H1 | sink | lower |\n\n### Next\n"))
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(
+        "### The hypotheses\n\nWhy these, at length.\n\n*Predictions of the algebra:*\n\n| | heads | expected |\n"
+        "|---|---|---|\n| H1 | sink | lower |\n\n*Empirical hypotheses:*\n\n| | heads | expected |\n|---|---|---|\n"
+        "| H2 | previous | lower |\n\n### Next\n"))
     table = nbformat.v4.new_code_cell("table")
     table.metadata["mystnb"] = {"figure": {"name": "tbl-results", "caption": "Every hypothesis."}}
     table.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<table><tr><td>H1</td></tr></table>"})]
     nb.cells.append(table)
     session = slides.Session(4, "Heads", "07_heads", predict="The hypotheses", results_table="tbl-results")
     text = slides.deck_html(nb, session, ["f.png"])
-    order = [text.index(s) for s in ("Predict first", "<td>H1</td>", "<h2>Poll</h2>", "<h2>Fig. 7.1",
-                                     "<h2>The results</h2>", "<h2>Key results</h2>")]
+    order = [text.index(s) for s in ("Predict first: Predictions of the algebra</h2>", "<td>H1</td>",
+                                     "Predict first: Empirical hypotheses</h2>", "<td>H2</td>", "<h2>Poll</h2>",
+                                     "<h2>Fig. 7.1", "<h2>The results</h2>", "<h2>Key results</h2>")]
     assert order == sorted(order), order
+    assert "at length" not in text  # the chapter's prose about the hypotheses stays on its page
     assert "Table 7.1." in text
 
 
