@@ -61,9 +61,10 @@ class ChapterRun:
     error: str = ""
     #: the first cell's time (installing the package and what the chapter names there), from papermill's record
     install_seconds: float = float("nan")
-    #: what pip installed into the chapter's runtime (name -> version) and the bytes it downloaded
+    #: what pip installed into the chapter's runtime (name -> version) and the bytes it downloaded from PyPI
+    #: (None: PyPI could not be asked)
     pip_changes: dict[str, str] = field(default_factory=dict)
-    pip_bytes: int = 0
+    pip_bytes: int | None = 0
     #: the packages of Colab's list that the first cell installed again ("name old -> new")
     replaced: list[str] = field(default_factory=list)
     timed_out: bool = False
@@ -218,8 +219,69 @@ def replaced_packages(shipped: dict[str, str], changes: dict[str, str]) -> list[
     return [f"{n} {ships[floors._norm(n)]} -> {v}" for n, v in sorted(changes.items()) if floors._norm(n) in ships]
 
 
-def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+#: PyPI's JSON simple index (PEP 691, with file sizes: PEP 700), where a Colab runtime's pip downloads from
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+def _pypi_files(name: str, timeout: float = 30) -> list[dict]:
+    """The files PyPI lists for ``name`` (filename, size, ...), from its JSON simple index; none for a name PyPI
+    does not have."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{PYPI_SIMPLE}/{name}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)["files"]
+    except urllib.error.HTTPError as e:
+        if e.code == 404:  # not on PyPI (installed from git)
+            return []
+        raise
+
+
+def interpreter_tags(python: Path | str) -> list[str]:
+    """The wheel tags ``python`` accepts, best first (as its pip ranks them)."""
+    code = "from pip._vendor.packaging.tags import sys_tags; print('\\n'.join(map(str, sys_tags())))"
+    return subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True,
+                          timeout=60).stdout.split()
+
+
+def download_bytes(changes: dict[str, str], tags: list[str], files=_pypi_files) -> int | None:
+    """The bytes pip downloads from PyPI for what it installed (``changes``: name -> version): for each, the size
+    of the file of that version pip picks, the wheel whose tag ``tags`` (the interpreter's, best first) ranks
+    highest, else the source archive. A package PyPI does not list (installed from git) counts 0; None when
+    PyPI cannot be asked. (Read from PyPI's index rather than from pip's cache: a proxy that forbids caching
+    leaves the cache empty.)
+
+    >>> listing = {"gguf": [{"filename": "gguf-0.19.0-py3-none-any.whl", "size": 92000},
+    ...                     {"filename": "gguf-0.19.0.tar.gz", "size": 90000},
+    ...                     {"filename": "gguf-0.18.0-py3-none-any.whl", "size": 1}]}
+    >>> download_bytes({"gguf": "0.19.0", "mine": "0.1.0"}, ["py3-none-any"], lambda n: listing.get(n, []))
+    92000
+    """
+    from packaging import utils as names
+    from packaging.version import Version
+
+    rank = {tag: k for k, tag in enumerate(tags)}
+    total = 0
+    for name, version in changes.items():
+        try:
+            listed = files(name)
+        except OSError:
+            return None
+        best, sdist = None, None
+        for f in listed:
+            with contextlib.suppress(names.InvalidWheelFilename, names.InvalidSdistFilename, ValueError):
+                if f["filename"].endswith(".whl"):
+                    _, v, _, file_tags = names.parse_wheel_filename(f["filename"])
+                    k = min((rank.get(str(t), len(rank)) for t in file_tags), default=len(rank))
+                    if v == Version(version) and k < len(rank) and (best is None or k < best[0]):
+                        best = (k, int(f["size"]))
+                elif names.parse_sdist_filename(f["filename"])[1] == Version(version):
+                    sdist = int(f["size"])
+        total += best[1] if best else sdist or 0
+    return total
 
 
 def _descendants(pid: int) -> list[int]:
@@ -430,7 +492,7 @@ def run_chapters(chapters: tuple[str, ...] = DEFAULT_CHAPTERS, checkout: Path = 
             runs.append(ChapterRun(chapter, seconds, hub.bytes_served(), len(hub.data_requests()),
                                    code == 0 and not replaced, error,
                                    _first_cell_seconds(content / f"{chapter}.out.ipynb"), changes,
-                                   _dir_bytes(runtime / "pip-cache"), replaced, timed_out))
+                                   download_bytes(changes, interpreter_tags(python)), replaced, timed_out))
             if not keep:
                 shutil.rmtree(runtime, ignore_errors=True)
     return runs
@@ -458,7 +520,8 @@ def report(runs: list[ChapterRun]) -> str:
     rows = [f"chapter {r.chapter}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s "
             f"(first cell {r.install_seconds:.0f} s), "
             f"{r.hub_bytes / 1e6:.1f} MB in {r.hub_requests} data requests from the Hub, "
-            f"{r.pip_bytes / 1e6:.1f} MB from PyPI; pip installed "
+            + (f"{r.pip_bytes / 1e6:.1f} MB" if r.pip_bytes is not None else "unknown bytes")
+            + " from PyPI; pip installed "
             + (", ".join(f"{n}=={v}" for n, v in sorted(r.pip_changes.items())) or "nothing")
             + f"; replaced of Colab's: {', '.join(r.replaced) or 'nothing'}"
             + (f" ({r.error})" if r.error else "") for r in runs]

@@ -151,3 +151,26 @@ def test_colabs_list_gives_the_stack_the_check_builds():
     assert f"transformers=={shipped['transformers']}" in text and f"huggingface_hub=={shipped['huggingface-hub']}" in text
     assert "torch-" + shipped["torch"].replace("+", "%2B") + "-" in text
     assert colab_like._colab_python_version() in (colab_like.COLAB_LIST.parent / "os-info.txt").read_text()
+
+
+def test_bytes_from_pypi_are_the_sizes_of_the_files_pip_picks():
+    """Per installed package, the size PyPI lists for the file of that version that ranks best for the
+    interpreter (a cp313 wheel over a pure one, the source archive only when no wheel fits); a package PyPI does
+    not have counts 0; an unreachable PyPI gives None, not 0."""
+    listing = {"onnx": [{"filename": "onnx-1.22.0-cp312-abi3-manylinux_2_28_x86_64.whl", "size": 19_000_000},
+                        {"filename": "onnx-1.22.0-cp313-cp313-manylinux_2_28_x86_64.whl", "size": 17_000_000},
+                        {"filename": "onnx-1.22.0-cp313-cp313-win_amd64.whl", "size": 1},
+                        {"filename": "onnx-1.21.0-cp313-cp313-manylinux_2_28_x86_64.whl", "size": 2},
+                        {"filename": "onnx-1.22.0.tar.gz", "size": 3}],
+               "tiny": [{"filename": "tiny-0.1.tar.gz", "size": 500}]}
+    tags = ["cp313-cp313-manylinux_2_28_x86_64", "cp312-abi3-manylinux_2_28_x86_64", "py3-none-any"]
+    files = lambda name: listing.get(name, [])  # noqa: E731
+    assert colab_like.download_bytes({"onnx": "1.22.0"}, tags, files) == 17_000_000
+    assert colab_like.download_bytes({"onnx": "1.22.0"}, tags[1:], files) == 19_000_000
+    assert colab_like.download_bytes({"tiny": "0.1", "qkgeometry": "0.1.0"}, tags, files) == 500
+
+    def offline(name):
+        raise OSError("no network")
+
+    assert colab_like.download_bytes({"onnx": "1.22.0"}, tags, offline) is None
+    assert "unknown bytes from PyPI" in colab_like.report([colab_like.ChapterRun("01", 1.0, 0, 0, True, pip_bytes=None)])
