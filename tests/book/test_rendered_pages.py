@@ -12,6 +12,7 @@ After MathJax has finished typesetting, each page must show:
 - no blank figure panel: a framed panel of a figure's PNG with (almost) nothing inside it (``figure_panels``);
 - no table rendered inside a caption (``<figcaption>``: small, muted caption text);
 - no page wider than the window (a page that scrolls sideways as a whole, at either width);
+- no "scroll sideways" hint above a figure that fits its box (the hint only where the figure overflows);
 - figure text readable at every width: the book style's smallest font, scaled as the figure is shown, is at
   least ``MIN_FIGURE_TEXT_PX`` pixels;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
@@ -155,6 +156,10 @@ const images = [...article.querySelectorAll('img')].map(img => ({
   shownWidth: img.getBoundingClientRect().width, shownHeight: img.getBoundingClientRect().height,
   caption: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption')),
   numbered: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number')),
+  // the "scroll sideways" hint above a figure, and whether the figure really overflows its box
+  scrollHint: !!img.closest('figure') && /scroll sideways/.test(getComputedStyle(img.closest('figure'), '::before').content),
+  overflows: !!img.closest('figure') && img.closest('figure').scrollWidth > img.closest('figure').clientWidth + 1,
+  figureWidth: img.closest('figure') ? img.closest('figure').clientWidth : 0,
 }));
 const rawTables = [...article.querySelectorAll('table.dataframe')].map(describe);
 // A table inside <figcaption> renders as caption text (small, muted): a numbered table must sit beside its caption.
@@ -332,6 +337,10 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
             add("figure text too small to read",
                 f"its smallest text shows at {shown:.1f} px (< {MIN_FIGURE_TEXT_PX:g}): {img['shownWidth']:.0f} px "
                 f"shown of {img['naturalWidth']} px: src={img['src']!r}")
+        if img.get("scrollHint") and not img.get("overflows"):
+            add("scroll hint on a figure that fits",
+                f"the hint says to scroll sideways, but the figure ({img.get('figureWidth', 0)} px) holds its image "
+                f"({img['shownWidth']:.0f} px shown): src={img['src']!r}")
         ratio = aspect_ratio(img)
         if ratio is not None and abs(ratio - 1) > ASPECT_TOLERANCE:
             add("figure not at its true shape",
@@ -588,6 +597,19 @@ def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():
     assert findings_for("notebooks/07_head_behaviour.html", 390, _probe(images=[readable]), scale) == []
     px_per_pt, smallest = scale
     assert px_per_pt > 2 and 6 <= smallest <= 14  # a retina PNG; the style's tick and legend sizes
+
+
+def test_findings_logic_flags_a_scroll_hint_on_a_figure_that_fits():
+    """The hint says "scroll sideways" only above a figure wider than its box; above one that fits it is noise."""
+    stacked = {"src": "../_images/s.png", "alt": "Two stacked panels", "caption": True, "numbered": True,
+               "naturalWidth": 960, "naturalHeight": 1300, "shownWidth": 342, "shownHeight": 342 * 1300 / 960,
+               "figureWidth": 358, "scrollHint": True, "overflows": False}
+    kinds = [f.kind for f in findings_for("notebooks/03_gradient_bias.html", 390, _probe(images=[stacked]))]
+    assert kinds == ["scroll hint on a figure that fits"]
+    wide = dict(stacked, naturalWidth=2200, shownWidth=600, shownHeight=600 * 1300 / 2200, overflows=True)
+    plain = dict(stacked, scrollHint=False)
+    for fine in (wide, plain):  # a hint above a figure that scrolls, and no hint above one that fits
+        assert findings_for("notebooks/03_gradient_bias.html", 390, _probe(images=[fine])) == []
 
 
 def test_findings_logic_counts_numbers_written_with_a_hyphen_minus():
