@@ -97,3 +97,13 @@ def test_a_trajectory_figure_is_readable_on_a_phone(book_style):
                       for run in ("ours, masked LM", "authors' bert-small decoder")])
     fig = trajectory_curves(rows, null_samples=50)
     assert plotting.shown_text_px(fig) >= plotting.PHONE_TEXT_PX
+
+
+def test_a_long_row_title_wraps_inside_the_figure(book_style):
+    one = _checkpoints([0, 10, 100, 1000]).assign(run="authors' bert-small encoder (3 datasets)")
+    rows = pd.concat([one.assign(seed=0), one.assign(seed=1)])
+    fig = trajectory_curves(rows, band="seed", null_samples=50)
+    title = fig.axes[0].get_title(loc="left")
+    assert max(len(line) for line in title.split("\n")) <= 42 and title.count("\n") >= 2
+    fig.canvas.draw()
+    assert fig.get_tightbbox().width <= fig.get_figwidth()  # nothing sticks out: the figure shows at its width

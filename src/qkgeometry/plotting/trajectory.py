@@ -44,14 +44,22 @@ def _null_band(rows, score: str, n_samples: int) -> tuple[float, float] | None:
     return float(q.iloc[0]), float(q.iloc[1])
 
 
+#: a row's title runs over both panels of a stacked figure: lines of at most this many characters stay inside it
+_TITLE_CHARS = 42
+
+
 def _run_label(rows, band: str | None, name: str) -> str:
+    import textwrap
+
     name = name or str(rows["model"].iloc[0])
     n_steps = rows["_x"].nunique()
     if band is None:
-        return f"{name}: {n_steps} checkpoints"
-    n = rows[band].nunique()
-    unit = str(rows["band_unit"].iloc[0]) if "band_unit" in rows else band
-    return f"{name}:\nmedian over {n} {unit}s (band: IQR), {n_steps} checkpoints"  # two lines: fits a phone
+        lines = [f"{name}: {n_steps} checkpoints"]
+    else:
+        n = rows[band].nunique()
+        unit = str(rows["band_unit"].iloc[0]) if "band_unit" in rows else band
+        lines = [f"{name}:", f"median over {n} {unit}s (band: IQR), {n_steps} checkpoints"]
+    return "\n".join(textwrap.fill(line, _TITLE_CHARS) for line in lines)
 
 
 def _x_axis(rows, x: str) -> tuple[str, str]:
