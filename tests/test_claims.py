@@ -159,8 +159,8 @@ def test_the_line_follows_the_sign_and_reads_the_curve_in_counts(primary, others
 
 def test_the_line_uses_the_short_words_and_never_states_an_unestablished_primary():
     curve = (Specification("lineages", "all", _iv(-0.3), primary=True),)
-    c = Claim("gap", "the long words of a larger gap", "the long words of a smaller gap", curve,
-              short_larger="larger", short_smaller="smaller")
+    c = Claim("the gap in full words", "the long words of a larger gap", "the long words of a smaller gap", curve,
+              short_larger="larger", short_smaller="smaller", short_subject="gap")
     assert c.line.startswith("smaller (gap −0.3")
     quiet = _claim(-0.01, [(0.3, 0.05)])
     assert quiet.line.startswith("no difference is established (Δd per layer")

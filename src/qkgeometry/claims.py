@@ -174,8 +174,8 @@ class Claim:
     specification, exactly one of them ``primary`` (the one stated before the numbers). ``not_computed`` lists
     specifications that could not be computed, with why ("matched at 15%: the masked LM never gets there").
     ``decimals`` fixes how numbers are written (0 for counts of steps); by default each interval's width decides.
-    ``short_larger``/``short_smaller``: shorter words for the same two claims, for :attr:`line` (default: the full
-    ones).
+    ``short_larger``/``short_smaller``/``short_subject``: shorter words for the same two claims and the quantity,
+    for :attr:`line` (default: the full ones).
     """
 
     subject: str
@@ -186,6 +186,7 @@ class Claim:
     decimals: int | None = None
     short_larger: str = ""
     short_smaller: str = ""
+    short_subject: str = ""
 
     def __post_init__(self):
         primaries = [s for s in self.curve if s.primary]
@@ -350,11 +351,11 @@ class Claim:
         ...       "the decoder stacks are more key-dominated (lower directionality) than the encoder stacks", "...",
         ...       (Specification("lineages", "all 30 lineages", iv(0.15, 0.05, 0.35), primary=True),
         ...        Specification("rows", "without GQA rows", iv(0.12, 0.03, 0.3))),
-        ...       short_larger="the decoder stacks are more key-dominated").line
-        'the decoder stacks are more key-dominated (encoder − decoder median directionality 0.15 [0.05, 0.35], n = 30 lineages); it holds at every one of the 2 specifications.'
+        ...       short_larger="the decoder stacks are more key-dominated", short_subject="encoder − decoder median").line
+        'the decoder stacks are more key-dominated (encoder − decoder median 0.15 [0.05, 0.35], n = 30 lineages); it holds at every one of the 2 specifications.'
         """
         p = self.primary
-        value = f"{self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)}"
+        value = f"{self.short_subject or self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)}"
         if self.reading.outcome == "not established":
             return f"no difference is established ({value})."
         words = ((self.short_larger or self.larger) if p.interval.estimate > 0 else

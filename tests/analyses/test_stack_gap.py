@@ -50,8 +50,8 @@ def test_the_authors_lineages_merge_whisper_vit_and_phi():
 
 def test_the_key_line_of_the_gap_follows_its_sign():
     up, down = (stack_gap_claim(_stacks(g), "symmetry", n_resamples=2000) for g in (0.3, -0.3))
-    assert up.line.startswith("the encoder stacks are more symmetric (encoder − decoder median symmetry 0.")
-    assert down.line.startswith("the decoder stacks are more symmetric (encoder − decoder median symmetry −0.")
+    assert up.line.startswith("the encoder stacks are more symmetric (encoder − decoder median 0.")
+    assert down.line.startswith("the decoder stacks are more symmetric (encoder − decoder median −0.")
     assert "n = 12 lineages" in up.line and len(up.line) < 200
 
 

@@ -64,7 +64,7 @@ def stack_gap_claim(models: pandas.DataFrame, score: str, n_resamples: int = 999
     short = (("the encoder stacks are more symmetric", "the decoder stacks are more symmetric") if score == "symmetry"
              else ("the decoder stacks are more key-dominated", "the encoder stacks are more key-dominated"))
     return Claim(f"encoder − decoder median {score}", larger, smaller, tuple(specs), tuple(missing),
-                 short_larger=short[0], short_smaller=short[1])
+                 short_larger=short[0], short_smaller=short[1], short_subject="encoder − decoder median")
 
 
 # ---------------------------------------------------------------------------------------------------------------
