@@ -142,3 +142,26 @@ def test_the_summary_states_the_primary_and_how_the_curve_reads(primary, others,
 def test_the_brief_reads_the_curve_without_direction_words(primary, others, has):
     brief = _claim(primary, others).brief
     assert has in brief and "a is" not in brief
+
+
+@pytest.mark.parametrize("primary, others, words, reading", [
+    (-0.30, [(-0.2, 0.05), (-0.4, 0.1)], "a is smaller", "it holds at every one of the 3 specifications"),
+    (0.30, [(0.02, 0.05)], "a is larger", "it keeps its sign at all 2 specifications"),
+    (-0.20, [(-0.19, 0.05), (0.14, 0.1)], "a is smaller", "it reverses, with an interval that excludes 0, at 1 of 3"),
+])
+def test_the_line_follows_the_sign_and_reads_the_curve_in_counts(primary, others, words, reading):
+    c = _claim(primary, others)
+    assert c.line.startswith(f"{words} (Δd per layer ") and reading in c.line
+    assert "n = 12 seeds" in c.line and "step 500" not in c.line  # counts only: the table names the specifications
+    assert len(c.line) < len(c.summary) and c.line.endswith(".")
+    assert "\u2212" in _claim(-0.3, []).line and "-0.3" not in _claim(-0.3, []).line  # true minus signs
+
+
+def test_the_line_uses_the_short_words_and_never_states_an_unestablished_primary():
+    curve = (Specification("lineages", "all", _iv(-0.3), primary=True),)
+    c = Claim("the gap in full words", "the long words of a larger gap", "the long words of a smaller gap", curve,
+              short_larger="larger", short_smaller="smaller", short_subject="gap")
+    assert c.line.startswith("smaller (gap −0.3")
+    quiet = _claim(-0.01, [(0.3, 0.05)])
+    assert quiet.line.startswith("no difference is established (Δd per layer")
+    assert "a is" not in quiet.line

@@ -174,6 +174,8 @@ class Claim:
     specification, exactly one of them ``primary`` (the one stated before the numbers). ``not_computed`` lists
     specifications that could not be computed, with why ("matched at 15%: the masked LM never gets there").
     ``decimals`` fixes how numbers are written (0 for counts of steps); by default each interval's width decides.
+    ``short_larger``/``short_smaller``/``short_subject``: shorter words for the same two claims and the quantity,
+    for :attr:`line` (default: the full ones).
     """
 
     subject: str
@@ -182,6 +184,9 @@ class Claim:
     curve: tuple[Specification, ...]
     not_computed: tuple[str, ...] = field(default=())
     decimals: int | None = None
+    short_larger: str = ""
+    short_smaller: str = ""
+    short_subject: str = ""
 
     def __post_init__(self):
         primaries = [s for s in self.curve if s.primary]
@@ -334,6 +339,28 @@ class Claim:
         if r.outcome == "primary only":
             return f"keeps its sign at {len(r.agree)} of {m} specifications, never reversing with an interval that excludes 0"
         return f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications"
+
+    @property
+    def line(self) -> str:
+        """The claim in one short line, for a box of key results (a phone shows it in a few lines): what the
+        primary estimate says (in the short words, by its sign), the estimate with its interval and n, and how the
+        curve reads in counts (:attr:`short`). It starts in lower case, after the box's own lead words.
+
+        >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 30, unit="lineage")
+        >>> Claim("encoder − decoder median directionality",
+        ...       "the decoder stacks are more key-dominated (lower directionality) than the encoder stacks", "...",
+        ...       (Specification("lineages", "all 30 lineages", iv(0.15, 0.05, 0.35), primary=True),
+        ...        Specification("rows", "without GQA rows", iv(0.12, 0.03, 0.3))),
+        ...       short_larger="the decoder stacks are more key-dominated", short_subject="encoder − decoder median").line
+        'the decoder stacks are more key-dominated (encoder − decoder median 0.15 [0.05, 0.35], n = 30 lineages); it holds at every one of the 2 specifications.'
+        """
+        p = self.primary
+        value = f"{self.short_subject or self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)}"
+        if self.reading.outcome == "not established":
+            return f"no difference is established ({value})."
+        words = ((self.short_larger or self.larger) if p.interval.estimate > 0 else
+                 (self.short_smaller or self.smaller))
+        return f"{words} ({value}); it {self.short}."
 
     @property
     def summary(self) -> str:

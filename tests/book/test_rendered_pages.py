@@ -12,6 +12,7 @@ After MathJax has finished typesetting, each page must show:
 - no blank figure panel: a framed panel of a figure's PNG with (almost) nothing inside it (``figure_panels``);
 - no table rendered inside a caption (``<figcaption>``: small, muted caption text);
 - no page wider than the window (a page that scrolls sideways as a whole, at either width);
+- no "scroll sideways" hint above a figure that fits its box (the hint only where the figure overflows);
 - figure text readable at every width: the book style's smallest font, scaled as the figure is shown, is at
   least ``MIN_FIGURE_TEXT_PX`` pixels;
 - at 390 px, no inline math or text cut at the right edge of a theorem, proof, exercise or note box;
@@ -102,6 +103,10 @@ PY_WARNING = re.compile(r"\.py:\d+: \w*Warning\b")
 IMAGE_FILE = re.compile(r"\.(?:png|svg|jpe?g|gif|webp)$|^_images/|^[0-9a-f]{16,}$|/", re.IGNORECASE)
 SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
 
+#: A "scroll sideways" hint is noise above an image at most this much wider than the room in its figure (its width
+#: less its padding): the image could show at the room's width, its text barely smaller (qkgeometry.js, SLACK).
+HINT_SLACK = 1.05
+
 #: Bold text longer than this many words is a whole sentence in bold.
 BOLD_WORDS = 10
 
@@ -155,6 +160,11 @@ const images = [...article.querySelectorAll('img')].map(img => ({
   shownWidth: img.getBoundingClientRect().width, shownHeight: img.getBoundingClientRect().height,
   caption: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption')),
   numbered: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number')),
+  // the "scroll sideways" hint above a figure, and the room inside the figure's box (its width less its padding)
+  scrollHint: !!img.closest('figure') && /scroll sideways/.test(getComputedStyle(img.closest('figure'), '::before').content),
+  figureRoom: img.closest('figure') ? img.closest('figure').clientWidth
+    - parseFloat(getComputedStyle(img.closest('figure')).paddingLeft || 0)
+    - parseFloat(getComputedStyle(img.closest('figure')).paddingRight || 0) : 0,
 }));
 const rawTables = [...article.querySelectorAll('table.dataframe')].map(describe);
 // A table inside <figcaption> renders as caption text (small, muted): a numbered table must sit beside its caption.
@@ -332,6 +342,11 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
             add("figure text too small to read",
                 f"its smallest text shows at {shown:.1f} px (< {MIN_FIGURE_TEXT_PX:g}): {img['shownWidth']:.0f} px "
                 f"shown of {img['naturalWidth']} px: src={img['src']!r}")
+        room = img.get("figureRoom") or 0
+        if img.get("scrollHint") and room and img["shownWidth"] <= HINT_SLACK * room:
+            add("scroll hint on a figure that fits",
+                f"the hint says to scroll sideways, but the image ({img['shownWidth']:.0f} px shown) is at most "
+                f"{HINT_SLACK - 1:.0%} wider than the room in its figure ({room:.0f} px): src={img['src']!r}")
         ratio = aspect_ratio(img)
         if ratio is not None and abs(ratio - 1) > ASPECT_TOLERANCE:
             add("figure not at its true shape",
@@ -588,6 +603,22 @@ def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():
     assert findings_for("notebooks/07_head_behaviour.html", 390, _probe(images=[readable]), scale) == []
     px_per_pt, smallest = scale
     assert px_per_pt > 2 and 6 <= smallest <= 14  # a retina PNG; the style's tick and legend sizes
+
+
+def test_findings_logic_flags_a_scroll_hint_on_a_figure_that_fits():
+    """The hint says "scroll sideways" only above a figure wider than its box; above one that fits it is noise,
+    and so it is above one that overflows by its box's padding only (16 px of a 358-px image)."""
+    stacked = {"src": "../_images/s.png", "alt": "Two stacked panels", "caption": True, "numbered": True,
+               "naturalWidth": 960, "naturalHeight": 1300, "shownWidth": 342, "shownHeight": 342 * 1300 / 960,
+               "figureRoom": 342, "scrollHint": True}
+    by_padding = dict(stacked, naturalWidth=1303, shownWidth=358, shownHeight=358 * 1300 / 1303)
+    for noisy in (stacked, by_padding):
+        kinds = [f.kind for f in findings_for("notebooks/03_gradient_bias.html", 390, _probe(images=[noisy]))]
+        assert kinds == ["scroll hint on a figure that fits"]
+    wide = dict(stacked, naturalWidth=2200, shownWidth=600, shownHeight=600 * 1300 / 2200)
+    plain = dict(stacked, scrollHint=False)
+    for fine in (wide, plain):  # a hint above a figure that scrolls, and no hint above one that fits
+        assert findings_for("notebooks/03_gradient_bias.html", 390, _probe(images=[fine])) == []
 
 
 def test_findings_logic_counts_numbers_written_with_a_hyphen_minus():

@@ -32,3 +32,15 @@ def test_every_specification_is_drawn_sorted_with_the_primary_marked():
 def test_titles_must_match_the_claims():
     with pytest.raises(ValueError, match="titles: one per claim"):
         plotting.specification_curve([_claim([0.1])], titles=["a", "b"])
+
+
+def test_the_default_layout_is_stacked_and_readable_on_a_phone(book_style):
+    claims = [_claim([0.3 - 0.01 * k for k in range(40)], axes=("horizon, per layer", "horizon, per head",
+                                                                 "matched learning, per layer",
+                                                                 "matched learning, per head"))
+              for _ in range(6)]
+    fig = plotting.specification_curve(claims, titles=[f"causal, batch 2 − arm {k}" for k in range(6)])
+    assert fig.get_figwidth() == plotting.STACKED_WIDTH
+    assert {ax.get_subplotspec().get_gridspec().ncols for ax in fig.axes} == {1}
+    assert plotting.shown_text_px(fig) >= plotting.PHONE_TEXT_PX
+    assert plotting.specification_curve(claims, ncols=2).get_figwidth() == 2 * 4.2  # columns on request

@@ -220,3 +220,14 @@ def test_the_figure_functions_refuse_a_frame_that_mixes_views(mixed, needle):
     for draw in (plotting.survey_layer_curves, plotting.survey_twins):
         with pytest.raises(ValueError, match=needle):
             draw(mixed())
+
+
+def test_chapter4_stacked_figures_are_readable_on_a_phone(book_style):
+    paper = pd.DataFrame({"modality": ["language", "audio"], "stack": ["encoder", "decoder, not causal"],
+                          "symmetry_median": [0.5, 0.3], "directionality_median": [-0.1, -0.05]})
+    ours = pd.DataFrame({"model": ["sentence-transformers/all-MiniLM-L6-v2"], "modality": ["language"],
+                         "stack": ["encoder"], "symmetry_median": [0.6], "directionality_median": [-0.2]})
+    for fig in (plotting.survey_layer_curves(_survey_layers()), plotting.paired_stacks(_pairs(), highlight=("t5-b",)),
+                plotting.modality_planes(paper, ours)):
+        assert fig.get_figwidth() == plotting.STACKED_WIDTH
+        assert plotting.shown_text_px(fig) >= plotting.PHONE_TEXT_PX

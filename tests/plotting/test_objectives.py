@@ -30,15 +30,47 @@ def test_objective_losses_draws_one_panel_per_objective_with_its_plateau():
         plotting.objective_losses(frame, {"mlm": ("unigram", 6.9)})
 
 
-def test_chapter3_legends_sit_beside_the_data_not_over_it():
+def _runs(arms=(("mlm", 0.4, 0.5), ("causal", -0.1, 0.6))) -> pd.DataFrame:
     import numpy as np
 
     steps = np.arange(0, 1001, 50)
-    rows = [{"objective": o, "seed": seed, "step": int(t), "symmetry": a * (1 - np.exp(-t / 300)) + 0.01 * seed,
-             "directionality": -a * t / 1000 + 0.01 * seed, "loss": 7 - b * np.log1p(t / 100) + 0.01 * seed}
-            for o, a, b in (("mlm", 0.4, 0.5), ("causal", -0.1, 0.6)) for seed in range(3) for t in steps]
-    frame = pd.DataFrame(rows)
+    return pd.DataFrame([{"objective": o, "seed": seed, "step": int(t),
+                          "symmetry": a * (1 - np.exp(-t / 300)) + 0.01 * seed,
+                          "directionality": -a * t / 1000 + 0.01 * seed,
+                          "loss": 7 - b * np.log1p(t / 100) + 0.01 * seed}
+                         for o, a, b in arms for seed in range(3) for t in steps])
+
+
+def test_chapter3_legends_sit_beside_the_data_not_over_it():
+    frame = _runs()
     figures = [plotting.objective_trajectories(frame, null_bands={"symmetry": (-0.05, 0.05)}),
                plotting.objective_losses(frame, {"mlm": ("unigram", 6.0), "causal": ("unigram", 5.9)})]
     for fig in figures:
         assert plotting.legend_overlaps(fig) == []
+
+
+def test_chapter3_figures_are_stacked_and_readable_on_a_phone(book_style):
+    """One column of panels, the legend below, its smallest text at least 9 px on a 390-px phone (the one-step
+    violins, the losses and the specification curves once scrolled sideways at about 7 px)."""
+    import numpy as np
+
+    from qkgeometry import catalogue
+
+    frame = _runs((("mlm", 0.4, 0.5), ("causal", -0.1, 0.6), ("causal-supervision", 0.1, 0.4), ("rtd", 0.2, 0.3)))
+    settings = ("random init", "MiniLM layer 0", "SmolLM2 layer 0")
+    one = pd.DataFrame({"setting": np.repeat(settings, 16), "objective": ["causal", "mlm"] * 24,
+                        "symmetry": np.random.default_rng(0).uniform(-0.2, 0.8, 48)})
+    figures = {"one_step_distributions": plotting.one_step_distributions(one),
+               "objective_losses": plotting.objective_losses(
+                   frame, dict.fromkeys(set(frame.objective), ("unigram cross-entropy", 6.0))),
+               "objective_trajectories": plotting.objective_trajectories(
+                   frame, null_bands={"symmetry": (-0.05, 0.05)}),
+               "paper_training_curves": plotting.paper_training_curves(
+                   catalogue.paper_per_layer("custom-models"))}
+    for name, fig in figures.items():
+        assert fig.get_figwidth() == plotting.STACKED_WIDTH, name
+        assert {ax.get_subplotspec().get_gridspec().ncols for ax in fig.axes} == {1}, name
+        assert plotting.shown_text_px(fig) >= plotting.PHONE_TEXT_PX, name
+        assert plotting.legend_overlaps(fig) == [], name
+    assert [ax.get_title() for ax in figures["one_step_distributions"].axes] == list(settings)  # top to bottom
+    assert len(figures["objective_losses"].axes) == 4 and len(figures["objective_losses"].legends) == 1

@@ -86,3 +86,47 @@ def test_legend_overlaps_finds_a_legend_over_data_and_spares_one_beside_it():
     ax2.legend(loc="center")
     assert plotting.legend_overlaps(fig2) == ["legend 'band' covers a band of axes 0"]
     plotting.plt.close("all")
+
+
+def test_shown_text_px_is_the_smallest_text_scaled_to_the_phone_column(book_style):
+    fig, ax = style.plt.subplots(figsize=(6.4, 3), layout="constrained")
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a title", fontsize=14)
+    ax.tick_params(labelsize=8)
+    fig.canvas.draw()  # constrained layout places the axes
+    width = fig.get_tightbbox().width + 0.2  # saved with bbox_inches="tight" and its 0.1-inch pad
+    assert style.shown_text_px(fig) == pytest.approx(8 * style.PHONE_COLUMN_PX / (72 * width))
+    small, ax = style.plt.subplots(figsize=(2, 2), layout="constrained")  # narrower than the column: its own size
+    ax.tick_params(labelsize=9)
+    assert style.shown_text_px(small) == pytest.approx(9 * small.dpi / 72)
+
+
+def test_a_stacked_figure_shows_its_text_readable_on_a_phone_where_a_wide_one_does_not(book_style):
+    def draw(fig, axes):
+        for ax in axes[:, 0]:
+            ax.plot([0, 1000], [0, 0.4], label="a curve")
+            ax.set_ylabel("symmetry")
+        return fig
+
+    wide = draw(*style.plt.subplots(2, 1, figsize=(6.4, 6), squeeze=False, layout="constrained"))
+    assert style.shown_text_px(wide) < style.PHONE_TEXT_PX
+    fig, axes = style.stacked_figure(2, 2.6, sharex=True)
+    draw(fig, axes)
+    style.stacked_legend(fig, *axes[0][0].get_legend_handles_labels())
+    assert fig.get_figwidth() == style.STACKED_WIDTH
+    assert style.shown_text_px(fig) >= style.PHONE_TEXT_PX
+
+
+def test_stacked_legend_fits_the_figure_in_fewer_columns_or_wrapped_lines(book_style):
+    fig, axes = style.stacked_figure(1, 2.0)
+    handles = [axes[0][0].plot([0, 1], [0, k])[0] for k in range(3)]
+    height = fig.get_figheight()
+    labels = ["causal LM, batch of 2 (the sparse loss's targets per step) (n = 12 seeds)", "b", "c"]
+    legend = style.stacked_legend(fig, handles, labels, max_ncols=3)
+    fig.canvas.draw()
+    assert legend.get_window_extent().width <= fig.bbox.width
+    first = legend.get_texts()[0].get_text()
+    assert "\n" in first and "n\u00a0=\u00a012" in first  # wrapped between words, never inside "n = 12"
+    assert fig.get_figheight() > height  # the figure grew by the legend: the panel kept its height
+    short = style.stacked_legend(*style.stacked_figure(1, 2.0)[:1], handles, ["a", "b", "c"], max_ncols=3)
+    assert short._ncols == 3

@@ -22,7 +22,10 @@ module per chapter's figures.
   :func:`edit_losses`).
 
 Every figure function takes tidy data and returns the matplotlib Figure (it never calls ``plt.show``), so that a
-notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. Importing this
+notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. A figure meant to
+be read on a phone is *stacked*: one column of panels, the legend below, sized by :func:`stacked_figure` and
+:func:`stacked_legend` (:data:`STACKED_WIDTH` inches wide, no text under :data:`STACKED_FONT` points), so that
+:func:`shown_text_px` finds its text at least :data:`PHONE_TEXT_PX` px high on a 390-px phone. Importing this
 package changes no global state: the style is applied only when :func:`use_style` is called.
 """
 
@@ -65,11 +68,18 @@ from .style import (
     MODEL_MARKERS,
     OBJECTIVE_COLORS,
     OBJECTIVE_LABELS,
+    PHONE_COLUMN_PX,
+    PHONE_TEXT_PX,
     STACK_COLORS,
     STACK_WORDS,
+    STACKED_FONT,
+    STACKED_WIDTH,
     legend_overlaps,
     plt,
     require_rows,
+    shown_text_px,
+    stacked_figure,
+    stacked_legend,
     use_style,
 )
 from .training import PANEL_WORDS, init_curves, paired_difference_curve, survival_grid, trajectories_vs_paper
@@ -98,6 +108,10 @@ __all__ = [
     "OBJECTIVE_COLORS",
     "OBJECTIVE_LABELS",
     "PANEL_WORDS",
+    "PHONE_COLUMN_PX",
+    "PHONE_TEXT_PX",
+    "STACKED_FONT",
+    "STACKED_WIDTH",
     "STACK_COLORS",
     "STACK_WORDS",
     "InteractiveFigure",
@@ -129,8 +143,11 @@ __all__ = [
     "require_rows",
     "run_figure",
     "score_plane",
+    "shown_text_px",
     "specification_curve",
     "stack_of",
+    "stacked_figure",
+    "stacked_legend",
     "survey_figures",
     "survey_head_heatmaps",
     "survey_layer_curves",

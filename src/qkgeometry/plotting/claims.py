@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..claims import Claim
-from .style import plt
+from .style import STACKED_WIDTH, plt, stacked_legend
 
 __all__ = ["specification_curve"]
 
@@ -16,14 +16,16 @@ __all__ = ["specification_curve"]
 _AXIS_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22")
 
 
-def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = None, ncols: int = 2,
-                        ylabel: str = "estimate [95% CI]", panel_size: tuple[float, float] = (4.2, 2.6)):
+def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = None, ncols: int = 1,
+                        ylabel: str = "estimate [95% CI]", panel_size: tuple[float, float] | None = None):
     """One panel per claim: every specification's estimate with its unadjusted 95% interval, sorted by the estimate,
     coloured by what the specification varies; the pre-stated primary is a black diamond, and 0 a grey line.
     A claim that holds across its curve has every interval on one side of 0.
 
     ``claims``: :class:`qkgeometry.claims.Claim` objects; ``titles``: one per panel (default: each claim's subject).
-    Returns the Figure (one legend for all panels, below them). Chapter 3, "How robust is each verdict?".
+    The panels are stacked in one column (``ncols=1``, the default: a stacked figure, readable on a phone) or laid
+    out in ``ncols`` columns of ``panel_size`` inches each (default: 4.2 × 2.6). Returns the Figure (one legend for
+    all panels, below them). Chapter 3, "How robust is each verdict?".
     """
     claims = list(claims)
     if not claims:
@@ -33,8 +35,10 @@ def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = 
         raise ValueError(f"titles: one per claim; got {len(titles)} for {len(claims)} claims.")
     ncols = max(1, min(int(ncols), len(claims)))
     nrows = int(np.ceil(len(claims) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.6),
-                             squeeze=False, constrained_layout=True)
+    if panel_size is None:
+        panel_size = (STACKED_WIDTH, 2.15) if ncols == 1 else (4.2, 2.6)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+                             squeeze=False, layout="constrained")
     kinds: list[str] = []
     for c in claims:
         kinds.extend(k for k in dict.fromkeys(s.axis for s in c.curve) if k not in kinds)
@@ -50,11 +54,10 @@ def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = 
         ax.plot(x[p.index], p["estimate"], "D", ms=7, mfc="black", mec="white", mew=0.8, zorder=5,
                 label="pre-stated primary")
         ax.axhline(0, color="0.5", lw=0.8)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title)
         ax.set_xticks([])
-        ax.set_xlabel(f"{len(frame)} specifications, sorted by estimate", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=8)
+        ax.set_xlabel(f"{len(frame)} specifications, sorted by estimate")
+        ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[len(claims):]:
         ax.set_visible(False)
     found = {}
@@ -62,5 +65,5 @@ def specification_curve(claims: Sequence[Claim], titles: Sequence[str] | None = 
         for h, lab in zip(*ax.get_legend_handles_labels()):
             found.setdefault(lab, h)
     labels = [k for k in (*kinds, "pre-stated primary") if k in found]  # kinds in order, the primary last
-    fig.legend([found[k] for k in labels], labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=8, frameon=False)
+    stacked_legend(fig, [found[k] for k in labels], labels, max_ncols=3)
     return fig

@@ -19,7 +19,17 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from .style import DIVERGING, FAMILY_COLORS, MODEL_MARKERS, STACK_COLORS, STACK_WORDS, plt, require_rows
+from .style import (
+    DIVERGING,
+    FAMILY_COLORS,
+    MODEL_MARKERS,
+    STACK_COLORS,
+    STACK_WORDS,
+    plt,
+    require_rows,
+    stacked_figure,
+    stacked_legend,
+)
 
 __all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_scores", "curve_label",
            "head_pair_terms", "label_text", "modality_planes", "paired_stacks", "raw_vs_folded", "stack_of",
@@ -116,8 +126,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
                          "qkgeometry.survey(...) with at least one scored model.")
     layers = frame.groupby(["model", "family", "init", "component", "layer"], sort=False, dropna=False)[
         list(scores)].mean().reset_index()
-    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 2.7 * len(scores)), squeeze=False, sharex=True,
-                             layout="constrained")
+    fig, axes = stacked_figure(len(scores), 2.7, extra=0.3, sharex=True)
     pretrained = list(dict.fromkeys(layers.loc[layers["init"] != "random", "model"]))
     marker = {m: MODEL_MARKERS[k % len(MODEL_MARKERS)] for k, m in enumerate(pretrained)}
     handles: dict[str, object] = {}
@@ -138,10 +147,7 @@ def survey_layer_curves(frame, scores: tuple[str, ...] = ("symmetry", "direction
     order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
     if any(k.startswith("random") for k in order) and len(order) > MAX_LEGEND_ENTRIES:  # keep the twins' entry
         order = order[:MAX_LEGEND_ENTRIES - 2] + order[-1:] + order[MAX_LEGEND_ENTRIES - 2:-1]
-    shown, labels = _bounded_legend(handles, order)
-    ncol = min(2, len(labels))
-    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
-    fig.set_figheight(2.7 * len(scores) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
+    stacked_legend(fig, *_bounded_legend(handles, order))
     return fig
 
 
@@ -287,8 +293,7 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
     pairs["side"] = np.where(pairs["stack"] == "encoder", 0, 1)
     groups = list(dict.fromkeys(pairs.loc[pairs["source"] != "ours", "group"]))
     palette = dict(zip(groups, sns.color_palette("colorblind", len(groups))))
-    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 3.2 * len(scores)), squeeze=False, sharex=True,
-                             layout="constrained")
+    fig, axes = stacked_figure(len(scores), 3.2, extra=0.3, sharex=True)
     handles: dict[str, object] = {}
     rng = np.random.default_rng(0)
     for ax, score in zip(axes[:, 0], scores):
@@ -312,10 +317,7 @@ def paired_stacks(pairs, scores: tuple[str, ...] = ("symmetry", "directionality"
         ax.set_xlim(-0.3, 1.3)
         ax.set_ylabel(f"{score}\n(median over the stack's layers)")
     order = [k for k in handles if k in groups] + [k for k in handles if k not in groups]
-    shown, labels = _bounded_legend(handles, order)
-    ncol = min(2, len(labels))
-    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
-    fig.set_figheight(3.2 * len(scores) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
+    stacked_legend(fig, *_bounded_legend(handles, order))
     return fig
 
 
@@ -333,8 +335,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
         require_rows(paper, "paper", "pass qkgeometry.catalogue.paper_models(), or models of ours in `ours`")
     present = set(paper["modality"]) | (set(ours["modality"]) if ours is not None else set())
     panels = [m for m in modalities if m in present] + sorted(present - set(modalities))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 2.6 * len(panels)), squeeze=False, sharex=True,
-                             sharey=True, layout="constrained")
+    fig, axes = stacked_figure(len(panels), 2.6, extra=0.3, sharex=True, sharey=True)
     handles: dict[str, object] = {}
     names = list(dict.fromkeys(ours["model"])) if ours is not None else []
     marker = {m: MODEL_MARKERS[k % len(MODEL_MARKERS)] for k, m in enumerate(names)}
@@ -357,10 +358,7 @@ def modality_planes(paper, ours=None, modalities: tuple[str, ...] = ("language",
         ax.set_ylabel("directionality\n(median over layers)")
     axes[-1][0].set_xlabel("symmetry (median over layers)")
     order = [k for k in handles if k.startswith("authors")] + [k for k in handles if not k.startswith("authors")]
-    shown, labels = _bounded_legend(handles, order)
-    ncol = min(2, len(labels))
-    fig.legend(shown, labels, loc="outside lower center", ncol=ncol, fontsize=10, frameon=False)
-    fig.set_figheight(2.6 * len(panels) + 0.25 * math.ceil(len(labels) / ncol) + 0.3)
+    stacked_legend(fig, *_bounded_legend(handles, order))
     return fig
 
 

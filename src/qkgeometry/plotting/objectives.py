@@ -6,30 +6,39 @@ from __future__ import annotations
 import matplotlib as mpl
 import seaborn as sns
 
-from .style import FAMILY_COLORS, OBJECTIVE_COLORS, OBJECTIVE_LABELS, plt, require_rows
+from .style import (
+    FAMILY_COLORS,
+    OBJECTIVE_COLORS,
+    OBJECTIVE_LABELS,
+    require_rows,
+    stacked_figure,
+    stacked_legend,
+)
 
 __all__ = ["objective_losses", "objective_trajectories", "one_step_distributions", "paper_training_curves"]
 
 
 def one_step_distributions(frame, value: str = "symmetry", by: str = "setting"):
-    """Distribution of one score of the single-step gradient, causal vs MLM, one panel per ``by`` value.
+    """Distribution of one score of the single-step gradient, causal vs MLM, one panel per ``by`` value, the panels
+    stacked (one above the other, on one shared score axis) so that a phone shows them at a readable size.
 
     ``frame``: tidy, one row per (setting, objective, sentence) with a column ``value``. Chapter 3, "The bias at
     one step".
     """
     require_rows(frame, "frame", "pass one row per (setting, objective, sentence)")
     groups = list(dict.fromkeys(frame[by]))
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 3.3), sharey=True, squeeze=False,
-                             constrained_layout=True)
-    for ax, grp in zip(axes[0], groups):
+    fig, axes = stacked_figure(len(groups), 1.9, extra=0.2, sharey=True)
+    for ax, grp in zip(axes[:, 0], groups):
         sub = frame[frame[by] == grp]
         order = [o for o in OBJECTIVE_COLORS if o in set(sub["objective"])]
         sns.violinplot(data=sub, x="objective", y=value, hue="objective", palette=OBJECTIVE_COLORS, ax=ax,
                        inner="quart", cut=0, legend=False, order=order)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.set_xticks(range(len(order)), [OBJECTIVE_LABELS.get(o, o) for o in order])
         ax.set_title(str(grp))
         ax.set_xlabel("")
-    axes[0][0].set_ylabel(f"{value} of one-step $\\nabla W$")
+        ax.set_ylabel("")
+    fig.supylabel(f"{value} of one-step $\\nabla W$")
     return fig
 
 
@@ -72,8 +81,7 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.run_medians(...) of at least one run")
     import numpy as np
 
-    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.9 * len(scores)), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = stacked_figure(len(scores), 2.6)
     for ax, score in zip(axes[:, 0], scores):
         if null_bands and score in null_bands:
             ax.axhspan(*null_bands[score], color=FAMILY_COLORS["random"], alpha=0.2, lw=0,
@@ -89,42 +97,48 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
         ax.set_ylabel((ylabels or {}).get(score, f"{score} score of $W_{{qk}}$\n(median over layers and heads)"))
         if full_range:
             ax.set_ylim(-1.05, 1.05)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=1, fontsize=10)  # long labels: one per line
+    stacked_legend(fig, *axes[0][0].get_legend_handles_labels(), max_ncols=1)  # long labels: one per line
     return fig
 
 
 def objective_losses(summary, plateaus: dict, level: float = 0.95):
     """Chapter 3: the training loss of each objective against the step, one panel per objective (their losses
     live on different scales), the mean over seeds with its Student-t band, and the loss of a model that ignores
-    the context as a dashed line: an objective whose curve stays on that line has not started to learn.
+    the context as a dashed line: an objective whose curve stays on that line has not started to learn. The panels
+    are stacked, one objective above the other, so that a phone shows them at a readable size; the legend sits
+    below them.
 
     ``summary``: one row per (objective, seed, step) with a ``loss`` column (``seed_summaries(..., step="all")``).
     ``plateaus``: ``{objective: (label, loss)}``. Returns the Figure.
     """
+    import textwrap
+
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.seed_summaries(scores, step='all')")
     objectives = list(dict.fromkeys(summary["objective"]))
     missing = [o for o in objectives if o not in plateaus]
     if missing:
         raise ValueError(f"plateaus: no reference loss for {missing}; pass {{objective: (label, loss)}} for each.")
-    cols = 2 if len(objectives) > 2 else len(objectives)
-    rows = -(-len(objectives) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 2.9 * rows), squeeze=False, constrained_layout=True)
-    for ax, objective in zip(axes.flat, objectives):
+    seeds = {o: summary.loc[(summary["objective"] == o) & (summary["step"] > 0), "seed"].nunique() for o in objectives}
+    one_n = len(set(seeds.values())) == 1
+    fig, axes = stacked_figure(len(objectives), 1.55, sharex=True)
+    handles: dict = {}
+    for ax, objective in zip(axes[:, 0], objectives):
         sub = summary[(summary["objective"] == objective) & (summary["step"] > 0)]
         steps, mean, lo, hi = _seed_band(sub, "loss", level)
         color = OBJECTIVE_COLORS.get(objective, "k")
-        n = sub["seed"].nunique()
-        ax.plot(steps, mean, color=color, label=f"mean of n = {n} seeds")
+        ax.plot(steps, mean, color=color)
         ax.fill_between(steps, lo, hi, color=color, alpha=0.25, lw=0)
         label, value = plateaus[objective]
-        ax.axhline(value, color="0.35", ls="--", lw=1, label=label)
-        ax.set_title(OBJECTIVE_LABELS.get(objective, objective), fontsize=10)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("training loss (nats)")
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below the panel, off the curve
-    for ax in list(axes.flat)[len(objectives):]:
-        ax.remove()
+        handles.setdefault(label, ax.axhline(value, color="0.35", ls="--", lw=1))
+        title = OBJECTIVE_LABELS.get(objective, objective) + ("" if one_n else f" (n = {seeds[objective]} seeds)")
+        ax.set_title(textwrap.fill(title, 40), fontsize=10)
+    axes[-1][0].set_xlabel("training step")
+    fig.supylabel("training loss (nats)")
+    words = f"mean of n = {next(iter(seeds.values()))} seeds" if one_n else "mean over seeds"
+    mean = mpl.lines.Line2D([], [], color="0.3")
+    band = mpl.patches.Patch(color="0.3", alpha=0.25, lw=0)
+    stacked_legend(fig, [(band, mean), *handles.values()],
+                   [f"{words}, {level:.0%} t-band", *(f"{lab} (dashed)" for lab in handles)], max_ncols=1)
     return fig
 
 
@@ -138,8 +152,7 @@ def paper_training_curves(frame, scores=("symmetry", "directionality")):
     """
     require_rows(frame, "frame", "pass qkgeometry.catalogue.paper_per_layer('custom-models')")
     med = frame.groupby(["model", "step"], sort=False)[list(scores)].median().reset_index()
-    fig, axes = plt.subplots(len(scores), 1, figsize=(6.4, 0.9 + 2.6 * len(scores)), squeeze=False, sharex=True,
-                             layout="constrained")
+    fig, axes = stacked_figure(len(scores), 2.4, sharex=True)
     for ax, score in zip(axes[:, 0], scores):
         for model, grp in med.groupby("model", sort=False):
             family = "decoder" if "decoder" in model else "encoder"
@@ -154,5 +167,5 @@ def paper_training_curves(frame, scores=("symmetry", "directionality")):
                mpl.lines.Line2D([], [], color=FAMILY_COLORS["decoder"], label="decoder (causal mask, masked-LM input)"),
                mpl.lines.Line2D([], [], color="0.3", label="BERT (12 layers)"),
                mpl.lines.Line2D([], [], color="0.3", ls="--", label="BERT-small (4 layers)")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=10, frameon=False)
+    stacked_legend(fig, handles, [h.get_label() for h in handles])
     return fig

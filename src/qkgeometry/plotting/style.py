@@ -23,11 +23,18 @@ __all__ = [
     "NULL_COLOR",
     "OBJECTIVE_COLORS",
     "OBJECTIVE_LABELS",
+    "PHONE_COLUMN_PX",
+    "PHONE_TEXT_PX",
+    "STACKED_FONT",
+    "STACKED_WIDTH",
     "STACK_COLORS",
     "STACK_WORDS",
     "legend_overlaps",
     "plt",
     "require_rows",
+    "shown_text_px",
+    "stacked_figure",
+    "stacked_legend",
     "use_style",
 ]
 
@@ -66,6 +73,18 @@ INIT_COLORS = {"default": "#000000", "symmetric": "#17becf", "shared": "#8c564b"
 #: Line styles per initialisation, so that overlapping curves stay distinguishable (chapter 5).
 INIT_STYLES = {"default": "-", "symmetric": "--", "shared": ":", "skew": "-.", "rotated": (0, (3, 1, 1, 1, 1, 1)),
                "indefinite": (0, (1, 1)), "norm-matched": (0, (5, 2))}
+
+#: The one home of a stacked figure's size (one column of panels, the legend below; every chapter's figure meant to
+#: be read on a phone): this wide in inches, its text never below STACKED_FONT points. On a 390-px phone such a figure
+#: shows at the column's width (PHONE_COLUMN_PX) and its smallest text at about 10 px (:func:`shown_text_px`), where a
+#: 6.4-inch figure showed it at about 7 px.
+STACKED_WIDTH = 4.8
+#: The smallest text of a stacked figure (legend, tick labels, titles), in points.
+STACKED_FONT = 10.0
+#: How wide (CSS px) a 390-px phone shows a figure that fills the book's column.
+PHONE_COLUMN_PX = 342
+#: The smallest text (CSS px) a figure should show on that phone.
+PHONE_TEXT_PX = 9.0
 
 
 def use_style() -> None:
@@ -136,3 +155,57 @@ def legend_overlaps(fig) -> list[str]:
                 found.append(f"legend '{name}' covers {what} of axes {fig.axes.index(ax)}")
     return found
 
+
+def stacked_figure(nrows: int, panel_height: float, *, extra: float = 0.0, ncols: int = 1, **subplots):
+    """``(fig, axes)`` of a stacked figure: ``nrows`` rows of ``ncols`` panels (2-D ``axes``), each row
+    ``panel_height`` inches high plus ``extra`` inches for the legend, :data:`STACKED_WIDTH` wide, laid out by
+    constrained layout; ``subplots`` go to ``plt.subplots`` (``sharex``, ``sharey``)."""
+    return plt.subplots(nrows, ncols, figsize=(STACKED_WIDTH, extra + panel_height * nrows), squeeze=False,
+                        layout="constrained", **subplots)
+
+
+def stacked_legend(fig, handles, labels, max_ncols: int = 2, grow: bool = True, **legend):
+    """One legend below the panels of a stacked figure, at :data:`STACKED_FONT` points, in as many columns (at most
+    ``max_ncols``) as fit the figure's width; labels too long for one column are wrapped onto several lines. With
+    ``grow`` the figure grows by the legend's height, so that the panels keep theirs. Returns the Legend."""
+    import textwrap
+
+    labels = [str(lab) for lab in labels]
+    legend = {"columnspacing": 1.0, "handlelength": 1.5, "handletextpad": 0.5, **legend}  # compact: more fit a row
+    width = fig.get_figwidth() * fig.dpi
+    renderer = fig.canvas.get_renderer()
+    longest = max((len(lab) for lab in labels), default=0)
+    tries = [(n, None) for n in range(max(1, min(max_ncols, len(labels))), 0, -1)]
+    tries += [(1, chars) for chars in range(longest - 4, 15, -4)]
+    made = None
+    for ncols, chars in tries:
+        if made is not None:
+            made.remove()
+        # wrapped between words, never inside "n = 12"
+        shown = labels if chars is None else [textwrap.fill(lab.replace(" = ", "\u00a0=\u00a0"), chars,
+                                                            break_on_hyphens=False) for lab in labels]
+        made = fig.legend(handles, shown, loc="outside lower center", ncols=ncols, fontsize=STACKED_FONT,
+                          frameon=False, **legend)
+        if made.get_window_extent(renderer).width <= width:
+            break
+    if grow and made is not None:
+        fig.set_figheight(fig.get_figheight() + made.get_window_extent(renderer).height / fig.dpi + 0.1)
+    return made
+
+
+def shown_text_px(fig, column_px: float = PHONE_COLUMN_PX) -> float:
+    """The smallest text of ``fig`` (CSS px) as a phone shows it: the figure saved as the book saves it
+    (``bbox_inches="tight"``, 0.1-inch pad) and shown at ``column_px`` wide, or at its own width if narrower.
+
+    A text of ``s`` points in a figure ``w`` inches wide shows at ``s * column_px / (72 * w)`` px: the figure's dpi
+    cancels out. Only texts that are drawn count (tick labels of shared axes and empty titles do not).
+    """
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    fig.canvas.draw()
+    width_in = fig.get_tightbbox(renderer).width + 2 * 0.1
+    shown = min(column_px, width_in * fig.dpi)
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())]
+    return min(sizes) * shown / (72 * width_in) if sizes else float("inf")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .style import NULL_COLOR, plt, require_rows
+from .style import NULL_COLOR, STACKED_FONT, plt, require_rows, stacked_figure, stacked_legend
 
 __all__ = ["run_figure", "trajectory_curves", "trajectory_figures"]
 
@@ -16,8 +16,11 @@ _SCORES = {"symmetry": "symmetry s", "directionality": "directionality d"}
 _NULL_LABEL = "random factors (95%)"
 #: marks on checkpoints to check (identical weights, failed): a colour no family or initialisation uses
 _MARK_COLOR = "#e7298a"
-#: at most this many labels at 1, 2 and 5 × 10^k on a step axis; beyond, only the powers of ten are labelled
-_MAX_TICKS = 9
+#: at most this many labels on a step axis (its panel is half a stacked figure's width): labels at 1, 2 and 5 × 10^k
+#: when they fit, else at the powers of ten, else at every other power of ten
+_MAX_TICKS = 5
+#: the linear part of the step axis, below its first positive step, is this many decades wide (symlog ``linscale``)
+_LINSCALE = 0.4
 #: up to this many layers the legend names every layer; deeper models get first / middle layers / last
 _NAMED_LAYERS = 6
 
@@ -41,14 +44,22 @@ def _null_band(rows, score: str, n_samples: int) -> tuple[float, float] | None:
     return float(q.iloc[0]), float(q.iloc[1])
 
 
+#: a row's title runs over both panels of a stacked figure: lines of at most this many characters stay inside it
+_TITLE_CHARS = 42
+
+
 def _run_label(rows, band: str | None, name: str) -> str:
+    import textwrap
+
     name = name or str(rows["model"].iloc[0])
     n_steps = rows["_x"].nunique()
     if band is None:
-        return f"{name}: {n_steps} checkpoints"
-    n = rows[band].nunique()
-    unit = str(rows["band_unit"].iloc[0]) if "band_unit" in rows else band
-    return f"{name}:\nmedian over {n} {unit}s (band: IQR), {n_steps} checkpoints"  # two lines: fits a phone
+        lines = [f"{name}: {n_steps} checkpoints"]
+    else:
+        n = rows[band].nunique()
+        unit = str(rows["band_unit"].iloc[0]) if "band_unit" in rows else band
+        lines = [f"{name}:", f"median over {n} {unit}s (band: IQR), {n_steps} checkpoints"]
+    return "\n".join(textwrap.fill(line, _TITLE_CHARS) for line in lines)
 
 
 def _x_axis(rows, x: str) -> tuple[str, str]:
@@ -80,19 +91,23 @@ def _check_one_checkpoint_per_x(rows, key: str) -> None:
 
 def _log_ticks(ax, positive: np.ndarray, zero: bool) -> None:
     """Labels at 1, 2 and 5 × 10^k on a log step axis (so that steps between powers of ten are readable), or at the
-    powers of ten alone when that would make more than :data:`_MAX_TICKS` labels."""
+    powers of ten alone when that would make more than :data:`_MAX_TICKS` labels, or at every other power of ten
+    (the largest kept) when even those would."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     lo, hi = float(positive.min()), float(positive.max())
     decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
     ticks = [m * 10.0**k for k in decades for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**k <= hi]
     far = 1.3
-    if len(ticks) > _MAX_TICKS:  # more than three decades: 1-2-5 labels would run into each other
+    if len(ticks) + zero > _MAX_TICKS:  # 1-2-5 labels would run into each other
         ticks, far = [10.0**k for k in decades if lo / 1.5 <= 10.0**k <= hi], 3.0
+        while len(ticks) + zero > _MAX_TICKS and len(ticks) > 2:  # so would the powers of ten
+            ticks = ticks[::-2][::-1]
     if not ticks or max(ticks) < hi / far:  # the last checkpoint is far past the last round tick: label it too
         ticks.append(hi)
-    if zero:
-        ticks = sorted({0.0, *ticks})
+    if zero:  # a label too close to 0's would run into it
+        span = _LINSCALE + np.log10(hi / lo)
+        ticks = sorted({0.0, *(t for t in ticks if span <= 0 or (_LINSCALE + np.log10(t / lo)) / span >= 0.12)})
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(_compact))
@@ -150,8 +165,7 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     panels = list(dict.fromkeys(rows["_panel"]))
     positive = np.asarray(sorted(rows.loc[rows["_x"] > 0, "_x"].unique()))
     cmap = plt.get_cmap("viridis_r")
-    fig, axes = plt.subplots(len(panels), 2, figsize=(6.4, 0.6 + 2.6 * len(panels)), sharex=True, squeeze=False,
-                             layout="constrained")
+    fig, axes = stacked_figure(len(panels), 2.6, extra=0.3, ncols=2, sharex=True)
     depth_handles: dict = {}
     n_layers = {int(rows.loc[rows["_panel"] == p, "layer"].nunique()) for p in panels}
     name_each = len(n_layers) == 1 and next(iter(n_layers)) <= _NAMED_LAYERS
@@ -165,8 +179,8 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
         for ax, (score, label) in zip(axes[i], _SCORES.items()):
             null = _null_band(part, score, null_samples)
             if null is not None and null[1] - null[0] >= 1.9:
-                ax.text(0.99, 0.03, "random factors (95%) span the whole range: no layer differs from chance",
-                        transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.35")
+                ax.text(0.99, 0.03, "random factors (95%)\nspan the whole range:\nno layer differs\nfrom chance",
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=STACKED_FONT, color="0.35")
             elif null is not None:
                 ax.axhspan(*null, color=NULL_COLOR, alpha=0.6, lw=0, label=_NULL_LABEL)
             for layer in layers:
@@ -199,12 +213,12 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
             for name, step in (events or {}).items():
                 ax.axvline(step, color="0.3", ls=":", lw=1)
                 ax.annotate(str(name), (step, 1), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                            ha="right", fontsize=8, color="0.3")
+                            ha="right", fontsize=STACKED_FONT, color="0.3")
             ax.set_ylabel(label)
             if len(positive):
-                ax.set_xscale("symlog", linthresh=float(positive.min()), linscale=0.4)
+                ax.set_xscale("symlog", linthresh=float(positive.min()), linscale=_LINSCALE)
                 _log_ticks(ax, positive, bool((rows["_x"] == 0).any()))
-        axes[i][0].set_title(_run_label(part, band, panel), loc="left", fontsize=10)
+        axes[i][0].set_title(_run_label(part, band, panel), loc="left", fontsize=STACKED_FONT)
     for ax in axes[-1]:
         ax.set_xlabel(x_label)
     order = sorted(depth_handles, key=lambda w: (w != "first layer", w == "last layer",
@@ -213,9 +227,8 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     labels = list(order)
     null_patch = [h for h, lab in zip(*axes[0][0].get_legend_handles_labels()) if lab == _NULL_LABEL]
     extra = [marks[k] for k in ("identical", "failed") if k in marks]
-    fig.legend(handles + null_patch[:1] + extra,
-               labels + [_NULL_LABEL] * len(null_patch[:1]) + [h.get_label() for h in extra],
-               loc="outside lower center", ncols=3, fontsize=11, frameon=False)
+    stacked_legend(fig, handles + null_patch[:1] + extra,
+                   labels + [_NULL_LABEL] * len(null_patch[:1]) + [h.get_label() for h in extra], max_ncols=3)
     return fig
 
 
