@@ -127,3 +127,16 @@ def test_a_control_is_read_only_when_every_planned_seed_is_in():
     assert "norm-matched" not in set(kept.init) and "rotated" in set(kept.init)
     kept, pending = ic.planned_controls(logs, planned)
     assert pending == {} and len(kept) == len(logs)
+
+
+def test_the_brief_counts_the_controls_that_differ_and_says_when_none_decides():
+    undecided = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "indefinite": 5.01, "rotated": 5.01},
+                                        n_seeds=4, noise=0.03))
+    line = ic.brief(undecided)
+    assert line.startswith("of the 2 controls (n = 4 seeds each; Holm over 4 contrasts), 0 differ detectably from ")
+    assert "default and 0 from symmetric in final loss: none of them decides" in line
+    decided = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.02}))
+    line = ic.brief(decided)
+    assert "0 differ detectably from default and 1 from symmetric (rotated) in final loss." in line
+    assert "decides" not in line
+    assert ic.brief(pd.DataFrame()) == "no control has run yet."

@@ -45,6 +45,7 @@ __all__ = [
     "PLANNED_SEEDS",
     "TARGET_FRACTIONS",
     "ControlReading",
+    "brief",
     "control_family",
     "loss_gap_claim",
     "planned_controls",
@@ -185,6 +186,27 @@ def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
                  f"{len(family)} contrasts ({level:.2%}) would take, per control, up to: " + ", ".join(parts)
                  + " seeds.")
     return ControlReading(rotated, indefinite, power, norm_matched)
+
+
+def brief(family: pd.DataFrame) -> str:
+    """The controls in one line, for a box of key results: how many differ detectably from each baseline after
+    Holm's correction over ``family`` (:func:`control_family`), with n, naming those that do; a line that
+    decides nothing says so. The page reads each control against its predictions (:func:`read_controls`)."""
+    if family.empty:
+        return "no control has run yet."
+    controls = list(dict.fromkeys(family["treatment"]))
+    seeds = sorted({int(v.interval.n) for v in family["judged"]})
+    n = f"n = {seeds[0]} seeds each" if len(seeds) == 1 else f"n = {seeds[0]}–{seeds[-1]} seeds"
+    found = {b: [c for c in controls if (v := _lookup(family, c, b)) is not None and v.outcome == "difference"]
+             for b in ("default", "symmetric")}
+    named = {b: f" ({', '.join(c)})" if c else "" for b, c in found.items()}
+    verb = "differs" if len(found["default"]) == 1 else "differ"
+    head = (f"of the {len(controls)} controls ({n}; Holm over {len(family)} contrasts), {len(found['default'])} "
+            f"{verb} detectably from default{named['default']} and {len(found['symmetric'])} from "
+            f"symmetric{named['symmetric']} in final loss")
+    if not any(v.outcome == "difference" for v in family["judged"]):
+        return head + ": none of them decides what causes the gap."
+    return head + "."
 
 
 # ================================================================================== specification curves
