@@ -145,8 +145,9 @@ def _logs() -> pd.DataFrame:
 
 
 def test_init_curves_toggle_each_arm_with_its_band_and_zoom_on_the_late_steps():
-    fig = interactive_init_curves(_logs(), ylabel="validation loss", hline=7.5, hline_label="unigram plateau",
-                                  zoom_from=5000)
+    fig = interactive_init_curves(_logs(), ylabel="validation loss (nats/token)", hline=7.5,
+                                  hline_label="unigram plateau", zoom_from=5000)
+    assert "/" not in fig.alt  # alt text with a slash reads as a file name
     spec = _spec(fig._repr_html_())
     means = [t for t in spec["data"] if t.get("showlegend", True) and t["name"] != "unigram plateau"]
     assert [t["name"] for t in means] == ["default (n=3)", "symmetric (n=3)"]

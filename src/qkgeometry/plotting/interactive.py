@@ -372,7 +372,8 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
         yaxis={"title": {"text": words}}, **extra))
     fallback = init_curves(frame, y, ylabel=ylabel, hline=hline, hline_label=hline_label, zoom_from=zoom_from)
     plt.close(fallback)
-    text = alt or (f"Line plot of {words} against training step, one line per init ({', '.join(map(str, arms))}), "
+    # a slash in alt text reads as a file name ("nats/token")
+    text = alt or (f"Line plot of {words.replace('/', ' per ')} against training step, one line per init ({', '.join(map(str, arms))}), "
                    "each the mean over "
                    "its seeds with a shaded band from the lowest to the highest seed; clicking a legend entry "
                    "hides or shows its line, and hovering a step lists every line's value there.")
