@@ -203,8 +203,10 @@ const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => {
     .map(e => (e.getAttribute('class') || '').split(' ')[0]);
   const sizes = [...el.querySelectorAll('svg text')].filter(t => shown(t) && t.textContent.trim())
     .map(t => parseFloat(getComputedStyle(t).fontSize));
+  const figure = el.closest('figure');
   return {id: el.id, rendered: !!svg, width: svg ? Math.round(svg.getBoundingClientRect().width) : 0,
           box: Math.round(box.width), past: past, smallestText: sizes.length ? Math.min(...sizes) : null,
+          scrollHint: !!(figure && figure.classList.contains('qkg-figure-scrolls')),
           titleCovered: !!(title && bar && title.left < bar.right && bar.left < title.right
                            && title.top < bar.bottom && bar.top < title.bottom)};
 });
@@ -389,6 +391,8 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
             add("interactive figure wider than its column",
                 f"div#{fig['id']}: {fig.get('width')} px chart in a {fig.get('box')} px column"
                 + (f"; past its edge: {', '.join(fig['past'])}" if fig.get("past") else ""))
+        if fig.get("scrollHint"):  # the hint and the sideways scroll are for still images too wide for a phone
+            add("interactive figure marked as a wide figure", f"div#{fig['id']}: its figure scrolls sideways")
         if fig.get("titleCovered"):
             add("interactive figure's title under its toolbar", f"div#{fig['id']}")
         if fig.get("smallestText") is not None and fig["smallestText"] < MIN_CHART_TEXT_PX:
@@ -605,14 +609,14 @@ def test_findings_logic_flags_the_presentation_kinds():
 
 def test_findings_logic_flags_interactive_figures_that_do_not_fit_a_phone():
     """A chart wider than its column (drawn while hidden, at Plotly's default 700 px), a title under the toolbar,
-    text under 10 px; a chart that fits passes."""
+    text under 10 px, a figure scrolling sideways for its hidden still image; a chart that fits passes."""
     bad = [{"id": "qkg-plotly-1", "rendered": True, "width": 700, "box": 342, "past": ["modebar"],
-            "smallestText": 9, "titleCovered": True},
+            "smallestText": 9, "titleCovered": True, "scrollHint": True},
            {"id": "qkg-plotly-2", "rendered": True, "width": 342, "box": 342, "past": ["legend"],
             "smallestText": 11, "titleCovered": False}]
     kinds = Counter(f.kind for f in findings_for("notebooks/02_scores.html", 390, _probe(interactive=bad)))
     assert kinds == {"interactive figure wider than its column": 2, "interactive figure's title under its toolbar": 1,
-                     "interactive figure text too small to read": 1}
+                     "interactive figure text too small to read": 1, "interactive figure marked as a wide figure": 1}
     fits = [{"id": "qkg-plotly-3", "rendered": True, "width": 342, "box": 342, "past": [], "smallestText": 11,
              "titleCovered": False}]
     assert findings_for("notebooks/02_scores.html", 390, _probe(interactive=fits)) == []

@@ -101,9 +101,10 @@ def test_survey_plane_colours_by_stack_and_keeps_the_twins_apart():
     data = _spec(page)["data"]
     assert [t["name"] for t in data] == ["random-init twins", "encoder", "decoder", "cross-attention"]
     assert [t["marker"]["color"] for t in data] == ["#7f7f7f", "#1f77b4", "#d62728", "#9467bd"]
-    assert data[1]["text"][0] == "<b>BERT-base</b><br>encoder, layer 0"  # model, stack and layer on hover
-    assert "<b>gpt (random init)</b><br>decoder, layer 1" in data[0]["text"]
-    assert "<b>t5</b><br>cross-attention, layer 1" in data[3]["text"]
+    # model, stack, layer and both scores on hover, with true minus signs
+    assert data[1]["text"][0] == "<b>BERT-base</b><br>encoder, layer 0<br>symmetry 0.000<br>directionality −0.050"
+    assert any(t.startswith("<b>gpt (random init)</b><br>decoder, layer 1<br>") for t in data[0]["text"])
+    assert any(t.startswith("<b>t5</b><br>cross-attention, layer 1<br>") for t in data[3]["text"])
     assert "Every layer of 3 models" in page  # trained models, not their twins
     with pytest.raises(KeyError, match="stack"):
         interactive_score_plane(_frame(), by="stack")
@@ -129,10 +130,11 @@ def test_attention_parts_switch_between_the_logits_and_their_two_parts():
     # the same colour scale for every view, centred at 0; repeated tokens keep their own row and column
     assert {(t["zmin"], t["zmax"]) for t in spec["data"]} == {(-3.0, 3.0)}
     assert spec["layout"]["xaxis"]["ticktext"] == ["[CLS]", "the", "the"]
-    assert "query 1 “the” → key 2 “the”" in spec["data"][0]["text"][1][2]
-    assert "attention weight" in spec["data"][0]["hovertemplate"]
+    # hover: the two tokens, the three values (a true minus sign) and the attention weight
+    assert spec["data"][0]["text"][1][2] == ("query 1 “the” → key 2 “the”<br>logit −1.00 = symmetric 0.00 + skew "
+                                              "−1.00<br>attention weight 0.33")
     assert "attention weight" not in _spec(interactive_attention_parts(None, logits, "abc")._repr_html_())[
-        "data"][0]["hovertemplate"]
+        "data"][0]["text"][0][0]
     with pytest.raises(ValueError, match="logits: expected"):
         interactive_attention_parts(pattern, logits[:2], ["a", "b", "c"])
 
@@ -155,7 +157,7 @@ def test_init_curves_toggle_each_arm_with_its_band_and_zoom_on_the_late_steps():
         group = [t for t in spec["data"] if t.get("legendgroup") == trace["legendgroup"]]
         assert len(group) == 3 and sum(t.get("fill") == "tonexty" for t in group) == 1
     default = means[0]
-    assert default["y"][0] == pytest.approx(9.1) and default["customdata"][0] == pytest.approx([9.0, 9.2])
+    assert default["y"][0] == pytest.approx(9.1) and default["text"][0] == "default: 9.100 (seeds 9.000 to 9.200)"
     assert default["line"]["color"] == "#000000" and means[1]["line"]["dash"] == "dash"
     zoom = spec["layout"]["updatemenus"][0]["buttons"]
     assert [b["label"] for b in zoom] == ["all steps", "from step 5,000"]

@@ -23,6 +23,8 @@
       figure.classList.remove("qkg-figure-scrolls");
       img.style.minWidth = "";
       img.style.width = "";
+      // the still image of an interactive figure whose chart has drawn is hidden: the chart fits its column
+      if (img.closest(".qkg-interactive.qkg-live")) return;
       var natural = parseFloat(img.getAttribute("width")) || img.naturalWidth / 2;
       if (!natural || !figure) return;
       if (figure.clientWidth < READABLE * natural) {

@@ -66,7 +66,9 @@ class InteractiveFigure:
         # The chart is shown before it draws (the class qkg-live), so that it takes the width of its column: a
         # chart drawn in a hidden box keeps Plotly's default width, wider than a phone. A chart whose plot keeps
         # its shape (a heatmap of square cells) says how its height follows that width (layout.meta
-        # height_from_width: [slope, offset] px), so that a phone shows no empty band above and below it.
+        # height_from_width: [slope, offset] px), so that a phone shows no empty band above and below it. The
+        # chart follows its column when the column changes width without the window doing so (a sidebar that
+        # opens or closes).
         return (f'<div class="qkg-interactive">'
                 f'<div id="{key}" class="qkg-plotly" role="img" aria-label="{html.escape(self.alt)}"></div>'
                 f'<img class="qkg-fallback" src="data:image/png;base64,{image}" alt="{html.escape(self.alt)}">'
@@ -78,7 +80,9 @@ class InteractiveFigure:
                 f" Math.round(fit[0] * el.clientWidth + fit[1]));"
                 f" window.Plotly.newPlot(el, spec.data, spec.layout, {{responsive: true, displaylogo: false,"
                 f" modeBarButtonsToRemove: ['toImage', 'sendDataToCloud'], typesetMath: false}})"
-                f".catch(function () {{ box.classList.remove('qkg-live'); }}); }}"
+                f".then(function () {{ if (window.ResizeObserver) new ResizeObserver(function () {{"
+                f" window.Plotly.Plots.resize(el); }}).observe(box); }},"
+                f" function () {{ box.classList.remove('qkg-live'); }}); }}"
                 f" if (window.Plotly || !cdn) {{ draw(); return; }}"
                 f" var s = document.createElement('script'); s.src = cdn; s.onload = draw;"
                 f" document.head.appendChild(s); }})();</script></div>")
@@ -97,6 +101,14 @@ def _plotly_cdn() -> str | None:
     from plotly.offline import get_plotlyjs_version
 
     return f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
+
+
+def _numbers(values: Any, decimals: int) -> list[str]:
+    """Numbers as the book writes them (a true minus sign, never −0.00) for hover text: Plotly's own formatting
+    writes a hyphen-minus."""
+    from ..tables import format_number
+
+    return [format_number(float(v), decimals=decimals) for v in values]
 
 
 def _jsonable(value: Any) -> Any:
@@ -196,7 +208,9 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
         figure.add_trace(go.Scatter(
             x=sub["symmetry"].to_numpy(), y=sub["directionality"].to_numpy(), mode="markers", name=label,
             marker={"color": color, "size": size, "opacity": opacity, "line": {"color": "white", "width": 0.5}},
-            text=hover, hovertemplate="%{text}<br>symmetry %{x:.3f}<br>directionality %{y:.3f}<extra></extra>"))
+            text=[f"{where}<br>symmetry {s}<br>directionality {d}" for where, s, d in
+                  zip(hover, _numbers(sub["symmetry"], 3), _numbers(sub["directionality"], 3))],
+            hovertemplate="%{text}<extra></extra>"))
         ax.scatter(sub["symmetry"], sub["directionality"], s=2 * size, color=color, alpha=opacity, linewidths=0,
                    label=html.unescape(label))
     figure.update_layout(**_layout(
@@ -250,18 +264,19 @@ def interactive_attention_parts(pattern, logits, tokens, title: str | None = Non
     sym, skew = (np.asarray(part) for part in decompose(logits))
     vmax = float(np.abs(logits).max()) or 1.0
     words = [html.escape(str(t)) for t in tokens]
-    cells = [[f"query {i} “{words[i]}” → key {j} “{words[j]}”" for j in range(n)] for i in range(n)]
-    values = np.stack([logits, sym, skew] + ([np.asarray(pattern, dtype=float)] if pattern is not None else []),
-                      axis=-1)
-    hover = ("%{text}<br>logit %{customdata[0]:.2f} = symmetric %{customdata[1]:.2f} + skew %{customdata[2]:.2f}"
-             + ("<br>attention weight %{customdata[3]:.2f}" if pattern is not None else "") + "<extra></extra>")
+    shown = [np.reshape(_numbers(np.ravel(m), 2), (n, n)) for m in (logits, sym, skew)]
+    weights = None if pattern is None else np.reshape(_numbers(np.ravel(np.asarray(pattern, dtype=float)), 2), (n, n))
+    cells = [[f"query {i} “{words[i]}” → key {j} “{words[j]}”<br>logit {shown[0][i][j]} = symmetric "
+              f"{shown[1][i][j]} + skew {shown[2][i][j]}"
+              + ("" if weights is None else f"<br>attention weight {weights[i][j]}") for j in range(n)]
+             for i in range(n)]
     # short button labels, so that the row of buttons fits a phone's column
     views = [("logits", logits), ("symmetric", sym), ("skew", skew)]
     figure = go.Figure()
     for k, (label, matrix) in enumerate(views):
         figure.add_trace(go.Heatmap(
             z=matrix, x=list(range(n)), y=list(range(n)), zmin=-vmax, zmax=vmax, zmid=0, colorscale="RdBu",
-            reversescale=True, name=label, visible=k == 0, text=cells, customdata=values, hovertemplate=hover,
+            reversescale=True, name=label, visible=k == 0, text=cells, hovertemplate="%{text}<extra></extra>",
             xgap=1, ygap=1, colorbar={"orientation": "h", "y": -0.3, "yanchor": "top", "len": 0.7,
                                       "thickness": 10, "title": {"text": "logit", "side": "top"},
                                       "tickfont": {"size": SMALL_FONT}}))
@@ -345,9 +360,9 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
         figure.add_trace(go.Scatter(
             x=steps, y=agg["mean"].to_numpy(), mode="lines", name=f"{key} (n={g['seed'].nunique()})",
             legendgroup=str(key), line={"color": color, "width": 2, "dash": _dash(INIT_STYLES.get(key, "-"))},
-            customdata=agg[["min", "max"]].to_numpy(),
-            hovertemplate=f"{html.escape(str(key))}: %{{y:.3f}} (seeds %{{customdata[0]:.3f}} to "
-                          "%{customdata[1]:.3f})<extra></extra>"))
+            text=[f"{html.escape(str(key))}: {mean} (seeds {low} to {high})" for mean, low, high in
+                  zip(_numbers(agg["mean"], 3), _numbers(agg["min"], 3), _numbers(agg["max"], 3))],
+            hovertemplate="%{text}<extra></extra>"))
         if zoom_from is not None:
             late.append(agg[agg.index >= zoom_from])
     last = int(frame["step"].max())
