@@ -106,6 +106,8 @@ SCIENTIFIC = re.compile(r"\b\d\.\d+e[-+]\d\d\b")
 #: A "scroll sideways" hint is noise above an image at most this much wider than the room in its figure (its width
 #: less its padding): the image could show at the room's width, its text barely smaller (qkgeometry.js, SLACK).
 HINT_SLACK = 1.05
+#: The smallest text an interactive figure may show, in CSS px (its text does not shrink with the column).
+MIN_CHART_TEXT_PX = 10
 
 #: Bold text longer than this many words is a whole sentence in bold.
 BOLD_WORDS = 10
@@ -198,8 +200,25 @@ const modeNotes = [...article.querySelectorAll('.qkg-mode-note')].map(e => ({
 const outside = article.cloneNode(true);
 outside.querySelectorAll('.qkg-mode-note, script, style').forEach(e => e.remove());
 // Interactive figures must have drawn (Plotly from the book's own files), and nothing may come from the network.
-const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => ({
-  id: el.id, rendered: !!el.querySelector('svg.main-svg')}));
+// Each must fit its column (a chart drawn while hidden keeps Plotly's default 700 px), keep its title clear of the
+// toolbar, and show no text under 10 px.
+const interactive = [...article.querySelectorAll('.qkg-plotly')].map(el => {
+  const box = el.getBoundingClientRect();
+  const svg = el.querySelector('svg.main-svg');
+  const shown = (e) => e && e.getBoundingClientRect().width > 0 ? e.getBoundingClientRect() : null;
+  const title = shown(el.querySelector('.gtitle')), bar = shown(el.querySelector('.modebar'));
+  const past = [...el.querySelectorAll('.nsewdrag, .legend, .updatemenu-container, .gtitle, .xtitle, .ytitle, .colorbar')]
+    .filter(e => { const r = shown(e); return r && (r.right > box.right + 1 || r.left < box.left - 1); })
+    .map(e => (e.getAttribute('class') || '').split(' ')[0]);
+  const sizes = [...el.querySelectorAll('svg text')].filter(t => shown(t) && t.textContent.trim())
+    .map(t => parseFloat(getComputedStyle(t).fontSize));
+  const figure = el.closest('figure');
+  return {id: el.id, rendered: !!svg, width: svg ? Math.round(svg.getBoundingClientRect().width) : 0,
+          box: Math.round(box.width), past: past, smallestText: sizes.length ? Math.min(...sizes) : null,
+          scrollHint: !!(figure && figure.classList.contains('qkg-figure-scrolls')),
+          titleCovered: !!(title && bar && title.left < bar.right && bar.left < title.right
+                           && title.top < bar.bottom && bar.top < title.bottom)};
+});
 const network = performance.getEntriesByType('resource').map(e => e.name)
   .filter(u => !/^(?:file|data|blob|about):/.test(u));
 // A whole sentence set in bold in running text (a glued verdict, a bold lead sentence): emphasis is for words.
@@ -381,6 +400,18 @@ def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, fl
     for fig in probe.get("interactive", []):
         if not fig["rendered"]:
             add("interactive figure did not draw", f"div#{fig['id']} (is Plotly served from _static?)")
+            continue
+        if fig.get("width", 0) > fig.get("box", 0) + 1 or fig.get("past"):
+            add("interactive figure wider than its column",
+                f"div#{fig['id']}: {fig.get('width')} px chart in a {fig.get('box')} px column"
+                + (f"; past its edge: {', '.join(fig['past'])}" if fig.get("past") else ""))
+        if fig.get("scrollHint"):  # the hint and the sideways scroll are for still images too wide for a phone
+            add("interactive figure marked as a wide figure", f"div#{fig['id']}: its figure scrolls sideways")
+        if fig.get("titleCovered"):
+            add("interactive figure's title under its toolbar", f"div#{fig['id']}")
+        if fig.get("smallestText") is not None and fig["smallestText"] < MIN_CHART_TEXT_PX:
+            add("interactive figure text too small to read",
+                f"div#{fig['id']}: {fig['smallestText']:g} px (< {MIN_CHART_TEXT_PX:g})")
     for url in probe.get("network", [])[:5]:
         add("network request", url)
     for box in probe.get("bareNotes", []):
@@ -588,6 +619,21 @@ def test_findings_logic_flags_the_presentation_kinds():
     fine = _probe(images=[true_shape], build="full", modeNotes=[note], textOutsideModeNotes="Two scores.")
     assert findings_for("notebooks/06_beyond_the_paper.html", 390, fine) == []
     assert aspect_ratio(dict(squashed, shownWidth=0, shownHeight=0)) is None  # a collapsed figure is not judged
+
+
+def test_findings_logic_flags_interactive_figures_that_do_not_fit_a_phone():
+    """A chart wider than its column (drawn while hidden, at Plotly's default 700 px), a title under the toolbar,
+    text under 10 px, a figure scrolling sideways for its hidden still image; a chart that fits passes."""
+    bad = [{"id": "qkg-plotly-1", "rendered": True, "width": 700, "box": 342, "past": ["modebar"],
+            "smallestText": 9, "titleCovered": True, "scrollHint": True},
+           {"id": "qkg-plotly-2", "rendered": True, "width": 342, "box": 342, "past": ["legend"],
+            "smallestText": 11, "titleCovered": False}]
+    kinds = Counter(f.kind for f in findings_for("notebooks/02_scores.html", 390, _probe(interactive=bad)))
+    assert kinds == {"interactive figure wider than its column": 2, "interactive figure's title under its toolbar": 1,
+                     "interactive figure text too small to read": 1, "interactive figure marked as a wide figure": 1}
+    fits = [{"id": "qkg-plotly-3", "rendered": True, "width": 342, "box": 342, "past": [], "smallestText": 11,
+             "titleCovered": False}]
+    assert findings_for("notebooks/02_scores.html", 390, _probe(interactive=fits)) == []
 
 
 def test_findings_logic_flags_tables_in_captions_and_unreadable_figure_text():

@@ -30,6 +30,8 @@
       img.style.minWidth = "";
       img.style.width = "";
       img.style.maxWidth = "";
+      // the still image of an interactive figure whose chart has drawn is hidden: the chart fits its column
+      if (img.closest(".qkg-interactive.qkg-live")) return;
       var natural = parseFloat(img.getAttribute("width")) || img.naturalWidth / 2;
       if (!natural) return;
       // a notebook's PNG (drawn at twice its size) is never shown larger than it was drawn

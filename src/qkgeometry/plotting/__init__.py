@@ -11,7 +11,7 @@ module per chapter's figures.
   :func:`modality_planes`, :func:`raw_vs_folded`, :func:`head_pair_terms`, :func:`survey_figures`; :func:`label_text` and :func:`check_scores` keep labels and
   scores of any survey safe to draw);
 * :mod:`~qkgeometry.plotting.interactive`: interactive Plotly versions for the HTML book, each with its static
-  fallback (:func:`interactive_score_plane`);
+  fallback (:func:`interactive_attention_parts`, :func:`interactive_score_plane`, :func:`interactive_init_curves`);
 * :mod:`~qkgeometry.plotting.training`: chapter 5 (:func:`init_curves`, :func:`survival_grid`,
   :func:`paired_difference_curve`, :func:`trajectories_vs_paper`);
 * :mod:`~qkgeometry.plotting.trajectory`: scores across training, chapter 3 and ``qkgeometry plot --trajectory``
@@ -34,7 +34,12 @@ from __future__ import annotations
 from .claims import specification_curve
 from .decomposition import attention_parts, heads_vs_layers, matrix_triptych, null_spread, score_plane
 from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
-from .interactive import InteractiveFigure, interactive_score_plane
+from .interactive import (
+    InteractiveFigure,
+    interactive_attention_parts,
+    interactive_init_curves,
+    interactive_score_plane,
+)
 from .model_survey import (
     MAX_LABEL_CHARS,
     MAX_LEGEND_ENTRIES,
@@ -123,6 +128,8 @@ __all__ = [
     "head_pair_terms",
     "heads_vs_layers",
     "init_curves",
+    "interactive_attention_parts",
+    "interactive_init_curves",
     "interactive_score_plane",
     "label_colours",
     "label_map",
