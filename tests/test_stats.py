@@ -247,3 +247,14 @@ def test_one_number_formatter_writes_a_true_minus_sign_and_thousands_separators(
     assert stats.format_interval(-0.2, -0.3, -0.1, digits=2, percent=True) == "\u221220% [\u221230%, \u221210%]"
     for text in (stats.format_number(-1.5), stats.format_number(-3, decimals=0), stats.format_interval(-1, -2, 0)):
         assert "-" not in text, text
+
+
+def test_a_difference_below_the_floor_is_written_to_the_floors_precision_not_six_decimals():
+    """A lab too short to show an effect gave '0.000000 (95% CI −0.000041 to 0.000041)': below the effect-size
+    floor the sentence and the box's estimate use the floor's precision; the box keeps the full interval."""
+    v = stats.judge(stats.Interval(3e-7, -4.1e-5, 4.1e-5, 3), "higher", "lower", "loss gap", floor=0.005)
+    assert v.outcome == "below floor"
+    assert v.sentence.endswith("loss gap 0.0000 (95% CI 0.0000 to 0.0000).")
+    assert v.details["estimate"] == "loss gap = 0.0000" and "4.1e−05" in v.details["95% interval"]
+    above = stats.judge(stats.Interval(0.02, 0.011, 0.029, 3), "higher", "lower", "loss gap", floor=0.005)
+    assert above.sentence.endswith("loss gap 0.0200 (95% CI 0.0110 to 0.0290).")

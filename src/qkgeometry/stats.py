@@ -409,9 +409,18 @@ class Verdict:
 
     @property
     def estimate_text(self) -> str:
-        """The estimate and its interval, once: ``"0.25 (95% CI 0.13 to 0.37)"``."""
+        """The estimate and its interval, once: ``"0.25 (95% CI 0.13 to 0.37)"``. Below the effect-size floor the
+        numbers are written to the floor's precision (two significant digits of it), not to the interval's: a
+        difference too small for a verdict is not printed to six decimals.
+
+        >>> v = judge(Interval(2e-7, -4.1e-5, 4.1e-5, 3), "higher", "lower", "loss gap", floor=0.005)
+        >>> v.estimate_text
+        '0.0000 (95% CI 0.0000 to 0.0000)'
+        """
         i = self.interval
         scale = (i.high - i.low) / 2 if i.high > i.low else abs(i.estimate) or None
+        if self.outcome == "below floor" and self.floor:
+            scale = self.floor
         f = lambda v: format_number(v, scale)  # noqa: E731
         return f"{f(i.estimate)} ({round(100 * i.level)}% CI {f(i.low)} to {f(i.high)})"
 
@@ -427,7 +436,9 @@ class Verdict:
         i = self.interval
         method = {"t": "Student t"}.get(i.method, i.method.replace("bootstrap-", "bootstrap, "))
         units = i.unit if i.n == 1 else _plural(i.unit)
-        rows = {"estimate": f"{self.subject} = {format_number(i.estimate, (i.high - i.low) / 2 or None)}",
+        below = self.outcome == "below floor" and self.floor
+        rows = {"estimate": f"{self.subject} = "
+                            f"{format_number(i.estimate, self.floor if below else (i.high - i.low) / 2 or None)}",
                 f"{round(100 * i.level)}% interval": f"[{format_number(i.low, spec='.6g')}, {format_number(i.high, spec='.6g')}] ({method})",
                 "n": f"{i.n} {units}"}
         if self.p_value is not None:
