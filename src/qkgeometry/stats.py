@@ -2,23 +2,21 @@
 
 Every interval the book prints comes from this module, on top of :mod:`scipy.stats`:
 
-- :func:`t_interval` for the mean of a few values (seeds): the Student-t interval. It is the right tool
-  for n ≤ 5, where a percentile bootstrap only reproduces the minimum and the maximum.
-- :func:`bootstrap_interval` for any statistic of a larger sample (layers, heads, sentences); it refuses
-  n < 6.
+- :func:`t_interval` for the mean of a few values (seeds): the Student-t interval, the right tool for n ≤ 5,
+  where a percentile bootstrap only reproduces the minimum and the maximum.
+- :func:`bootstrap_interval` for any statistic of a larger sample (layers, heads, sentences); it refuses n < 6.
 - :func:`paired_difference` for "treatment minus baseline, paired by seed" (t-interval, paired t-test,
   sign count), optionally averaged within clusters first (models of one family).
 - :func:`holm_adjusted` for a family of tests read together, and :func:`judge_family`, which gives each test of
   such a family its verdict at a family-wise error rate.
-- :func:`paired_t_power` and :func:`seeds_for_power` size an experiment before it runs: the power of the paired
-  t-test for an effect of a given size, and the number of seeds that reaches a target power.
-  :func:`auc_power` and :func:`detectable_auc` do the same for a rank test of two groups (an AUC), so that a
-  test that failed to reject can say what it could have detected.
+- :func:`paired_t_power` and :func:`seeds_for_power` size an experiment before it runs (the paired t-test's power
+  for an effect of a given size; the seeds that reach a target power); :func:`auc_power` and
+  :func:`detectable_auc` do the same for an AUC, so that a test that failed to reject says what it could detect.
 - :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
   interval of the difference of medians and a permutation test.
-- :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter:
-  a difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
-  interval includes 0) and "no detectable difference".
+- :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter: a
+  difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
+  interval includes 0) and "no detectable difference"; an estimate below a stated floor gets no verdict.
 - :func:`judge` gives the same verdict as a :class:`Verdict`: one plain sentence for the text (the number once)
   and the full statistics apart (:func:`qkgeometry.tables.stats_box` shows them in a collapsed box).
 - :func:`format_p` writes every p-value of the book: "p = 0.031", "p < 0.0001" (never "p = 0.0000").
@@ -343,8 +341,7 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
             digits: int = 3, floor: float = 0.0) -> str:
     """One sentence from an interval, with the same rule in every chapter.
 
-    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this
-      n";
+    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this n";
     - it includes 0 but every unit points the same way (paired results only): "suggested but not established";
     - otherwise: "no detectable difference".
 
@@ -382,9 +379,7 @@ def format_p(p: float) -> str:
     p = float(p)
     if not np.isfinite(p) or p < 0 or p > 1:
         raise ValueError(f"p: a p-value lies in [0, 1], got {p!r}.")
-    if p < P_FLOOR:
-        return "p < 0.0001"
-    return f"p = {p:.2g}"
+    return "p < 0.0001" if p < P_FLOOR else f"p = {p:.2g}"
 
 
 @dataclass(frozen=True)
@@ -409,20 +404,16 @@ class Verdict:
 
     @property
     def estimate_text(self) -> str:
-        """The estimate and its interval, once: ``"0.25 (95% CI 0.13 to 0.37)"``. Below the effect-size floor the
-        numbers are written to the floor's precision (two significant digits of it), not to the interval's: a
-        difference too small for a verdict is not printed to six decimals.
-
-        >>> v = judge(Interval(2e-7, -4.1e-5, 4.1e-5, 3), "higher", "lower", "loss gap", floor=0.005)
-        >>> v.estimate_text
-        '0.0000 (95% CI 0.0000 to 0.0000)'
-        """
+        """The estimate and its interval, once: ``"0.25 (95% CI 0.13 to 0.37)"``; below the floor, to its precision."""
         i = self.interval
-        scale = (i.high - i.low) / 2 if i.high > i.low else abs(i.estimate) or None
-        if self.outcome == "below floor" and self.floor:
-            scale = self.floor
-        f = lambda v: format_number(v, scale)  # noqa: E731
+        f = lambda v: format_number(v, self._scale)  # noqa: E731
         return f"{f(i.estimate)} ({round(100 * i.level)}% CI {f(i.low)} to {f(i.high)})"
+
+    @property
+    def _scale(self) -> float | None:  # two significant digits of the half-width, or of the floor below it
+        i = self.interval
+        below = self.outcome == "below floor" and self.floor
+        return self.floor if below else (i.high - i.low) / 2 if i.high > i.low else abs(i.estimate) or None
 
     @property
     def sentence(self) -> str:
@@ -436,9 +427,7 @@ class Verdict:
         i = self.interval
         method = {"t": "Student t"}.get(i.method, i.method.replace("bootstrap-", "bootstrap, "))
         units = i.unit if i.n == 1 else _plural(i.unit)
-        below = self.outcome == "below floor" and self.floor
-        rows = {"estimate": f"{self.subject} = "
-                            f"{format_number(i.estimate, self.floor if below else (i.high - i.low) / 2 or None)}",
+        rows = {"estimate": f"{self.subject} = {format_number(i.estimate, self._scale)}",
                 f"{round(100 * i.level)}% interval": f"[{format_number(i.low, spec='.6g')}, {format_number(i.high, spec='.6g')}] ({method})",
                 "n": f"{i.n} {units}"}
         if self.p_value is not None:
