@@ -10,7 +10,7 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
 - :func:`holm_adjusted` for a family of tests read together, and :func:`judge_family`, which gives each test of
   such a family its verdict at a family-wise error rate.
 - :func:`paired_t_power` and :func:`seeds_for_power` size an experiment before it runs (the paired t-test's power
-  for an effect of a given size; the seeds that reach a target power); :func:`auc_power` and
+  for an effect of a given size; how many training seeds reach a target power); :func:`auc_power` and
   :func:`detectable_auc` do the same for an AUC, so that a test that failed to reject says what it could detect.
 - :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
   interval of the difference of medians and a permutation test.
