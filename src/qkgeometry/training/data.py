@@ -161,6 +161,12 @@ class TokenData:
     fingerprint: str  # hash of the corpus text and tokenizer settings (goes into provenance)
     tokenizer_sha256: str = ""  # hash of the tokenizer file the streams were made with (goes into provenance)
 
+    def stream_sha256(self) -> dict[str, str]:
+        """SHA-256 of the train and validation token streams (their int32 little-endian bytes): the data a run
+        actually read. Two runs compared as a pair must show the same values (recorded in each run's provenance)."""
+        return {f"{part}_stream_sha256": hashlib.sha256(np.ascontiguousarray(arr, dtype="<i4").tobytes()).hexdigest()
+                for part, arr in (("train", self.train), ("val", self.val))}
+
     def unigram_loss(self) -> float:
         """Cross-entropy (nats) of the train-set unigram distribution (add-one smoothed, special tokens excluded) on
         the validation tokens that MLM predicts: the plateau of a model that ignores context."""

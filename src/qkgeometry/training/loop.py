@@ -95,7 +95,7 @@ def provenance(config: TrainConfig, data: TokenData | None = None) -> dict:
         "data": None if data is None else {"corpus": data.corpus, "fingerprint": data.fingerprint,
                                            "train_tokens": len(data.train), "val_tokens": len(data.val),
                                            "unigram_loss": data.unigram_loss(),
-                                           "tokenizer_sha256": data.tokenizer_sha256},
+                                           "tokenizer_sha256": data.tokenizer_sha256, **data.stream_sha256()},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

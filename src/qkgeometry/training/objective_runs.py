@@ -321,7 +321,7 @@ def _provenance(cfg: ObjectiveConfig, data: TokenData, seeds: list[int], objecti
         "config": cfg.to_dict(), "seeds": seeds, "objectives": list(objectives), "vocab_size": vocab_size,
         "gradient_batches": gradient_batches, **({"eval_sequences": eval_sequences} if eval_sequences else {}),
         "data": {"corpus": data.corpus, "fingerprint": data.fingerprint, "train_tokens": len(data.train),
-                 "tokenizer_sha256": data.tokenizer_sha256},
+                 "tokenizer_sha256": data.tokenizer_sha256, **data.stream_sha256()},
         "commit": git_output("rev-parse", "HEAD"), "src_dirty": bool(dirty) if dirty is not None else None,
         "versions": {"python": platform.python_version(), "qkgeometry": __version__, "torch": torch.__version__,
                      "numpy": np.__version__},
