@@ -49,6 +49,7 @@ __all__ = [
     "control_family",
     "loss_gap_claim",
     "planned_controls",
+    "power_text",
     "read_controls",
     "target_claim",
 ]
@@ -77,17 +78,24 @@ def planned_controls(logs: pd.DataFrame, planned: dict[str, Sequence[int]] | Non
 
 
 def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTROL_PAIRS, loss: str = "val_loss",
-                   alpha: float = 0.05) -> pd.DataFrame:
+                   alpha: float = 0.05, groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per ``(control, baseline)`` pair present in ``logs`` with at least two shared seeds: the columns of
     :func:`qkgeometry.training.metrics.paired_table` plus ``judged`` replaced by the verdict within the Holm family
     of all these contrasts (``holm`` the adjusted p-value). ``logs``: recorded runs of one arch, every init, cut at a
-    common step."""
+    common step. ``groups``: the runs' data groups (:func:`qkgeometry.training.pairing.data_groups`); each contrast
+    is then paired only over the seeds at which both inits read the same data."""
+    from .pairing import paired_seeds
+
     rows = []
     for control, baseline in pairs:
         if not {control, baseline} <= set(logs["init"]):
             continue
-        part = tm.paired_table(logs[logs["init"].isin([control, baseline])], treatments=(control,), baseline=baseline,
-                               loss=loss)
+        part = logs[logs["init"].isin([control, baseline])]
+        if groups is not None:
+            part = part[part["seed"].isin(paired_seeds(groups, control, baseline))]
+            if part["seed"].nunique() < 2:
+                continue
+        part = tm.paired_table(part, treatments=(control,), baseline=baseline, loss=loss)
         rows.extend(r for r in part.to_dict("records") if r["result"] is not None)
     if not rows:
         return pd.DataFrame()
@@ -118,7 +126,8 @@ def _lookup(family: pd.DataFrame, control: str, baseline: str):
 
 
 def _est(v: stats.Verdict) -> str:
-    return f"{v.interval.estimate:+.3f} nats"
+    sign = "+" if v.interval.estimate > 0 else ""
+    return f"{sign}{stats.format_number(v.interval.estimate, decimals=3)} nats"
 
 
 def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str, like_symmetric: str,
@@ -146,11 +155,70 @@ def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str
     return f"{name} {neither} at n = {vs_def.interval.n} seeds: {where}, and {status}{tail}."
 
 
-def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
-    """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds each control
-    would need for 80% power against a gap of size ``effect`` (the symmetric init's own), from its spread, at the
-    level of Holm's first step over the family (5% divided by the number of contrasts: the level the strongest
-    contrast must pass).
+def _seeds_needed(effect: float, sd: float, level: float) -> float:
+    """Seeds for 80% power of the paired t-test at ``level`` (inf beyond 1,000; nan for a spread of 0, which no
+    number of seeds sizes)."""
+    if not sd > 0:
+        return float("nan")
+    try:
+        return float(stats.seeds_for_power(abs(effect), sd, alpha=level))
+    except ValueError:
+        return float("inf")
+
+
+def _count(n: float) -> str:
+    return "more than 1,000" if n == float("inf") else stats.format_number(n, decimals=0)
+
+
+def power_text(family: pd.DataFrame, effect: float, gap_differences: Sequence[float] | None = None) -> str:
+    """How many training seeds would settle the control contrasts, said with what it rests on: each control's own
+    paired spread (standard deviation of its per-seed differences), the level of Holm's first step over the family,
+    the symmetric − default spread for comparison (``gap_differences``, its per-seed differences), how uncertain a
+    spread from so few seeds is (its 95% chi-square interval turned into seeds), what attributing half the gap
+    would take, and that each new seed needs new default and symmetric runs. Chapter 5, "What the controls say"."""
+    from scipy.stats import chi2
+
+    if family.empty:
+        return ""
+    level = 0.05 / len(family)
+    needed, spread = {}, {}
+    for r in family.itertuples():
+        diffs = np.asarray(r.result.differences, dtype=float)
+        sd = float(np.std(diffs, ddof=1))
+        n = _seeds_needed(effect, sd, level)
+        if r.treatment not in needed or n > needed[r.treatment] or np.isnan(needed[r.treatment]):
+            needed[r.treatment], spread[r.treatment] = n, (sd, len(diffs))
+    def word(n: float) -> str:
+        return "none (its differences do not vary)" if np.isnan(n) else _count(n)
+    parts = [f"{c} {word(n)}" for c, n in needed.items()]
+    text = (f"From each control's own paired spread, telling a gap the size of the symmetric init's "
+            f"({stats.format_number(abs(effect), decimals=4)} nats) from zero with 80% power at the level of "
+            f"Holm's first step over these {len(family)} contrasts ({stats.format_number(100 * level, decimals=2)}%) "
+            f"would take, per control and for the harder of its two contrasts: " + ", ".join(parts) + " seeds.")
+    if gap_differences is not None and len(gap_differences) >= 2:
+        sd_gap = float(np.std(np.asarray(gap_differences, dtype=float), ddof=1))
+        text += (f" With the spread of the symmetric − default differences instead, {word(_seeds_needed(effect, sd_gap, level))} "
+                 "would do.")
+    finite = {c: n for c, n in needed.items() if np.isfinite(n)}
+    if finite:
+        worst = max(finite, key=finite.get)
+        sd, n_seeds = spread[worst]
+        df = n_seeds - 1
+        low = sd * np.sqrt(df / chi2.ppf(0.975, df))
+        high = sd * np.sqrt(df / chi2.ppf(0.025, df))
+        text += (f" A spread measured on {n_seeds} seeds is itself uncertain: its 95% interval puts the need for "
+                 f"{worst} anywhere from {_count(_seeds_needed(effect, low, level))} to "
+                 f"{_count(_seeds_needed(effect, high, level))} seeds. Telling apart a cause that carries half the "
+                 f"gap takes about four times as many ({_count(_seeds_needed(effect / 2, sd, level))} for {worst}).")
+    return text + (" Every new seed also needs new default and symmetric runs, since a control is paired only with "
+                   "the runs of its own seed.")
+
+
+def read_controls(family: pd.DataFrame, effect: float,
+                  gap_differences: Sequence[float] | None = None) -> ControlReading:
+    """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds would settle
+    each control (:func:`power_text`; ``effect`` is the symmetric init's own gap, ``gap_differences`` its per-seed
+    differences).
 
     A contrast is *established* when it is a difference in the family; "like" means not established. Outcomes that
     fit no prediction are called undecided, never read as equality.
@@ -170,22 +238,7 @@ def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
                             like_symmetric="the pattern the initial scale predicts",
                             neither="fits neither prediction",
                             tail=", so the initial scale is neither shown nor ruled out as the cause")
-    level = 0.05 / max(len(family), 1)
-    needed = {}
-    for r in family.itertuples():
-        sd = float(np.std(r.result.differences, ddof=1))
-        try:
-            needed[r.treatment] = max(needed.get(r.treatment, 0), stats.seeds_for_power(abs(effect), sd, alpha=level))
-        except ValueError:
-            needed[r.treatment] = np.inf
-    power = ""
-    if needed:
-        parts = [f"{c} {'more than 1,000' if not np.isfinite(n) else f'{n:,.0f}'}" for c, n in needed.items()]
-        power = (f"From each control's own spread, telling a gap the size of the symmetric init's "
-                 f"({abs(effect):.3f} nats) from zero with 80% power at the level of Holm's first step over these "
-                 f"{len(family)} contrasts ({level:.2%}) would take, per control, up to: " + ", ".join(parts)
-                 + " seeds.")
-    return ControlReading(rotated, indefinite, power, norm_matched)
+    return ControlReading(rotated, indefinite, power_text(family, effect, gap_differences), norm_matched)
 
 
 def brief(family: pd.DataFrame) -> str:
