@@ -158,11 +158,11 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
                "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
                "on average).", "algebra",
-               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
+               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
                "Current-token heads have a large positive trace of M (a token's logit on itself is "
                "xᵀ Mₛ x).", "algebra",
-               "isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
+               "isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
                "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
                "symmetric.", "algebra",
