@@ -31,8 +31,10 @@ __all__ = [
     "Hypothesis",
     "Separation",
     "hypothesis_family",
+    "hypothesis_reading",
     "rank_correlation",
     "run_hypotheses",
+    "pooled_separation",
     "separation",
     "separation_verdict",
     "threshold_sensitivity",
@@ -51,15 +53,36 @@ class Separation:
     n_label: int
     n_rest: int
     level: float = 0.95
+    #: for a separation pooled at the model level (:func:`pooled_separation`): each model's own AUC
+    per_model: tuple[float, ...] = ()
 
     def format(self, digits: int = 2) -> str:
         return f"{self.auc:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
     @property
+    def n_models(self) -> int:
+        return len(self.per_model)
+
+    @property
     def interval(self) -> Interval:
-        """``AUC − ½`` as an :class:`~qkgeometry.stats.Interval` over heads (for :func:`qkgeometry.stats.verdict`)."""
+        """``AUC − ½`` as an :class:`~qkgeometry.stats.Interval` (for :func:`qkgeometry.stats.verdict`): over
+        heads, or over models for a separation pooled at the model level."""
+        if self.per_model:
+            return Interval(self.auc - 0.5, self.low - 0.5, self.high - 0.5, self.n_models, self.level,
+                            "bootstrap-percentile", "model")
         return Interval(self.auc - 0.5, self.low - 0.5, self.high - 0.5, self.n_label + self.n_rest, self.level,
                         "bootstrap-percentile", "head")
+
+    def power(self, auc: float = 0.6, alpha: float = 0.05) -> float:
+        """For a separation pooled at the model level: the power of a t-test over models (their own AUCs, with
+        the spread they show) to detect a mean AUC of ``auc``; NaN with fewer than two models or no spread. How
+        much a "not detected" here says."""
+        from ..stats import paired_t_power
+
+        aucs = np.asarray(self.per_model, dtype=float)
+        if len(aucs) < 2 or not np.std(aucs, ddof=1) > 0:
+            return float("nan")
+        return paired_t_power(abs(auc - 0.5), float(np.std(aucs, ddof=1)), len(aucs), alpha)
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -120,6 +143,59 @@ def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, s
         null = ((shuffled * ranks).sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
         p = _two_sided_p(auc, null)
     return Separation(auc, low, high, p, int(y.sum()), int((~y).sum()), level)
+
+
+def _auc_by_rank(ranks: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """AUC of the labelled units from their (tie-averaged) ranks, for each row of ``labels`` (..., n)."""
+    n1 = labels.sum(-1)
+    n0 = labels.shape[-1] - n1
+    return ((labels * ranks).sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def pooled_separation(values, is_label, models, n_resamples: int = 2000, level: float = 0.95,
+                      seed: int = 0) -> Separation | None:
+    """A separation pooled at the level where the evidence replicates, the model: the estimate is the mean of the
+    models' own AUCs (each model counts once, however many heads it has), its interval a two-stage percentile
+    bootstrap (models resampled, then the labelled heads and the rest within each), its p-value a permutation test
+    of "every model's AUC is ½" that permutes labels within models only. Models where either group has fewer than 2
+    heads are left out. Returns None when fewer than two models remain. The heads of one model share its training,
+    so they are not counted as independent draws. Chapter 7."""
+    x = np.asarray(values, dtype=np.float64)
+    y = np.asarray(is_label, dtype=bool)
+    m = np.asarray(models)
+    if not x.shape == y.shape == m.shape:
+        raise ValueError(f"values, is_label and models: must have the same length; got {x.shape}, {y.shape} and "
+                         f"{m.shape}.")
+    ok = np.isfinite(x)
+    parts = []
+    for name in dict.fromkeys(m[ok]):
+        sel = ok & (m == name)
+        if y[sel].sum() >= 2 and (~y[sel]).sum() >= 2:
+            parts.append((x[sel], y[sel]))
+    if len(parts) < 2:
+        return None
+    per_model = [float(_auc_by_rank(rankdata(v), lab)) for v, lab in parts]
+    auc = float(np.mean(per_model))
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_resamples)
+    for b in range(n_resamples):
+        aucs = []
+        for i in rng.integers(0, len(parts), len(parts)):
+            v, lab = parts[i]
+            pos = rng.choice(v[lab], lab.sum())
+            neg = rng.choice(v[~lab], (~lab).sum())
+            both = np.concatenate([pos, neg])
+            aucs.append(float(_auc_by_rank(rankdata(both), np.arange(len(both)) < len(pos))))
+        boot[b] = np.mean(aucs)
+    alpha = (1 - level) / 2
+    low, high = (float(q) for q in np.quantile(boot, [alpha, 1 - alpha]))
+    null = np.zeros(n_resamples)
+    for v, lab in parts:
+        shuffled = rng.permuted(np.broadcast_to(lab, (n_resamples, len(lab))), axis=-1)
+        null += _auc_by_rank(rankdata(v), shuffled)
+    null /= len(parts)
+    return Separation(auc, low, high, _two_sided_p(auc, null), int(sum(lab.sum() for _, lab in parts)),
+                      int(sum((~lab).sum() for _, lab in parts)), level, tuple(per_model))
 
 
 def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str:
@@ -209,10 +285,12 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
             if col not in g or g[col].isna().all():
                 continue
             lab = g[col].fillna(False).astype(bool).to_numpy()
-            strata = g["model"].to_numpy() if name == "pooled" else None
             if name == "pooled" and g["model"].nunique() < 2:
                 continue
-            sep = separation(g[hyp.score].to_numpy(), lab, n_resamples, seed=seed, strata=strata)
+            if name == "pooled":
+                sep = pooled_separation(g[hyp.score].to_numpy(), lab, g["model"].to_numpy(), n_resamples, seed=seed)
+            else:
+                sep = separation(g[hyp.score].to_numpy(), lab, n_resamples, seed=seed)
             if hyp.direction == "higher":
                 verdict_text = separation_verdict(sep, "confirmed (higher)", "reversed (lower)")
             else:
@@ -222,7 +300,9 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
                          "model": name, "n_label": int(lab.sum()), "n_rest": int((~lab).sum()),
                          "auc": np.nan if sep is None else sep.auc, "low": np.nan if sep is None else sep.low,
                          "high": np.nan if sep is None else sep.high,
-                         "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text})
+                         "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text,
+                         "n_models": np.nan if sep is None or name != "pooled" else sep.n_models,
+                         "power_0_6": np.nan if sep is None or name != "pooled" else sep.power(0.6)})
     return pd.DataFrame(rows)
 
 
@@ -245,7 +325,36 @@ def hypothesis_family(results: pd.DataFrame, alpha: float = 0.05) -> pd.DataFram
             fam.loc[sel, "p_holm"] = holm_adjusted(fam.loc[sel, "p_value"].to_numpy())
     side = np.where(fam["expected"] == "higher", fam["auc"] > 0.5, fam["auc"] < 0.5)
     fam["holds"] = side & (fam["p_holm"] < alpha)
+    bounds = {c: fam[c] if c in fam else pd.Series(np.nan, index=fam.index) for c in ("low", "high")}
+    fam["reading"] = [hypothesis_reading(e, a, lo, hi, p, alpha) for e, a, lo, hi, p in
+                      zip(fam["expected"], fam["auc"], bounds["low"], bounds["high"], fam["p_holm"])]
     return fam
+
+
+def hypothesis_reading(expected: str, auc: float, low: float, high: float, p_holm: float,
+                       alpha: float = 0.05) -> str:
+    """A hypothesis's verdict in words, with its bound when nothing is detected: "holds", "reversed", "not
+    established" (the interval excludes ½ but Holm's correction does not let the test pass, said with its p), or
+    "not detected" with the AUC the interval still allows on the predicted side. Chapter 7.
+
+    >>> hypothesis_reading("higher", 0.55, 0.45, 0.66, 0.4)
+    'not detected (the interval allows an AUC up to 0.66)'
+    >>> hypothesis_reading("lower", 0.40, 0.31, 0.48, 0.09)
+    'not established (its interval excludes 0.5, but the Holm-adjusted permutation p is 0.09)'
+    """
+    from ..stats import format_number, format_p
+
+    if not np.isfinite(auc):
+        return "not testable"
+    predicted = auc > 0.5 if expected == "higher" else auc < 0.5
+    if np.isfinite(p_holm) and p_holm < alpha:
+        return "holds" if predicted else "reversed"
+    if low > 0.5 or high < 0.5:
+        return (f"not established (its interval excludes 0.5, but the Holm-adjusted permutation "
+                f"{format_p(min(p_holm, 1.0))})").replace("p = ", "p is ")
+    bound = (f"up to {format_number(high, decimals=2)}" if expected == "higher" else
+             f"down to {format_number(low, decimals=2)}")
+    return f"not detected (the interval allows an AUC {bound})"
 
 
 
