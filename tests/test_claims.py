@@ -3,6 +3,7 @@ specification curve holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
@@ -165,3 +166,16 @@ def test_the_line_uses_the_short_words_and_never_states_an_unestablished_primary
     quiet = _claim(-0.01, [(0.3, 0.05)])
     assert quiet.line.startswith("no difference is established (Δd per layer")
     assert "a is" not in quiet.line
+
+
+def test_a_primary_that_fails_its_family_correction_is_not_worded_as_established():
+    iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 6, unit="seed")  # noqa: E731
+    curve = (Specification("horizon", "step 10,000", iv(0.03, 0.01, 0.05), primary=True),
+             Specification("horizon", "step 9,000", iv(0.02, 0.005, 0.04)))
+    plain = Claim("norm-matched − symmetric loss", "norm-matched has the higher loss", "lower", curve)
+    assert plain.reading.outcome == "holds"
+    adjusted = dataclasses.replace(plain, p_adjusted=0.34)
+    assert adjusted.reading.outcome == "not established"
+    for text in (adjusted.sentence, adjusted.line, adjusted.summary, adjusted.short, adjusted.brief):
+        assert "higher loss" not in text and "Holm" in text and "p = 0.34" in text
+    assert dataclasses.replace(plain, p_adjusted=0.01).reading.outcome == "holds"

@@ -187,6 +187,9 @@ class Claim:
     short_larger: str = ""
     short_smaller: str = ""
     short_subject: str = ""
+    #: the primary's p-value adjusted within the family of tests it belongs to (Holm), when it belongs to one: a
+    #: primary whose own interval excludes 0 is not called established when this is 0.05 or more
+    p_adjusted: float | None = None
 
     def __post_init__(self):
         primaries = [s for s in self.curve if s.primary]
@@ -210,7 +213,7 @@ class Claim:
         against = tuple(s for s in self.curve if s not in agree)
         est_agree = tuple(s for s in agree if s.established)
         est_against = tuple(s for s in against if s.established)
-        if not self.primary.established:
+        if not self.primary.established or self._adjusted_away:
             outcome = "not established"
         elif est_against:
             outcome = "reverses"
@@ -221,6 +224,16 @@ class Claim:
         else:
             outcome = "direction holds"
         return Reading(outcome, agree, against, est_agree, est_against)
+
+    @property
+    def _adjusted_away(self) -> bool:
+        """The primary's interval excludes 0, but the family's correction does not let it pass."""
+        return self.primary.established and self.p_adjusted is not None and not self.p_adjusted < 0.05
+
+    @property
+    def _adjusted_note(self) -> str:
+        return (f" (its interval excludes 0 before correction; after Holm's correction over its family, "
+                f"{stats.format_p(self.p_adjusted)})" if self._adjusted_away else "")
 
     @property
     def holds(self) -> bool:
@@ -256,7 +269,8 @@ class Claim:
         r = self.reading
         m = r.total
         if r.outcome == "not established":
-            first = (f"At the pre-stated specification ({p.label}) no difference is established: {head}.")
+            first = (f"At the pre-stated specification ({p.label}) no difference is established: {head}"
+                     f"{self._adjusted_note}.")
             established = [s for s in self.curve if s.established]
             if established:
                 # the arms' own changes differ between specifications, so the words of the primary are not reused:
@@ -307,7 +321,8 @@ class Claim:
         r = self.reading
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            return f"is not established at the pre-stated specification; of {m} specifications, {self._signs_text}"
+            return (f"is not established at the pre-stated specification{self._adjusted_note}; of {m} specifications, "
+                    f"{self._signs_text}")
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications ({self.range_text})"
         if r.outcome == "direction holds":
@@ -331,7 +346,7 @@ class Claim:
         r = self.reading
         m = r.total
         if r.outcome == "not established":
-            return "is not established at the pre-stated specification"
+            return "is not established at the pre-stated specification" + self._adjusted_note
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications"
         if r.outcome == "direction holds":
@@ -357,7 +372,7 @@ class Claim:
         p = self.primary
         value = f"{self.short_subject or self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)}"
         if self.reading.outcome == "not established":
-            return f"no difference is established ({value})."
+            return f"no difference is established ({value}){self._adjusted_note}."
         words = ((self.short_larger or self.larger) if p.interval.estimate > 0 else
                  (self.short_smaller or self.smaller))
         return f"{words} ({value}); it {self.short}."
@@ -376,8 +391,8 @@ class Claim:
         at = f"({p.label}: {self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)})"
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            return (f"No difference is established at the pre-stated specification {at}; of {m} specifications, "
-                    f"{self._signs_text}.")
+            return (f"No difference is established at the pre-stated specification {at}{self._adjusted_note}; of {m} "
+                    f"specifications, {self._signs_text}.")
         head = f"{_capital(self.claim)} at the pre-stated specification {at}"
         if r.outcome == "holds":
             return f"{head}, and at every one of the {m} specifications ({self.range_text})."

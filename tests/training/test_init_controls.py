@@ -170,3 +170,22 @@ def test_a_contrast_is_paired_only_over_seeds_that_read_the_same_data():
     family = ic.control_family(logs, pairs=[("rotated", "default")], groups=data_groups(starts))
     assert family.iloc[0]["n"] == 4  # seeds 0 and 1 of rotated read other data
     assert ic.control_family(logs, pairs=[("rotated", "default")]).iloc[0]["n"] == 6
+
+
+def test_the_answer_says_speed_up_only_when_the_steps_to_the_target_are_established():
+    from qkgeometry import stats
+
+    logs = _curve_logs(gain=-0.02)
+    gap, target = ic.loss_gap_claim(logs), ic.target_claim(logs)
+    final = ic.control_family(logs, pairs=[("symmetric", "default")]).iloc[0]["judged"]
+    text = ic.gain_answer(final, gap, target, baseline_loss=6.0)
+    assert ("Yes, on the measure stated before the runs" in text) == (
+        target.primary.established and target.primary.interval.estimate < 0)
+    assert "checkpoints of one decaying learning-rate schedule" in text
+    assert f"at {sum(not s.established for s in gap.curve)} of the {len(gap.curve)} logged horizons" in text
+    # a target that is not established: never "speed-up", never "Yes"
+    weak = type(target)(target.subject, target.larger, target.smaller, tuple(
+        type(s)(s.axis, s.label, stats.Interval(-650, -1356, 56, 4, unit="seed"), s.primary) for s in target.curve),
+        decimals=0)
+    text = ic.gain_answer(final, gap, weak, baseline_loss=6.0)
+    assert text.startswith("Not shown as faster at our scale") and "is not established (−650 steps [−1,356, 56]" in text

@@ -47,6 +47,7 @@ __all__ = [
     "ControlReading",
     "brief",
     "control_family",
+    "gain_answer",
     "loss_gap_claim",
     "planned_controls",
     "power_text",
@@ -309,3 +310,45 @@ def target_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str
                          "no interval.")
     return Claim(f"{treatment} − {baseline} steps to the target", f"{treatment} gets there later",
                  f"{treatment} gets there sooner", tuple(specs), tuple(missing), decimals=0)
+
+
+def _step_of(spec: Specification) -> int:
+    """The step of a horizon of :func:`loss_gap_claim` (its label is ``"step 2,100"``)."""
+    return int(spec.label.rsplit(" ", 1)[-1].replace(",", ""))
+
+
+def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: float, early_step: int = 5000) -> str:
+    """The answer to "does the symmetric init speed up training?", from the numbers: the final-loss verdict
+    (``final``, with the gap as a share of ``baseline_loss``), the pre-stated measure of speed (``target``, steps to
+    the default runs' final loss, :func:`target_claim`) and the loss gap over the horizons (``gap``,
+    :func:`loss_gap_claim`: where its interval includes 0, and how many of those horizons come before
+    ``early_step``). "Speed-up" is said only when the steps to the target are established as fewer; the horizons are
+    checkpoints of one learning-rate schedule, which the answer says. Chapter 5."""
+    f = stats.format_number
+    gain = final.interval
+    lower = final.outcome == "difference" and gain.estimate < 0
+    faster = target.primary.established and target.primary.interval.estimate < 0
+    slower = target.primary.established and target.primary.interval.estimate > 0
+    tp = target.primary.interval
+    steps = (f"{f(tp.estimate, decimals=0)} steps [{f(tp.low, decimals=0)}, {f(tp.high, decimals=0)}], "
+             f"n = {tp.n} seeds that reach it")
+    share = f(100 * abs(gain.estimate) / baseline_loss, decimals=1)
+    loss = (f"{f(gain.estimate, decimals=4)} nats [{f(gain.low, decimals=4)}, {f(gain.high, decimals=4)}], "
+            f"{share}% of the loss, n = {gain.n} seeds")
+    open_ = [s for s in gap.curve if not s.established]
+    early = sum(_step_of(s) < early_step for s in open_)
+    horizons = (f"the loss gap's interval includes 0 at {len(open_)} of the {len(gap.curve)} logged horizons after "
+                f"step {f(CURVE_FIRST_STEP, decimals=0)}" + (f" ({early} of them before step {f(early_step, decimals=0)})"
+                                                              if open_ else ""))
+    if faster:
+        head = (f"Yes, on the measure stated before the runs: the symmetric runs reach the default runs' final loss "
+                f"sooner ({steps}), and end lower ({loss})")
+    elif lower:
+        head = (f"Not shown as faster at our scale. The symmetric runs end with a slightly lower validation loss "
+                f"({loss}), but the measure of speed stated before the runs, steps to the default runs' final loss, "
+                + ("is longer" if slower else "is not established") + f" ({steps})")
+    else:
+        head = (f"No, not at our scale: the final losses do not differ detectably ({loss}), and the steps to the "
+                f"default runs' final loss are " + ("longer" if slower else "not established as fewer") + f" ({steps})")
+    return (f"{head}; {horizons}. Those horizons are checkpoints of one decaying learning-rate schedule, not shorter "
+            "runs, so they do not show what a shorter training would gain.")
