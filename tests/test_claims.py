@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import re
 
+import numpy as np
 import pytest
 
 from qkgeometry import stats
@@ -179,3 +180,27 @@ def test_a_primary_that_fails_its_family_correction_is_not_worded_as_established
     for text in (adjusted.sentence, adjusted.line, adjusted.summary, adjusted.short, adjusted.brief):
         assert "higher loss" not in text and "Holm" in text and "p = 0.34" in text
     assert dataclasses.replace(plain, p_adjusted=0.01).reading.outcome == "holds"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_rendering_of_a_claim_drops_a_reversal_or_a_lost_interval(seed):
+    """Whatever the curve, every rendering of a claim whose curve reverses or loses its interval somewhere says so
+    in the same text: a key line can never state the primary alone."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(2, 9))
+    est = rng.normal(0.0, 1.0, m)
+    half = rng.uniform(0.2, 1.5, m)
+    curve = tuple(Specification("horizon", f"step {1000 * (i + 1):,}", stats.Interval(e, e - h, e + h, 8, unit="seed"),
+                                primary=i == 0) for i, (e, h) in enumerate(zip(est, half)))
+    claim = Claim("Δd", "a is larger", "a is smaller", curve)
+    r = claim.reading
+    renderings = (claim.sentence, claim.line, claim.summary, claim.short, claim.brief)
+    if r.outcome == "reverses":
+        assert all("reverses" in t or "other sign" in t for t in renderings), renderings
+    elif r.outcome == "direction holds":
+        assert all("includes 0" in t or "excludes 0 at" in t for t in renderings), renderings
+    elif r.outcome == "primary only":
+        assert all("other sign" in t for t in renderings), renderings
+    elif r.outcome == "holds":
+        assert all("at every one of the" in t or "holds at every" in t or "every one of the" in t
+                   for t in renderings)

@@ -350,9 +350,11 @@ class Claim:
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications"
         if r.outcome == "direction holds":
-            return f"keeps its sign at all {m} specifications"
+            weak = m - len(r.established_agree)
+            return f"keeps its sign at all {m} specifications, but its interval includes 0 at {weak} of them"
         if r.outcome == "primary only":
-            return f"keeps its sign at {len(r.agree)} of {m} specifications, never reversing with an interval that excludes 0"
+            return (f"keeps its sign at {len(r.agree)} of {m} specifications and has the other sign at "
+                    f"{len(r.against)}, never with an interval that excludes 0")
         return f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications"
 
     @property
