@@ -123,6 +123,11 @@ def test_read_fair_test_joins_arms_that_share_their_initialisation_and_refuses_o
     frame.to_csv(b / "s1" / "scores.csv", index=False)
     with pytest.raises(ValueError, match=r"do not share their initialisation .*\[1\]"):
         ft.read_fair_test(a, b)
+    frame.loc[(frame.step == 0) & (frame["head"] == 2), "symmetry"] -= 0.01
+    frame.loc[(frame.step == 0) & (frame["head"] == 1), "directionality"] = float("nan")  # a score not recorded
+    frame.to_csv(b / "s1" / "scores.csv", index=False)
+    with pytest.raises(ValueError, match=r"do not share their initialisation .*missing.*\[1\]"):
+        ft.read_fair_test(a, b)
 
 
 def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_skew():

@@ -141,10 +141,12 @@ def read_fair_test(*folders: str | os.PathLike) -> tuple[pandas.DataFrame, panda
     grads = pd.concat([g[g["seed"].isin(seeds)] for _, g, _ in read], ignore_index=True)
     start = scores[scores["step"] == 0].set_index(["seed", "layer", "head", "objective"])[list(SCORES)]
     spread = start.groupby(level=["seed", "layer", "head"]).agg(lambda v: float(np.ptp(v.to_numpy())))
-    if float(spread.to_numpy().max()) > 1e-5:  # the CSVs keep six significant digits
-        worst = spread.max(axis=1).groupby(level="seed").max()
-        raise ValueError(f"folders: the arms do not share their initialisation (step-0 scores differ for seeds "
-                         f"{worst[worst > 1e-5].index.tolist()}), so they cannot be paired by seed.")
+    values = spread.to_numpy()
+    if np.isnan(values).any() or float(np.nanmax(values, initial=0.0)) > 1e-5:  # CSVs keep six significant digits
+        off = (spread.isna() | (spread > 1e-5)).any(axis=1).to_numpy()
+        bad = sorted({int(v) for v in spread.index.get_level_values("seed")[off]})
+        raise ValueError(f"folders: the arms do not share their initialisation (step-0 scores differ, or are "
+                         f"missing, for seeds {bad}), so they cannot be paired by seed.")
     merged = dict(provs[0])
     merged.update(objectives=[o for o in ALL_OBJECTIVES if o in objectives], seeds=seeds,
                   runs_done=sum(p["runs_done"] for p in provs), runs_total=sum(p["runs_total"] for p in provs),
