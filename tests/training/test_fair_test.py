@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import qkgeometry as qg
+from qkgeometry.training import carriers
 from qkgeometry.training import fair_test as ft
 from qkgeometry.training import objectives as ob
 
@@ -40,7 +41,7 @@ def test_mask_or_density_follows_the_stated_rule(sparse_shift, outcome):
     mlm = [-0.15 + e for e in NOISE]
     causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
     sparse = [-0.15 + sparse_shift + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
-    decision = ft.mask_or_density(_family(mlm, causal, sparse), "directionality")
+    decision = carriers.mask_or_density(_family(mlm, causal, sparse), "directionality")
     assert decision.outcome == outcome
     assert "directionality" in decision.sentence and "CI" in decision.sentence
 
@@ -50,14 +51,14 @@ def test_mask_or_density_is_undecided_when_neither_contrast_is_established():
     mlm = [-0.15 + e for e in noisy]
     causal = [-0.45 + e for e in noisy[::-1]]
     sparse = [-0.3 + e for e in noisy[5:] + noisy[:5]]
-    assert ft.mask_or_density(_family(mlm, causal, sparse), "directionality").outcome == "undecided"
+    assert carriers.mask_or_density(_family(mlm, causal, sparse), "directionality").outcome == "undecided"
 
 
 def test_a_difference_of_the_opposite_sign_does_not_count_for_the_mask():
     mlm = [-0.15 + e for e in NOISE]
     causal = [-0.45 + e for e in NOISE[::-1]]
     sparse = [+0.3 + e for e in NOISE[2:] + NOISE[:2]]  # far on the other side of the masked LM
-    decision = ft.mask_or_density(_family(mlm, causal, sparse), "directionality")
+    decision = carriers.mask_or_density(_family(mlm, causal, sparse), "directionality")
     assert decision.outcome == "density"
 
 
@@ -135,7 +136,7 @@ def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_sk
     frame = _summaries({"mlm": [0.19 + e for e in NOISE], "causal": [0.016 + e for e in NOISE[::-1]],
                         SPARSE: [0.073 + e for e in NOISE[4:] + NOISE[:4]], ob.AUTHORS_DECODER: NOISE},
                        score="symmetry")
-    decision = ft.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
+    decision = carriers.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
     assert decision.outcome == "both"
     assert "toward skew" not in decision.sentence
     assert "the causal LM moves symmetry less toward symmetric than the masked LM" in decision.sentence
@@ -152,14 +153,14 @@ def test_share_or_supervision_follows_the_stated_rule(small_at, outcome):
     causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
     sparse = [-0.15 + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
     small = [small_at + 0.6 * e for e in NOISE[6:] + NOISE[:6]]
-    decision = ft.share_or_supervision(_supervision_family(causal, sparse, small), "directionality", (1008, 126))
+    decision = carriers.share_or_supervision(_supervision_family(causal, sparse, small), "directionality", (1008, 126))
     assert decision.outcome == outcome
     assert "1,008 targets per step against 126" in decision.sentence and "CI" in decision.sentence
 
 
 def test_share_or_supervision_has_nothing_to_split_without_a_density_gap():
     same = [-0.2 + e for e in NOISE]
-    decision = ft.share_or_supervision(_supervision_family(same, same[::-1], same), "directionality")
+    decision = carriers.share_or_supervision(_supervision_family(same, same[::-1], same), "directionality")
     assert decision.outcome == "nothing to split"
 
 
