@@ -7,7 +7,8 @@ specification (its *specification curve*), marks the one stated before the numbe
 sentence from the numbers, so that
 
 * the direction words always follow the sign of the estimate they describe (:func:`change_words` words a contrast of
-  two changes from where each arm moves, so a smaller gain toward symmetric is never called a move "toward skew");
+  two changes from where both arms move, so a smaller gain toward symmetric is never called a move "toward skew",
+  and a difference is never turned into a direction for each arm);
 * a claim is stated as holding only when it holds across its curve; otherwise the sentence says where it holds and
   where it reverses (:meth:`Claim.reading`);
 * n and the unit of the interval stand next to the number.
@@ -136,33 +137,30 @@ def difference_words(a: str, b: str, quantity: str, up: str, down: str) -> tuple
 
 def change_words(a: str, b: str, score: str, up: str, down: str, mean_a: float, mean_b: float
                  ) -> tuple[str, str]:
-    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, worded from where each arm moves.
+    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, in plain words.
 
-    ``up``/``down`` name a positive and a negative change of ``score`` ("toward symmetric", "toward skew");
-    ``mean_a``/``mean_b`` are each arm's own mean change. "Toward skew" is only said of an arm that moves toward
-    skew: when both arms move toward symmetric, a negative ``a − b`` means that ``a`` moves *less* toward symmetric.
+    When both arms' mean changes have one sign, the claim compares how far each moves that way ("rises less",
+    "falls further"), naming the way once (``up``/``down``: what a positive and a negative change of ``score``
+    mean, "toward symmetric", "toward the key side"). When they do not, the claim compares the changes and says
+    nothing of either arm's own direction: a difference of two changes is never turned into a direction for each
+    arm.
 
     >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.016, 0.19)[1]
-    'the causal LM moves symmetry less toward symmetric than the masked LM'
+    "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     >>> change_words("causal LM", "masked LM", "directionality", "toward the query side", "toward the key side",
     ...              -0.46, -0.16)[1]
-    'the causal LM moves directionality further toward the key side than the masked LM'
+    "the causal LM's directionality falls further than the masked LM's (toward the key side)"
     >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.02, -0.01)[0]
-    'the causal LM moves symmetry toward symmetric, the masked LM toward skew'
+    "the causal LM's change of symmetry is larger than the masked LM's"
     """
     if mean_a >= 0 and mean_b >= 0 and (mean_a > 0 or mean_b > 0):
-        return (f"the {a} moves {score} further {up} than the {b}", f"the {a} moves {score} less {up} than the {b}")
+        return (f"the {a}'s {score} rises more than the {b}'s ({up})",
+                f"the {a}'s {score} rises less than the {b}'s ({up})")
     if mean_a <= 0 and mean_b <= 0 and (mean_a < 0 or mean_b < 0):
-        return (f"the {a} moves {score} less {down} than the {b}",
-                f"the {a} moves {score} further {down} than the {b}")
-    # opposite signs: each clause is true of its own arm whichever claim the estimate selects
-    larger = f"the {a} moves {score} {up}, the {b} {down}"
-    smaller = f"the {a} moves {score} {down}, the {b} {up}"
-    if not (mean_a > 0 > mean_b):
-        larger = f"the {a}'s change of {score} exceeds the {b}'s"
-    if not (mean_a < 0 < mean_b):
-        smaller = f"the {a}'s change of {score} falls short of the {b}'s"
-    return larger, smaller
+        return (f"the {a}'s {score} falls less than the {b}'s ({down})",
+                f"the {a}'s {score} falls further than the {b}'s ({down})")
+    return (f"the {a}'s change of {score} is larger than the {b}'s",
+            f"the {a}'s change of {score} is smaller than the {b}'s")
 
 
 @dataclass(frozen=True)

@@ -64,10 +64,10 @@ def test_a_difference_of_the_opposite_sign_does_not_count_for_the_mask():
 
 def test_claims_name_the_objective_that_really_moves_further():
     larger, smaller = ft.change_claims("causal", "mlm", "symmetry", 0.016, 0.19)
-    assert smaller == "the causal LM moves symmetry less toward symmetric than the masked LM"
+    assert smaller == "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     assert ft.change_claims("causal", "mlm", "symmetry", -0.1, 0.2)[1] == \
-        "the causal LM moves symmetry toward skew, the masked LM toward symmetric"
-    assert larger.startswith("the causal LM moves symmetry further toward symmetric")
+        "the causal LM's change of symmetry is smaller than the masked LM's"
+    assert larger.startswith("the causal LM's symmetry rises more")
 
 
 def test_matched_steps_take_the_first_step_below_the_level_and_leave_out_runs_that_never_reach_it():
@@ -139,7 +139,7 @@ def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_sk
     decision = carriers.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
     assert decision.outcome == "both"
     assert "toward skew" not in decision.sentence
-    assert "the causal LM moves symmetry less toward symmetric than the masked LM" in decision.sentence
+    assert "the causal LM's symmetry rises less than the masked LM's (toward symmetric)" in decision.sentence
 
 
 def _supervision_family(causal, sparse, small):

@@ -283,9 +283,9 @@ def change_claims(a: str, b: str, score: str, mean_a: float, mean_b: float) -> t
     each arm moves (:func:`qkgeometry.claims.change_words`, with the arms' names and the score's directions).
 
     >>> change_claims("causal", "mlm", "symmetry", 0.016, 0.19)[1]
-    'the causal LM moves symmetry less toward symmetric than the masked LM'
+    "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     >>> change_claims("causal", "mlm", "directionality", -0.46, -0.16)[1]
-    'the causal LM moves directionality further toward the key side than the masked LM'
+    "the causal LM's directionality falls further than the masked LM's (toward the key side)"
     """
     return change_words(OBJECTIVE_PROSE[a], OBJECTIVE_PROSE[b], score, *WAYS[score], mean_a, mean_b)
 
