@@ -178,8 +178,8 @@ def test_the_answer_says_speed_up_only_when_the_steps_to_the_target_are_establis
     logs = _curve_logs(gain=-0.02)
     gap, target = ic.loss_gap_claim(logs), ic.target_claim(logs)
     final = ic.control_family(logs, pairs=[("symmetric", "default")]).iloc[0]["judged"]
-    text = ic.gain_answer(final, gap, target, baseline_loss=6.0)
-    assert ("Yes, on the measure stated before the runs" in text) == (
+    text = ic.gain_answer(final, gap, target, baseline_loss=6.0).text
+    assert ("Yes, on the measure of speed stated before the runs" in text) == (
         target.primary.established and target.primary.interval.estimate < 0)
     assert "checkpoints of one decaying learning-rate schedule" in text
     assert f"at {sum(not s.established for s in gap.curve)} of the {len(gap.curve)} logged horizons" in text
@@ -187,5 +187,15 @@ def test_the_answer_says_speed_up_only_when_the_steps_to_the_target_are_establis
     weak = type(target)(target.subject, target.larger, target.smaller, tuple(
         type(s)(s.axis, s.label, stats.Interval(-650, -1356, 56, 4, unit="seed"), s.primary) for s in target.curve),
         decimals=0)
-    text = ic.gain_answer(final, gap, weak, baseline_loss=6.0)
-    assert text.startswith("Not shown as faster at our scale") and "is not established (−650 steps [−1,356, 56]" in text
+    answer = ic.gain_answer(final, gap, weak, baseline_loss=6.0)
+    assert answer.head == "Not shown as a speed-up at our scale."
+    assert "does not reach the default start's final loss detectably sooner (−650 steps [−1,356, 56]" in answer.speed
+    assert answer.text.startswith(answer.head) and "speed-up" not in answer.speed
+
+
+def test_the_cause_line_names_what_differs_or_says_nothing_is_settled():
+    settled = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "indefinite": 4.90}))
+    assert "indefinite from default" in ic.cause_line(settled)
+    noisy = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01}, n_seeds=4, noise=0.03))
+    assert ic.cause_line(noisy).startswith("Which property of the symmetric start helps is not settled")
+    assert "not tested yet" in ic.cause_line(pd.DataFrame())

@@ -45,7 +45,9 @@ __all__ = [
     "PLANNED_SEEDS",
     "TARGET_FRACTIONS",
     "ControlReading",
+    "GainAnswer",
     "brief",
+    "cause_line",
     "control_family",
     "gain_answer",
     "loss_gap_claim",
@@ -263,6 +265,26 @@ def brief(family: pd.DataFrame) -> str:
     return head + "."
 
 
+def cause_line(family: pd.DataFrame) -> str:
+    """What the controls say about the cause of the gain, in one plain sentence for a chapter's opening answer:
+    whether any control start differs detectably from the default or the symmetric start after Holm's correction
+    over ``family`` (:func:`control_family`), with n. Chapter 5."""
+    if family.empty:
+        return "Which property of the symmetric start helps is not tested yet: no control start has run."
+    controls = list(dict.fromkeys(family["treatment"]))
+    seeds = sorted({int(v.interval.n) for v in family["judged"]})
+    n = f"n = {seeds[0]} seeds each" if len(seeds) == 1 else f"n = {seeds[0]} to {seeds[-1]} seeds"
+    found = [f"{c} from {b}" for c in controls for b in ("default", "symmetric")
+             if (v := _lookup(family, c, b)) is not None and v.outcome == "difference"]
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}.get(len(controls), str(len(controls)))
+    if not found:
+        return (f"Which property of the symmetric start helps is not settled: none of the {words} control starts, "
+                f"each changing one property of it, differs detectably from the default or the symmetric start "
+                f"({n}; Holm's correction over {len(family)} contrasts).")
+    return (f"Of the {words} control starts, each changing one property of the symmetric one, these differ "
+            f"detectably after Holm's correction over {len(family)} contrasts: {', '.join(found)} ({n}).")
+
+
 # ================================================================================== specification curves
 #: Horizons of the loss-gap curve: every logged step after this one (the gain appears late in the schedule).
 CURVE_FIRST_STEP = 2000
@@ -317,7 +339,21 @@ def _step_of(spec: Specification) -> int:
     return int(spec.label.rsplit(" ", 1)[-1].replace(",", ""))
 
 
-def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: float, early_step: int = 5000) -> str:
+@dataclass(frozen=True)
+class GainAnswer:
+    """The answer to "does the symmetric init speed up training?" in the pieces a page shows: ``head`` (the answer
+    in a few plain words), ``loss`` (the final-loss gap), ``speed`` (the pre-stated measure of speed), ``horizons``
+    (where along the schedule the loss gap is established) and ``text`` (all of it, as one paragraph)."""
+
+    head: str
+    loss: str
+    speed: str
+    horizons: str
+    text: str
+
+
+def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: float,
+                early_step: int = 5000) -> GainAnswer:
     """The answer to "does the symmetric init speed up training?", from the numbers: the final-loss verdict
     (``final``, with the gap as a share of ``baseline_loss``), the pre-stated measure of speed (``target``, steps to
     the default runs' final loss, :func:`target_claim`) and the loss gap over the horizons (``gap``,
@@ -333,22 +369,26 @@ def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: 
     steps = (f"{f(tp.estimate, decimals=0)} steps [{f(tp.low, decimals=0)}, {f(tp.high, decimals=0)}], "
              f"n = {tp.n} seeds that reach it")
     share = f(100 * abs(gain.estimate) / baseline_loss, decimals=1)
-    loss = (f"{f(gain.estimate, decimals=4)} nats [{f(gain.low, decimals=4)}, {f(gain.high, decimals=4)}], "
-            f"{share}% of the loss, n = {gain.n} seeds")
+    loss_value = (f"{f(gain.estimate, decimals=4)} nats [{f(gain.low, decimals=4)}, {f(gain.high, decimals=4)}], "
+                  f"{share}% of the loss, n = {gain.n} seeds")
     open_ = [s for s in gap.curve if not s.established]
     early = sum(_step_of(s) < early_step for s in open_)
     horizons = (f"the loss gap's interval includes 0 at {len(open_)} of the {len(gap.curve)} logged horizons after "
                 f"step {f(CURVE_FIRST_STEP, decimals=0)}" + (f" ({early} of them before step {f(early_step, decimals=0)})"
                                                               if open_ else ""))
-    if faster:
-        head = (f"Yes, on the measure stated before the runs: the symmetric runs reach the default runs' final loss "
-                f"sooner ({steps}), and end lower ({loss})")
-    elif lower:
-        head = (f"Not shown as faster at our scale. The symmetric runs end with a slightly lower validation loss "
-                f"({loss}), but the measure of speed stated before the runs, steps to the default runs' final loss, "
-                + ("is longer" if slower else "is not established") + f" ({steps})")
+    if lower:
+        loss = f"The symmetric start ends with a slightly lower validation loss ({loss_value})."
+    elif final.outcome == "difference":
+        loss = f"The symmetric start ends with a higher validation loss ({loss_value})."
     else:
-        head = (f"No, not at our scale: the final losses do not differ detectably ({loss}), and the steps to the "
-                f"default runs' final loss are " + ("longer" if slower else "not established as fewer") + f" ({steps})")
-    return (f"{head}; {horizons}. Those horizons are checkpoints of one decaying learning-rate schedule, not shorter "
-            "runs, so they do not show what a shorter training would gain.")
+        loss = f"The final validation losses do not differ detectably ({loss_value})."
+    if faster:
+        head = "Yes, on the measure of speed stated before the runs."
+        speed = f"It reaches the default start's final loss sooner ({steps})."
+    else:
+        head = "Not shown as a speed-up at our scale." if lower else "No, not at our scale."
+        speed = ("It reaches the default start's final loss later" if slower else
+                 "It does not reach the default start's final loss detectably sooner") + f" ({steps})."
+    text = (f"{head} {loss} {speed} Along the schedule, {horizons}; those horizons are checkpoints of one decaying "
+            "learning-rate schedule, not shorter runs, so they do not show what a shorter training would gain.")
+    return GainAnswer(head, loss, speed, horizons, text)
