@@ -18,11 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from ..claims import Claim, join_words
+from ..claims import Claim, Specification, join_words  # noqa: F401 - Specification: the doctests build claims
 from .config import SPARSE_CAUSAL
 from .fair_test import SUPERVISED_CAUSAL, Contrast
 
-__all__ = ["Decision", "decision_curve", "decision_line", "mask_or_density", "share_bound", "share_or_supervision"]
+__all__ = ["Decision", "decision_curve", "decision_line", "gap_answer", "mask_or_density", "share_bound",
+           "share_or_supervision"]
 
 
 @dataclass(frozen=True)
@@ -184,16 +185,18 @@ def decision_curve(claims: Mapping[tuple[str, str, str], Claim], rule: str, scor
     return out
 
 
-def decision_line(decision: Decision, curve: Mapping[str, list[str]]) -> str:
+def decision_line(decision: Decision, curve: Mapping[str, list[str]],
+                  lead: str = "by the rule stated before the runs, ") -> str:
     """A decision in one line that carries its curve: what the rule reads at the pre-stated specification (after
     Holm's correction), then, when the same rule reads otherwise anywhere on the curve, how often and where.
+    ``lead``: the words before the decision.
 
     >>> d = Decision("directionality", "supervision", "...")
     >>> decision_line(d, {"supervision": ["step 4,000, per layer"] * 9, "nothing to split": ["matched at 5%"]})[-100:]
     'the same rule reads supervision at 9 and nothing to split at 1 (matched at 5%) of 10 specifications.'
     """
     m = sum(len(v) for v in curve.values())
-    head = f"by the rule stated before the runs, {decision.brief}"
+    head = f"{lead}{decision.brief}"
     if not curve:
         return head + "."
     if set(curve) == {decision.outcome}:
@@ -207,3 +210,33 @@ def decision_line(decision: Decision, curve: Mapping[str, list[str]]) -> str:
         parts.append(f"{outcome} at {len(labels)}{named}")
     return (f"{head} at the pre-stated specification; across its curve the same rule reads {join_words(parts)} of "
             f"{m} specifications.")
+
+
+def gap_answer(claim: Claim, paper: str = "as the paper predicts") -> str:
+    """The answer to "does causal training make the form more directional?" in a few plain words, from the causal −
+    masked LM claim on directionality (:func:`qkgeometry.training.fair_test.specification_claims`): yes where it
+    holds across its curve, "partly" where it holds at the pre-stated specification only, "not detected" where it
+    is not established there. ``paper``: how the direction relates to the paper's prediction (said only when the
+    causal LM's directionality ends further toward the key side). Chapter 3.
+
+    >>> iv = lambda e, lo, hi: stats.Interval(e, lo, hi, 12, unit="seed")
+    >>> c = Claim("Δd", "larger", "the causal LM's directionality falls further than the masked LM's (toward the key side)",
+    ...           (Specification("horizon", "step 4,000", iv(-0.3, -0.4, -0.2), primary=True),
+    ...            Specification("matched", "matched at 5%", iv(0.26, 0.06, 0.46))))
+    >>> gap_answer(c)
+    "Partly: at the step fixed before the runs, the causal LM's directionality falls further than the masked LM's (toward the key side), as the paper predicts, but the gap reverses at 1 of 2 specifications."
+    """
+
+    r = claim.reading
+    toward_key = claim.primary.interval.estimate < 0
+    said = claim.claim + (f", {paper}" if toward_key else "")
+    if r.outcome == "not established":
+        return ("Not detected at our scale: at the step fixed before the runs, the causal and the masked LM do not "
+                "differ detectably in how their directionality changes.")
+    if r.outcome == "holds":
+        return f"Yes, in our small models: {said}, at every one of the {r.total} specifications."
+    if r.outcome == "reverses":
+        return (f"Partly: at the step fixed before the runs, {said}, but the gap reverses at "
+                f"{len(r.established_against)} of {r.total} specifications.")
+    return (f"Partly: at the step fixed before the runs, {said}, but not with an interval that excludes 0 at every "
+            f"one of the {r.total} specifications.")
