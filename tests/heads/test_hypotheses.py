@@ -138,3 +138,19 @@ def test_labels_concentrated_in_one_model_with_higher_scores_are_not_a_separatio
     sep = hypotheses.pooled_separation(values, labels, models, n_resamples=500)
     assert sep.p_value > 0.05
     assert hypotheses.pooled_separation(values, labels, np.repeat(["one"], 120)) is None  # one model: nothing to pool
+
+
+def test_the_opening_answer_counts_what_holds_and_bounds_what_does_not():
+    fam = pd.DataFrame({"hypothesis": ["H1", "H3", "H6", "H7", "H9"],
+                        "kind": ["algebra", "algebra", "empirical", "empirical", "empirical"],
+                        "holds": [True, False, True, False, False],
+                        "reading": ["holds", "not detected (the interval allows an AUC up to 0.66)", "holds",
+                                    "not detected (the interval allows an AUC down to 0.41)", "reversed"]})
+    sens = pd.DataFrame({"hypothesis": ["H1", "H1", "H6", "H6"], "factor": [0.5, 1.5, 0.5, 1.5],
+                         "holds": [True, True, True, False]})
+    answer = hypotheses.job_answer(fam, sens)
+    assert answer.head.startswith("Little beyond what the algebra fixes: 1 of the 3 readings of the split hold (H6)")
+    assert "1 of the 2 predictions of the algebra" in answer.head
+    assert "H7 is not detected (the interval allows an AUC down to 0.41)" in answer.readings
+    assert "H9 is reversed" in answer.readings
+    assert answer.firmness.startswith("1 of the 2 verdicts change") and "(H6)" in answer.firmness

@@ -29,9 +29,11 @@ from .behaviour import relabel
 __all__ = [
     "HYPOTHESES",
     "Hypothesis",
+    "JobAnswer",
     "Separation",
     "hypothesis_family",
     "hypothesis_reading",
+    "job_answer",
     "pooled_separation",
     "rank_correlation",
     "run_hypotheses",
@@ -222,6 +224,8 @@ class Hypothesis:
     statement: str
     kind: str = "empirical"
     assumption: str = ""
+    #: the hypothesis in a few plain words, for a chapter's opening answer
+    short: str = ""
 
 
 #: The chapter's hypotheses, in the order they are written on the page.
@@ -230,33 +234,42 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
                "Duplicate-token heads need xᵢᵀ M xⱼ large when xⱼ ≈ xᵢ, which only Mₛ "
                "sets: Mₛ should carry mostly positive eigen-energy.", "algebra",
                "the two occurrences of a token enter the head alike (xⱼ ≈ xᵢ: position and context change them "
-               "little)"),
+               "little)",
+               short="duplicate-token heads carry more positive energy in Mₛ"),
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
                "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
                "on average).", "algebra",
-               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I"),
+               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I",
+               short="duplicate-token heads have a larger trace"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
                "Current-token heads have a large positive trace of M (a token's logit on itself is "
                "xᵀ Mₛ x).", "algebra",
-               "isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I"),
+               "isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I",
+               short="current-token heads have a larger trace"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
                "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
                "symmetric.", "algebra",
                "a head that must attend to itself has little use for Mₙ (the algebra asks only for a large xᵀMₛx; "
-               "the symmetry score also counts how much of M is Mₙ)"),
+               "the symmetry score also counts how much of M is Mₙ)",
+               short="current-token heads are more symmetric"),
     Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
                "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) "
-               "exceeds tr M(0)."),
+               "exceeds tr M(0).",
+               short="previous-token heads of rotary models gain at offset −1"),
     Hypothesis("H6", "previous", "symmetry", "lower", "all",
                "Previous-token heads are order-sensitive: their W_qk is less symmetric (the intuition that "
-               "skew means 'attend by order')."),
+               "skew means 'attend by order').",
+               short="previous-token heads are less symmetric"),
     Hypothesis("H7", "first", "directionality", "lower", "all",
-               "Sink heads are column-dominated: directionality below that of other heads."),
+               "Sink heads are column-dominated: directionality below that of other heads.",
+               short="sink heads are more key-dominated"),
     Hypothesis("H8", "first", "key_bias", "higher", "bias",
-               "In models with a query bias, sink heads carry a larger key-only bias term."),
+               "In models with a query bias, sink heads carry a larger key-only bias term.",
+               short="sink heads carry a larger key-bias term"),
     Hypothesis("H9", "routing", "symmetry", "lower", "all",
                "Routing heads (previous, next, induction) are more skew than the rest, as the routing/filtering "
-               "reading of the split claims."),
+               "reading of the split claims.",
+               short="routing heads are more skew"),
 )
 
 
@@ -400,3 +413,51 @@ def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: i
     alpha = (1 - level) / 2
     low, high = (float(v) for v in np.quantile(dist, [alpha, 1 - alpha]))
     return Interval(rho, low, high, len(a), level, "bootstrap-percentile", unit)
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    """The answer to "what does a head's geometry say about its job?" in the pieces a chapter opens with: ``head``
+    (a few plain words), ``algebra`` and ``readings`` (which predictions of each family hold, and the others with
+    their bound) and ``firmness`` (how many verdicts change with the label thresholds)."""
+
+    head: str
+    algebra: str
+    readings: str
+    firmness: str
+
+
+def _listed(rows: pd.DataFrame) -> str:
+    from ..claims import join_words
+
+    by_key = {h.key: h for h in HYPOTHESES}
+    return join_words([f"{by_key[k].short or by_key[k].statement} ({k})" for k in rows["hypothesis"]])
+
+
+def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> JobAnswer:
+    """:class:`JobAnswer` from the hypothesis family (:func:`hypothesis_family`) and, when given, its threshold
+    sensitivity (:func:`threshold_sensitivity`). "Little" when at most a third of the readings of the split hold;
+    a reading not detected is named with its bound (:func:`hypothesis_reading`). Chapter 7."""
+    from ..claims import join_words
+
+    algebra, emp = family[family["kind"] == "algebra"], family[family["kind"] == "empirical"]
+    held_alg, held_emp = algebra[algebra["holds"]], emp[emp["holds"]]
+    k, n = len(held_emp), len(emp)
+    amount = "Little" if 3 * k <= n else "Some things" if 2 * k <= n else "Much"
+    head = (f"{amount} beyond what the algebra fixes: {k} of the {n} readings of the split hold"
+            + (f" ({join_words(list(held_emp['hypothesis']))})" if k else "")
+            + f", while {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted.")
+    alg = (f"The algebra's predictions that hold: {_listed(held_alg)}." if len(held_alg) else
+           "None of the algebra's predictions holds.")
+    missed = emp[~emp["holds"]]
+    readings = ((f"Readings that hold: {_listed(held_emp)}. " if k else "No reading of the split holds. ")
+                + ("; ".join(f"{h} is {r}" for h, r in zip(missed["hypothesis"], missed["reading"])) + "."
+                   if len(missed) else ""))
+    firmness = ""
+    if sensitivity is not None and len(sensitivity):
+        stable = sensitivity.groupby("hypothesis")["holds"].agg(lambda v: bool(v.all()) or not bool(v.any()))
+        flips = sorted(stable[~stable].index)
+        factors = sorted(sensitivity["factor"].unique())
+        firmness = (f"{len(flips)} of the {len(stable)} verdicts change when every label threshold is scaled from "
+                    f"×{factors[0]:g} to ×{factors[-1]:g}" + (f" ({join_words(flips)})" if flips else "") + ".")
+    return JobAnswer(head, alg, readings, firmness)
