@@ -352,7 +352,8 @@ class Claim:
             return f"keeps its sign at all {m} specifications, but its interval includes 0 at {weak} of them"
         if r.outcome == "primary only":
             return (f"keeps its sign at {len(r.agree)} of {m} specifications and has the other sign at "
-                    f"{len(r.against)}, never with an interval that excludes 0")
+                    f"{len(r.against)}, never with an interval that excludes 0; its interval includes 0 at "
+                    f"{m - len(r.established_agree)} of them")
         return f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications"
 
     @property
