@@ -199,3 +199,14 @@ def test_no_rendering_of_a_claim_drops_a_reversal_or_a_lost_interval(seed):
     elif r.outcome == "holds":
         assert all("at every one of the" in t or "holds at every" in t or "every one of the" in t
                    for t in renderings)
+
+
+def test_the_curve_is_counted_by_the_choice_it_varies():
+    iv = lambda e, n: stats.Interval(e, e - 0.1, e + 0.1, n, unit="seed")  # noqa: E731
+    curve = (Specification("horizon, per layer", "step 4,000", iv(-0.3, 12), primary=True),
+             *(Specification("horizon, per layer", f"step {k:,}", iv(-0.3, 12)) for k in range(500, 4000, 500)),
+             Specification("matched, per layer", "matched at 10%", iv(0.3, 7)),
+             Specification("matched, per layer", "matched at 20%", iv(0.05, 4)))
+    table = Claim("Δd", "up", "down", curve).by_axis().set_index("axis")
+    assert table.loc["horizon, per layer"].tolist() == [8, 8, 0, "12"]
+    assert table.loc["matched, per layer"].tolist() == [2, 0, 1, "4–7"]

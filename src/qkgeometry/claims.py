@@ -408,6 +408,24 @@ class Claim:
                 f"{k} and with the other sign at {len(r.established_against)} "
                 f"({_named(r.established_against, with_values=False)}).")
 
+    def by_axis(self) -> pandas.DataFrame:
+        """The curve counted by the choice it varies (its ``axis``: horizons per layer, matched learning per head,
+        ...), so that a choice with many points (every logged step) does not outvote one with few: per axis, the
+        number of specifications, how many are established with the primary's sign and with the other sign, and the
+        range of n (a level that only some seeds reach rests on fewer)."""
+        import pandas as pd
+
+        sign = self.primary.sign
+        rows = []
+        for axis in dict.fromkeys(s.axis for s in self.curve):
+            specs = [s for s in self.curve if s.axis == axis]
+            ns = [s.interval.n for s in specs]
+            rows.append({"axis": axis, "specifications": len(specs),
+                         "same_sign": sum(s.established and s.sign == sign for s in specs),
+                         "other_sign": sum(s.established and s.sign == -sign for s in specs),
+                         "n": f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}–{max(ns)}"})
+        return pd.DataFrame(rows)
+
     def frame(self) -> pandas.DataFrame:
         """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the
         estimate (the order of the figure)."""
