@@ -149,7 +149,8 @@ def test_the_opening_answer_counts_what_holds_and_bounds_what_does_not():
     sens = pd.DataFrame({"hypothesis": ["H1", "H1", "H6", "H6"], "factor": [0.5, 1.5, 0.5, 1.5],
                          "holds": [True, True, True, False]})
     answer = hypotheses.job_answer(fam, sens)
-    assert answer.head.startswith("Little beyond what the algebra fixes: 1 of the 3 readings of the split hold (H6)")
+    assert answer.head.startswith("Little: beyond what the algebra fixes, 1 of the 3 readings of the split hold (H6), "
+                                  "and it changes with the label thresholds")
     assert "1 of the 2 predictions of the algebra" in answer.head
     assert "H7 is not detected (the interval allows an AUC down to 0.41)" in answer.readings
     assert "H9 is reversed" in answer.readings

@@ -443,16 +443,7 @@ def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) ->
     algebra, emp = family[family["kind"] == "algebra"], family[family["kind"] == "empirical"]
     held_alg, held_emp = algebra[algebra["holds"]], emp[emp["holds"]]
     k, n = len(held_emp), len(emp)
-    amount = "Little" if 3 * k <= n else "Some things" if 2 * k <= n else "Much"
-    head = (f"{amount} beyond what the algebra fixes: {k} of the {n} readings of the split hold"
-            + (f" ({join_words(list(held_emp['hypothesis']))})" if k else "")
-            + f", while {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted.")
-    alg = (f"The algebra's predictions that hold: {_listed(held_alg)}." if len(held_alg) else
-           "None of the algebra's predictions holds.")
-    missed = emp[~emp["holds"]]
-    readings = ((f"Readings that hold: {_listed(held_emp)}. " if k else "No reading of the split holds. ")
-                + ("; ".join(f"{h} is {r}" for h, r in zip(missed["hypothesis"], missed["reading"])) + "."
-                   if len(missed) else ""))
+    flips: list[str] = []
     firmness = ""
     if sensitivity is not None and len(sensitivity):
         stable = sensitivity.groupby("hypothesis")["holds"].agg(lambda v: bool(v.all()) or not bool(v.any()))
@@ -460,4 +451,17 @@ def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) ->
         factors = sorted(sensitivity["factor"].unique())
         firmness = (f"{len(flips)} of the {len(stable)} verdicts change when every label threshold is scaled from "
                     f"×{factors[0]:g} to ×{factors[-1]:g}" + (f" ({join_words(flips)})" if flips else "") + ".")
+    amount = "Little" if 3 * k <= n else "Some" if 2 * k <= n else "Much"
+    fragile = [h for h in held_emp["hypothesis"] if h in flips]
+    head = (f"{amount}: beyond what the algebra fixes, {k} of the {n} readings of the split hold"
+            + (f" ({join_words(list(held_emp['hypothesis']))})" if k else "")
+            + (f", and {'it changes' if len(fragile) == 1 and k == 1 else f'{len(fragile)} of them change'} with the "
+               f"label thresholds" if fragile else "")
+            + f"; {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted.")
+    alg = (f"The algebra's predictions that hold: {_listed(held_alg)}." if len(held_alg) else
+           "None of the algebra's predictions holds.")
+    missed = emp[~emp["holds"]]
+    readings = ((f"Readings that hold: {_listed(held_emp)}. " if k else "No reading of the split holds. ")
+                + ("; ".join(f"{h} is {r}" for h, r in zip(missed["hypothesis"], missed["reading"])) + "."
+                   if len(missed) else ""))
     return JobAnswer(head, alg, readings, firmness)
