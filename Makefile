@@ -41,8 +41,8 @@ help:
 	@echo "                 of tools/colab/pip-freeze.txt), each in a fresh runtime (new venv, empty pip and Hugging Face"
 	@echo "                 caches, the chapter's own first cell installing what Colab lacks); fails when a first cell"
 	@echo "                 replaces a package Colab ships; needs PyPI"
-	@echo "make test-floors - the reader, Hub and CLI tests with every runtime dependency at its declared floor"
-	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests on Colab's"
+	@echo "make test-floors - the reader, Hub, CLI, survey, stats, heads and integrations tests with every runtime"
+	@echo "                 dependency at its declared floor (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests on Colab's"
 	@echo "                 stack (tools/colab/pip-freeze.txt)"
 	@echo "make test-pythons - make test-fast's tests on each Python the package claims ($(PYTHONS)), each in a venv"
 	@echo "                 of its own; needs PyPI"
@@ -114,12 +114,12 @@ test-colab: install
 
 # The floors of pyproject.toml, checked: a fresh venv with every runtime dependency and the `cluster` extra's at its
 # floor (tools/floors.py turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with
-# resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI and survey tests
-# (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
+# resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI, survey, stats,
+# heads and integrations tests (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
 # (each checkout keeps its own venvs under .cache/, so two checkouts never share one)
 FLOORS_VENV ?= $(CURDIR)/.cache/floors-venv
 COLAB_VENV ?= $(CURDIR)/.cache/colab-versions-venv
-FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying
+FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying tests/test_stats.py tests/heads tests/integrations
 test-floors:
 	rm -rf $(FLOORS_VENV)
 	$(PYTHON) -m venv $(FLOORS_VENV)
