@@ -16,7 +16,7 @@ What the build does to a chapter (:func:`learner_notebook`):
 * references are resolved to the numbers the book gives them ("Theorem 3.1", "Fig. 3.4", "Table 6.1", "(2.3)"),
   citations to "Author et al. (Year)", other chapters and pages to links;
 * every glued value is visible: written into the text from the recorded build (with the book's number formatter,
-  :func:`qkgeometry.stats.format_number`), and shown again, recomputed, as the output of the cell that computes it
+  :func:`qkgeometry.formatting.format_number`), and shown again, recomputed, as the output of the cell that computes it
   (the cell's ``glue`` is :func:`qkgeometry.tables.show_value`, which displays what it is given);
 * figure and table captions become Markdown cells next to their cells; cells the book hides stay, folded.
 
@@ -296,7 +296,7 @@ def _plain(bundle: dict) -> str:
 
 def _glue_text(name_spec: str, ctx: _Context) -> str:
     """A ``{glue:text}`` value as the book writes it: the recorded build's value, through the number formatter."""
-    from qkgeometry.stats import format_number
+    from qkgeometry.formatting import format_number, true_minus
 
     name, _, spec = name_spec.partition(":")
     name = name.strip()
@@ -313,7 +313,7 @@ def _glue_text(name_spec: str, ctx: _Context) -> str:
             return text
     if re.fullmatch(r"-?\d+", text):
         return format_number(int(text))
-    return re.sub(r"(?<![\w.])-(?=\d)", "\u2212", text)
+    return true_minus(text)
 
 
 def _glue_markdown(name: str, ctx: _Context) -> str:

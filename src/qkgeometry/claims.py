@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import stats
+from .formatting import count
 
 if TYPE_CHECKING:
     import pandas
@@ -120,9 +121,8 @@ def _value(interval: stats.Interval, decimals: int | None = None) -> str:
 
 
 def _units(interval: stats.Interval) -> str:
-    unit = interval.unit
-    plural = unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
-    return f"n = {interval.n} {unit if interval.n == 1 else plural}"
+    """``"n = 3 seeds"``: the interval's n and unit (:func:`qkgeometry.formatting.count`)."""
+    return count(interval.n, interval.unit)
 
 
 def difference_words(a: str, b: str, quantity: str, up: str, down: str) -> tuple[str, str]:

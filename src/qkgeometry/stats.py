@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from .tables import MINUS, format_number
+from .formatting import MINUS, format_number
+from .formatting import plural as _plural
 
 __all__ = [
     "MINUS", "MIN_BOOTSTRAP_N", "Interval", "PairedDifference", "Verdict", "auc_power", "bootstrap_interval",
@@ -323,11 +324,6 @@ def _resampled_medians(values: np.ndarray, cluster: np.ndarray, counts: np.ndarr
     lo = np.argmax(cum > ((total - 1) // 2)[:, None], axis=1)
     hi = np.argmax(cum > (total // 2)[:, None], axis=1)
     return (v[lo] + v[hi]) / 2
-
-
-def _plural(unit: str) -> str:
-    """"seed" -> "seeds", "family" -> "families"."""
-    return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
 
 
 def _below_floor(interval: Interval, floor: float) -> bool:

@@ -25,6 +25,7 @@ import sys
 import uuid
 from typing import Any
 
+from ..formatting import format_number
 from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, STACK_COLORS, STACK_WORDS, require_rows
 
 __all__ = ["InteractiveFigure", "interactive_attention_parts", "interactive_init_curves", "interactive_score_plane"]
@@ -378,7 +379,7 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
         pad = 0.05 * (high - low or 1.0)
         extra["updatemenus"] = [_buttons([
             ("all steps", "relayout", [{"xaxis.autorange": True, "yaxis.autorange": True}]),
-            (f"from step {zoom_from:,}", "relayout", [{"xaxis.range": [zoom_from, last],
+            (f"from step {format_number(zoom_from)}", "relayout", [{"xaxis.range": [zoom_from, last],
                                                       "yaxis.range": [low - pad, high + pad]}])])]
     words = ylabel or y
     figure.update_layout(**_layout(

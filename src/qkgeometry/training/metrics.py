@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..formatting import format_number
 
 __all__ = [
     "SpeedUp",
@@ -61,7 +62,7 @@ class SpeedUp:
         return self.fraction is not None
 
     def __str__(self) -> str:
-        return "not reached" if self.fraction is None else f"{100 * self.fraction:.1f}%"
+        return "not reached" if self.fraction is None else format_number(self.fraction, spec=".1%")
 
 
 def _curve(log: pd.DataFrame, loss: str) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +129,7 @@ def _interval_text(values: Sequence[float | None], level: float = 0.95, digits: 
     x = [float(v) for v in values if v is not None and not math.isnan(v)]
     if not x:
         return "—"
-    return f"{100 * x[0]:.{max(digits - 2, 0)}f}%" if percent else f"{x[0]:.{digits}f}"
+    return format_number(x[0], spec=f".{max(digits - 2, 0)}%") if percent else format_number(x[0], decimals=digits)
 
 
 def _runs(logs: pd.DataFrame, arch: str, init: str) -> dict[int, pd.DataFrame]:
