@@ -258,3 +258,14 @@ def test_a_difference_below_the_floor_is_written_to_the_floors_precision_not_six
     assert v.details["estimate"] == "loss gap = 0.0000" and "4.1e−05" in v.details["95% interval"]
     above = stats.judge(stats.Interval(0.02, 0.011, 0.029, 3), "higher", "lower", "loss gap", floor=0.005)
     assert above.sentence.endswith("loss gap 0.0200 (95% CI 0.0110 to 0.0290).")
+
+
+def test_verdict_and_judge_are_one_rule():
+    """verdict() is judge() written on one line: the same outcome and words for every kind of result."""
+    results = [stats.t_interval([0.2, 0.3, 0.25], unit="seed"), stats.t_interval([-0.1, 0.3, 0.05]),
+               stats.paired_difference([1.0, 1.1, 1.2], [1.05, 1.12, 1.3]),
+               stats.t_interval([0.002, 0.003, 0.0025])]
+    for result in results:
+        judged = stats.judge(result, "up", "down", "gap", floor=0.01)
+        assert stats.verdict(result, "up", "down", "gap", digits=4, floor=0.01) == judged.line(4)
+        assert judged.line(4).startswith(judged.claim[:-1] if judged.outcome == "suggested" else judged.claim)
