@@ -314,29 +314,37 @@ def same_values(frame: Any, columns: Sequence[str], name: str) -> Any:
 
 
 def show_value(name: str, value: Any, display: bool = True) -> None:
-    """Show a value the chapter's text quotes, as the output of the cell that computes it: ``name: value`` for a
-    number or a sentence (numbers through :func:`format_number`), the object itself for anything
-    that displays richly (a figure, a table, a statistics box).
+    """Show a value the chapter's text quotes, as the output of the cell that computes it (numbers through
+    :func:`format_number`, a sentence as text, anything that displays richly, a figure, a table or a statistics
+    box, as itself).
 
     The book's notebooks pass such values to ``myst_nb.glue``, which pastes them into the text; the notebooks a
-    learner opens in Colab or Jupyter call this instead, so that every value is visible where it is computed
-    (``display`` is accepted and ignored: the value is always shown).
+    learner opens in Colab or Jupyter call this instead, with the same arguments, so that every value is visible
+    where it is computed. ``display`` means what it means to ``glue``, whether the book's own cell shows the value:
 
-    >>> show_value("share", -0.1234), show_value("n", 10033), show_value("verdict", "no detectable difference")
+    - ``display=True``: the book's cell shows the value, and so does this one, the same way: the value alone;
+    - ``display=False``: the book shows the value only where its text quotes it; here it is shown under its name
+      (``name: value``), so that a learner finds the value the text quotes.
+
+    >>> show_value("share", -0.1234, display=False), show_value("n", 10033, display=False)
     share: −0.123
     n: 10,033
-    verdict: no detectable difference
-    (None, None, None)
+    (None, None)
+    >>> show_value("share", -0.1234), show_value("verdict", "no detectable difference")
+    −0.123
+    no detectable difference
+    (None, None)
     """
-    del display
+    label = "" if display else f"{name}: "
     if isinstance(value, (bool, np.bool_)) or value is None:
-        print(f"{name}: {value}")
+        print(f"{label}{value}")
     elif isinstance(value, (int, float, np.integer, np.floating)):
-        print(f"{name}: {tidy_number(value, 3)}")
+        print(f"{label}{tidy_number(value, 3)}")
     elif isinstance(value, str):
-        print(f"{name}: {value}")
+        print(f"{label}{value}")
     else:
         from IPython.display import display as _display
 
-        print(f"{name}:")
+        if label:
+            print(label.rstrip())
         _display(value)
