@@ -63,6 +63,9 @@ def test_the_package_root_holds_only_the_core():
     (r"^def fingerprint\(", "_files.py"),
     (r"^def rows_matching\(", "surveying/store.py"),
     (r"^class \w*Store\b", "surveying/store.py"),
+    (r"^CREATE TABLE IF NOT EXISTS models", "surveying/store_format.py"),  # the layout on disk, and its migration
+    (r"^def migrate\(", "surveying/store_format.py"),
+    (r"^def parse_survey_csv\(", "surveying/store_csv.py"),  # the store's CSV side
     (r"argparse\.ArgumentParser\(", "cli.py"),  # one command line
 ])
 def test_each_concept_has_one_definition(pattern, home):
