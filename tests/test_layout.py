@@ -312,3 +312,20 @@ def test_the_tools_import_in_one_direction():
              if m.startswith(".")}
     cycles = sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
     assert not cycles, f"these tools import each other: {cycles}"
+
+
+def test_the_repository_and_colabs_list_each_have_one_home():
+    """The repository's URL is _config.yml's (tools/repository.py reads it); the path of Colab's list is
+    tools/floors.py's: no other code spells either."""
+    import yaml
+
+    root = PACKAGE.parents[1]
+    url = yaml.safe_load((root / "_config.yml").read_text())["repository"]["url"].rstrip("/")
+    code = {p: p.read_text() for p in [*PACKAGE.rglob("*.py"), *TOOLS.rglob("*.py"), *(root / "tests").rglob("*.py")]}
+    spelled = sorted(str(p.relative_to(root)) for p, text in code.items() if url.split("//", 1)[1] in text)
+    assert not spelled, f"read the repository from tools.repository (_config.yml), not: {spelled}"
+    colab = sorted(str(p.relative_to(root)) for p, text in code.items() if '"colab" / "pip-' + 'freeze.txt"' in text)
+    assert colab == ["tools/floors.py"], colab
+    from tools import repository
+
+    assert repository.REPOSITORY_URL == url and repository.PIP_REQUIREMENT == f"git+{url}"

@@ -187,9 +187,10 @@ def test_glued_text_and_built_pages_write_minus_signs_by_the_packages_rule(raw, 
     """The learners' notebooks and the built pages write a minus sign where the package's formatter would: one
     rule (qkgeometry.formatting.true_minus), so that a value reads the same in the book, on Colab and on a slide."""
     from qkgeometry.formatting import true_minus
+    from tools import commonmark
 
-    ctx = learner._Context(learner.Chapter(1, "01_x", "x"), learner.Labels(), {"v": {"text/plain": repr(raw)}}, "full")
-    assert learner._glue_text("v", ctx) == true_minus(raw)
+    ctx = commonmark.Context(learner.Chapter(1, "01_x", "x"), learner.Labels(), {"v": {"text/plain": repr(raw)}}, "full")
+    assert commonmark._glue_text("v", ctx) == true_minus(raw)
     page = tmp_path / "p.html"
     page.write_text(f"<html><body><p>{raw}</p></body></html>", encoding="utf-8")
     runner.true_minus_signs(tmp_path)
