@@ -328,4 +328,4 @@ def test_the_repository_and_colabs_list_each_have_one_home():
     assert colab == ["tools/floors.py"], colab
     from tools import repository
 
-    assert repository.REPOSITORY_URL == url and repository.PIP_REQUIREMENT == f"git+{url}"
+    assert url == repository.REPOSITORY_URL and f"git+{url}" == repository.PIP_REQUIREMENT
