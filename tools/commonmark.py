@@ -68,10 +68,9 @@ def myst_leftovers(markdown: str) -> list[str]:
 def notebook_leftovers(nb) -> list[tuple[int, str]]:
     """``(cell index, token)`` for every MyST token a learner would see in the Markdown cells of ``nb`` (a notebook
     node or a path), in the figure captions this module writes included."""
-    import nbformat
 
     if isinstance(nb, (str, Path)):
-        nb = nbformat.read(str(nb), as_version=4)
+        nb = myst.read_notebook(nb)
     return [(k, token) for k, cell in enumerate(nb.cells) if cell.cell_type == "markdown"
             for token in myst_leftovers(cell.source)]
 

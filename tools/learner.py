@@ -144,11 +144,11 @@ def learner_notebook(source, executed, labels: Labels, build: str = "full"):
     import nbformat
 
     src_path = Path(source) if isinstance(source, (str, Path)) else None
-    nb = nbformat.read(str(source), as_version=4) if src_path else copy.deepcopy(source)
+    nb = myst.read_notebook(source) if src_path else copy.deepcopy(source)
     if isinstance(executed, dict):  # the values themselves (as recorded in a learner's notebook)
         values = executed
     else:
-        run = nbformat.read(str(executed), as_version=4) if isinstance(executed, (str, Path)) else executed
+        run = myst.read_notebook(executed) if isinstance(executed, (str, Path)) else executed
         values = glued_outputs(run)
     stem = src_path.stem if src_path else str(nb.metadata.get("qkgeometry", {}).get("stem", ""))
     chapter = labels.chapters.get(stem) or Chapter(int(stem[:2]) if stem[:2].isdigit() else 0, stem, stem)
@@ -232,9 +232,8 @@ def _stable_ids(nb, stem: str) -> None:
 
 def recorded_values(learner: Path) -> tuple[dict[str, dict], str]:
     """The values a learner's notebook quotes and the build they come from, as it recorded them."""
-    import nbformat
 
-    meta = nbformat.read(str(learner), as_version=4).metadata.get("qkgeometry", {})
+    meta = myst.read_notebook(learner).metadata.get("qkgeometry", {})
     return dict(meta.get("values", {})), str(meta.get("build", "full"))
 
 

@@ -8,8 +8,28 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FIGURE_NAME", "PROOF_KINDS", "cell_figure", "directive", "glued_outputs", "md_parser", "options", "plain",
-           "walk_blocks"]
+__all__ = ["FIGURE_NAME", "PROOF_KINDS", "NotebookError", "cell_figure", "directive", "glued_outputs", "md_parser",
+           "options", "plain", "read_notebook", "walk_blocks"]
+
+class NotebookError(ValueError):
+    """A file that should be a chapter's notebook is not one (not JSON, or JSON that is no notebook)."""
+
+
+def read_notebook(path):
+    """The notebook at ``path`` (nbformat 4). A file that is not a notebook raises :class:`NotebookError`, one line
+    that names the file (nbformat's own error quotes the file's first characters, line breaks included)."""
+    import nbformat
+    from nbformat.reader import NotJSONError
+
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except NotJSONError:
+        raise NotebookError(f"{path}: not a notebook (its text is not JSON: a write cut short?); execute or copy the "
+                            "chapter again.") from None
+    except nbformat.ValidationError as e:
+        reason = " ".join(str(getattr(e, "message", e)).split())[:160]
+        raise NotebookError(f"{path}: not a notebook ({reason}); execute or copy the chapter again.") from None
+
 
 #: Kinds of statement of sphinx-proof (each numbered on its own, "Theorem 1.2", "Proposition 1.1").
 PROOF_KINDS = ("theorem", "proposition", "corollary", "lemma", "definition", "conjecture", "remark", "example",

@@ -40,7 +40,6 @@ def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
     """Number every figure, table, statement, exercise and labelled equation of the chapters as the book does
     (per chapter and per kind: "Fig. 3.4", "Table 6.1", "Theorem 1.2", "Exercise 3.2", "(2.1)"), and read the
     chapters' titles and the bibliography. ``notebooks``: paths, or ``(file stem, notebook node)`` pairs."""
-    import nbformat
 
     labels = Labels()
     items = [(Path(x).stem, None) if isinstance(x, (str, Path)) else x for x in notebooks]
@@ -51,7 +50,7 @@ def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
             continue
         n = int(m.group(1))
         if nb is None:
-            nb = nbformat.read(str(paths[stem]), as_version=4)
+            nb = myst.read_notebook(paths[stem])
         counts: Counter = Counter()
         pending_target = None
         title = None

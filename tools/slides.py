@@ -410,14 +410,16 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
 
 def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
     """Write one deck per session (``out_dir/session-N.html``, its figures in ``out_dir/session-N/``) from the
-    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed, or a
-    figure whose output is not an image, is a :class:`DeckError` that says which, in one line."""
-    import nbformat
-
+    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed (or is
+    not a notebook), or a figure whose output is not an image, is a :class:`DeckError` that says which, in one
+    line."""
     executed, out_dir = Path(executed), Path(out_dir)
     bib = Path(__file__).resolve().parents[1] / "book" / "references.bib"
     chapters = sorted(executed.glob("[0-9][0-9]_*.ipynb"))
-    labels = chapter_labels(chapters, bib if bib.is_file() else None)
+    try:
+        labels = chapter_labels(chapters, bib if bib.is_file() else None)
+    except myst.NotebookError as e:
+        raise DeckError(str(e)) from None
     citations = {k: f"{who} {year}".strip() for k, (who, year) in labels.citations.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -426,7 +428,10 @@ def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
         if not source.is_file():
             raise DeckError(f"session {session.number}: no executed chapter at {source}; execute the chapters "
                             "first (python -m tools.notebooks execute).")
-        nb = nbformat.read(str(source), as_version=4)
+        try:
+            nb = myst.read_notebook(source)
+        except myst.NotebookError as e:
+            raise DeckError(f"session {session.number}: {e}") from None
         ctx = _chapter_context(nb, session, labels)
         folder = out_dir / f"session-{session.number}"
         folder.mkdir(exist_ok=True)
