@@ -129,6 +129,6 @@ def test_a_chapter_that_is_not_a_notebook_is_a_one_line_error_naming_it(tmp_path
     """An executed chapter cut short (or any file that is not a notebook) fails its deck in one line that names the
     file, not with nbformat's NotJSONError quoting the file's first characters."""
     (tmp_path / "02_scores.ipynb").write_text(text)
-    with pytest.raises(slides.DeckError, match="02_scores.ipynb: not a notebook") as bad:
+    with pytest.raises(slides.DeckError, match=r"02_scores\.ipynb: not a notebook") as bad:
         slides.write_decks(tmp_path, tmp_path / "slides", sessions=(slides.Session(2, "The scores", "02_scores"),))
     assert "\n" not in str(bad.value)
