@@ -329,3 +329,29 @@ def test_the_repository_and_colabs_list_each_have_one_home():
     from tools import repository
 
     assert url == repository.REPOSITORY_URL and f"git+{url}" == repository.PIP_REQUIREMENT
+
+
+# ------------------------------------------------------------------------------------------------ layers
+def _imports_outside_getattr(text: str) -> set[str]:
+    """The modules ``text`` imports, leaving out those a module-level ``__getattr__`` imports (a moved name's
+    redirect)."""
+    tree = ast.parse(text)
+    redirect = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
+                for n in ast.walk(f)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and id(node) not in redirect:
+            found.add("." * node.level + (node.module or ""))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "analyses").glob("*.py")), ids=lambda p: p.stem)
+def test_analyses_take_what_they_need_from_the_layer_below(path):
+    """An analysis reads models (QKModel, load_qk/open_model), never a file format itself (the rotary settings come
+    through the model) and never runs a survey (surveying sits beside the analyses, not below them)."""
+    text = SOURCES[path]
+    imported = _imports_outside_getattr(text)
+    assert not {m for m in imported if m.startswith("..surveying")}, f"{path.name} runs surveys: {imported}"
+    formats = {m for m in imported if m.startswith("..readers.")}
+    assert not formats, f"{path.name} reads a file format itself: {formats}"
+    assert "json.loads" not in text and ".read_text(" not in text, f"{path.name} reads files itself"

@@ -31,4 +31,4 @@ def open_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> Sou
                           "Load real weights first, e.g. with from_pretrained(...) on the CPU.")
     plans = resolve_plans(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return SourcePlans(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
-                       f"<in-memory {type(model).__name__}>", None)
+                       f"<in-memory {type(model).__name__}>", None, config=config.to_dict())

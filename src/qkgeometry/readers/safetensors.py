@@ -65,7 +65,8 @@ def open_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePl
     except ConfigError as e:  # "the llama config: ..." -> name the file
         raise ConfigError(f"{str(config_path)!r}: {e}") from e
     meta = [config_path] + ([index_file] if index_file is not None else [])
-    return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear)
+    return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear,
+                       config=config.data)
 
 
 def weight_files(folder: Path, files: list[Path]) -> tuple[list[Path], dict[str, str] | None, Path | None]:

@@ -280,7 +280,7 @@ def _open_cache_file(store: HubCache, commit: str, repo_id: str, label: str, qk_
         if on_close is not None:
             on_close()
 
-    return SourcePlans(label, arch, plans, repo_id, commit, close=close)
+    return SourcePlans(label, arch, plans, repo_id, commit, close=close, config=config.data)
 
 
 def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNorm = "folded") -> SourcePlans:
