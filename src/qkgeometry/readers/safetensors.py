@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import bfloat16_to_float32, widened
 from .._files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from ..architectures import QKNorm, get_architecture
 from ..errors import ConfigError, SourceError, first_line
@@ -215,12 +216,8 @@ class SafetensorsIndex:
             raise SourceError(f"could not read tensor {name!r} from {file!r}: the file ends early; it is truncated: "
                               "download it again.")
         if dtype == "BF16":
-            out = np.empty(raw.size // 2, dtype=np.float32)
-            bits = out.view(np.uint32)
-            bits[...] = raw.view("<u2")
-            bits <<= 16  # bfloat16 -> float32: the same sign, exponent and leading mantissa bits, zeros below
-            return out.reshape(shape)
-        return raw.view(numpy_dtype(dtype)).astype(np.float32).reshape(shape)
+            return bfloat16_to_float32(raw.view("<u2")).reshape(shape)
+        return widened(raw.view(numpy_dtype(dtype))).reshape(shape)
 
 
 #: the key prefix, in a handles dict, of the plain file a safetensors handle's raw bytes are read from
