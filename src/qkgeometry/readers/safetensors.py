@@ -60,11 +60,15 @@ def open_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePl
     arch = get_architecture(config.model_type)
     files, weight_map, index_file = weight_files(folder, files)
     index, handles = SafetensorsIndex.open(files, weight_map, index_file)
-    check_quantization(config_path, config, index)
-    try:
+    try:  # a check that raises leaves no file open
+        check_quantization(config_path, config, index)
         plans = resolve_plans(arch, config, index.names, index.get, qk_norm)
     except ConfigError as e:  # "the llama config: ..." -> name the file
+        handles.clear()
         raise ConfigError(f"{str(config_path)!r}: {e}") from e
+    except BaseException:
+        handles.clear()
+        raise
     meta = [config_path] + ([index_file] if index_file is not None else [])
     return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear,
                        config=config.data)
