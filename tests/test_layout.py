@@ -357,3 +357,18 @@ def test_analyses_take_what_they_need_from_the_layer_below(path):
     formats = {m for m in imported if m.startswith("..readers.")}
     assert not formats, f"{path.name} reads a file format itself: {formats}"
     assert "json.loads" not in text and ".read_text(" not in text, f"{path.name} reads files itself"
+
+
+def test_tests_import_no_private_name_of_the_package():
+    """A test reaches the package through its public names: a private one (``_name``) may change at any time."""
+    root = PACKAGE.parents[1] / "tests"
+    found = {}
+    for path in sorted(root.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qkgeometry"):
+                base = PACKAGE.parent.joinpath(*node.module.split("."))
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                           and not (base / f"{a.name}.py").exists()]  # a private module a test mirrors is fine
+                if private:
+                    found.setdefault(str(path.relative_to(root)), []).extend(private)
+    assert not found, f"import these through public names: {found}"

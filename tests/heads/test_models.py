@@ -80,3 +80,20 @@ def test_an_encoder_decoders_cross_attention_is_never_numbered_as_a_layer():
                                        .reshape(layer.n_heads, -1, 16).transpose(1, 2).reshape(-1, 16))
     with pytest.raises(ValueError, match="component"):
         attention_modules(model, "self")
+
+
+def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messages(capsys):
+    """transformers draws a plain tqdm bar while it dequantises a GGUF file; a chapter's output must not show it."""
+    import sys
+
+    from tqdm import tqdm
+
+    from qkgeometry.heads.models import quiet_gguf_progress
+
+    with quiet_gguf_progress():
+        for _ in tqdm(range(5), desc="Converting and de-quantizing GGUF tensors..."):
+            pass
+        print("a tokenizer warning", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "a tokenizer warning" in err
+    assert "GGUF" not in err and "%|" not in err

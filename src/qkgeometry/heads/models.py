@@ -35,6 +35,7 @@ __all__ = [
     "forward_model",
     "held_out_texts",
     "qk_projections",
+    "quiet_gguf_progress",
     "rebuilt_check",
     "token_batch",
 ]
@@ -56,9 +57,10 @@ _GGUF_PROGRESS = "de-quantizing GGUF tensors"  # in the description of transform
 
 
 @contextlib.contextmanager
-def _quiet_gguf_progress():
+def quiet_gguf_progress():
     """Drop the progress bar transformers prints (with a plain ``tqdm``, not switched off by its own
-    ``disable_progress_bar``) while it dequantises a GGUF file; anything else written to stderr is passed on."""
+    ``disable_progress_bar``) while it dequantises a GGUF file; anything else written to stderr is passed on.
+    :func:`forward_model` rebuilds the decoders of chapter 7 inside it."""
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stderr(buffer):
@@ -95,7 +97,7 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool 
     stamp = folder / "qkgeometry-source.json"
     expected = {"gguf": path.name, "size": path.stat().st_size, "version": _CACHE_VERSION}
     if not (stamp.is_file() and json.loads(stamp.read_text()) == expected):
-        with _quiet_gguf_progress():
+        with quiet_gguf_progress():
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         from safetensors.torch import save_model
