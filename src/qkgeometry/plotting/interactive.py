@@ -26,7 +26,15 @@ import uuid
 from typing import Any
 
 from ..formatting import format_number
-from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, STACK_COLORS, STACK_WORDS, require_rows
+from .style import (
+    FAMILY_COLORS,
+    INIT_COLORS,
+    INIT_STYLES,
+    STACK_COLORS,
+    STACK_WORDS,
+    STACKED_WIDTH,
+    require_rows,
+)
 
 __all__ = ["InteractiveFigure", "interactive_attention_parts", "interactive_init_curves", "interactive_score_plane"]
 
@@ -204,7 +212,7 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
         n_models = trained["model"].nunique()
     heading = title or f"Every {what} of {n_models} models"
     figure = go.Figure()
-    fallback, ax = plt.subplots(figsize=(6.4, 4.8))
+    fallback, ax = plt.subplots(figsize=(STACKED_WIDTH, 4.0))  # the still image: readable on a phone
     for label, color, sub, hover, size, opacity in groups:
         figure.add_trace(go.Scatter(
             x=sub["symmetry"].to_numpy(), y=sub["directionality"].to_numpy(), mode="markers", name=label,
