@@ -54,7 +54,8 @@ def spy_on_closing(monkeypatch) -> list[int]:
 
 def quantised_folder(folder):
     """A tiny llama folder whose config asks for a quantisation the readers refuse (GPTQ)."""
-    folder = tiny_folder("llama", folder)
+    folder = tiny_folder("llama", folder, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=32, vocab_size=64, max_position_embeddings=16)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "gptq"}}))
     return folder
