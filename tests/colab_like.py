@@ -40,15 +40,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None  # tools/, when run as a script
+from tools.floors import COLAB_LIST  # noqa: E402  Colab's own list of what its runtime ships (tools/colab/README.md)
+from tools.repository import PIP_REQUIREMENT  # noqa: E402  the repository, as _config.yml names it
+
 #: every chapter of the book (notebooks/NN_*.ipynb), each run in a fresh runtime of its own
 DEFAULT_CHAPTERS = tuple(sorted({p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}))
-#: Colab's own list of what its runtime ships (copied into the repository; tools/colab/README.md)
-COLAB_LIST = ROOT / "tools" / "colab" / "pip-freeze.txt"
 #: what runs the chapters, beside Colab's packages in the base venv (Colab runs notebooks its own way)
 RUNNER = ("papermill",)
 #: torch's CPU wheels (Colab's CPU runtime has ``+cpu``); PyPI's wheel of the same version is the fallback
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-GITHUB = "git+https://github.com/qkgeometry/qkgeometry"
+#: what each chapter's first cell installs the package from (replaced by the checkout's own URL)
+GITHUB = PIP_REQUIREMENT
 
 
 @dataclass
@@ -121,7 +124,6 @@ def _colab_python_version() -> str:
 
 
 def _colab_versions():
-    sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
     from tools import floors
 
     return floors

@@ -269,3 +269,14 @@ def test_an_interval_that_excludes_zero_while_its_own_test_does_not_is_only_sugg
     v = stats.judge((iv, 0.057), "encoders are more symmetric", "decoders are more symmetric", "encoder − decoder")
     assert v.outcome == "suggested" and "not established" in v.claim and "p = 0.057" in v.claim
     assert stats.judge((iv, 0.01), "up", "down").outcome == "difference"
+
+
+def test_verdict_and_judge_are_one_rule():
+    """verdict() is judge() written on one line: the same outcome and words for every kind of result."""
+    results = [stats.t_interval([0.2, 0.3, 0.25], unit="seed"), stats.t_interval([-0.1, 0.3, 0.05]),
+               stats.paired_difference([1.0, 1.1, 1.2], [1.05, 1.12, 1.3]),
+               stats.t_interval([0.002, 0.003, 0.0025])]
+    for result in results:
+        judged = stats.judge(result, "up", "down", "gap", floor=0.01)
+        assert stats.verdict(result, "up", "down", "gap", digits=4, floor=0.01) == judged.line(4)
+        assert judged.line(4).startswith(judged.claim[:-1] if judged.outcome == "suggested" else judged.claim)

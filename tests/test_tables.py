@@ -87,3 +87,14 @@ def test_stats_box_labels_say_which_result_is_which():
     assert html.count('<table class="qkg-stats-table">') == 2
     with pytest.raises(ValueError, match="one per verdict"):
         stats_box(a, b, labels=["only one"])
+
+
+def test_show_value_honours_display_as_glue_does(capsys):
+    """``display`` says whether the book's cell shows the value: then the learner's cell shows it the same way (the
+    value alone); otherwise under its name, so that the value the text quotes can be found."""
+    from qkgeometry.tables import show_value
+
+    show_value("gap", -0.25, display=True)
+    show_value("gap", -0.25, display=False)
+    show_value("words", "no detectable difference", display=True)
+    assert capsys.readouterr().out.splitlines() == ["\u22120.250", "gap: \u22120.250", "no detectable difference"]

@@ -7,6 +7,7 @@ only then are biases or norm gains perturbed, in parameter order.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +40,22 @@ def tiny_folder(model_type: str, folder: str | Path, *, save: dict | None = None
     """:func:`tiny_model` saved with ``save_pretrained`` (``save``: its keyword arguments) into ``folder``."""
     tiny_model(model_type, **kwargs).save_pretrained(folder, **(save or {}))
     return Path(folder)
+
+
+def spy_on_closing(monkeypatch) -> list[int]:
+    """How many files each clearing of a safetensors reader's open files closed (one entry per clearing)."""
+    from qkgeometry.readers import safetensors as st
+
+    cleared: list[int] = []
+    real_clear = st._Handles.clear
+    monkeypatch.setattr(st._Handles, "clear", lambda self: (cleared.append(len(self)), real_clear(self)))
+    return cleared
+
+
+def quantised_folder(folder):
+    """A tiny llama folder whose config asks for a quantisation the readers refuse (GPTQ)."""
+    folder = tiny_folder("llama", folder, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=32, vocab_size=64, max_position_embeddings=16)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "gptq"}}))
+    return folder

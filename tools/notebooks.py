@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qkgeometry.formatting import MINUS, MINUS_SIGN
+
 __all__ = [
     "ExecutionResult",
     "NotebookFailure",
@@ -438,8 +440,8 @@ def retarget_colab_links(html_dir: Path) -> int:
     return changed
 
 
-#: A number written with a hyphen-minus: a "-" that starts a word (after a space, a bracket, "=", ...) before a digit.
-HYPHEN_MINUS_NUMBER = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;:=<>≈~±/]))-(?=\.?\d)")
+#: A number written with a hyphen-minus: the package's one minus-sign rule (:data:`qkgeometry.formatting.MINUS_SIGN`).
+HYPHEN_MINUS_NUMBER = MINUS_SIGN
 #: Elements whose text is code, math or machinery: their hyphens stay.
 _VERBATIM = {"code", "pre", "kbd", "samp", "script", "style", "textarea", "svg", "math"}
 
@@ -454,8 +456,8 @@ def true_minus_signs(html_dir: Path, count_only: bool = False) -> dict[str, int]
     """Write every negative number of the built pages' prose, tables and text outputs with a true minus sign
     (U+2212) instead of a hyphen-minus, outside code and math; return, per page, how many there were (with
     ``count_only``, count and change nothing). Numbers the package writes already have one
-    (:func:`qkgeometry.stats.format_number`); this catches values that a chapter's own format string or a glued
-    role wrote."""
+    (:func:`qkgeometry.formatting.format_number`); this catches values that a chapter's own format string or a glued
+    role wrote, by the same rule (:func:`qkgeometry.formatting.true_minus`)."""
     from bs4 import BeautifulSoup
     from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
 
@@ -472,7 +474,7 @@ def true_minus_signs(html_dir: Path, count_only: bool = False) -> dict[str, int]
                 continue
             if any(_verbatim(a) for a in node.parents if getattr(a, "name", None)):
                 continue
-            new, n = HYPHEN_MINUS_NUMBER.subn("\u2212", str(node))
+            new, n = HYPHEN_MINUS_NUMBER.subn(MINUS, str(node))
             if n and not count_only:
                 node.replace_with(new)
             count += n

@@ -10,9 +10,10 @@ above", "hover") are left out. The slides stack vertically and snap to the scree
 the space bar step through them, and the deck works without JavaScript (it then scrolls). Math is typeset by the
 book's own copy of MathJax, so nothing is loaded from the network.
 
-The chapters' MyST is read, and written as Markdown, by ``tools/learner.py`` (markdown-it-py with the MyST
-plugins, the same conversion as the learners' notebooks); the Markdown becomes HTML with markdown-it-py's CommonMark
-renderer. The build calls :func:`write_decks` after rendering the book; the teachers' page links the decks.
+The chapters' MyST is read by ``tools/myst.py`` and written as Markdown by ``tools/commonmark.py`` (markdown-it-py
+with the MyST plugins, the same conversion as the learners' notebooks); the Markdown becomes HTML with
+markdown-it-py's CommonMark renderer. The build calls :func:`write_decks` after rendering the book; the teachers'
+page links the decks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import learner
+from . import myst
+from .citations import citation_names
+from .commonmark import Context, markdown_to_commonmark
+from .numbering import Chapter, Labels, chapter_labels
 
 __all__ = ["SESSIONS", "DeckError", "Session", "citation_names", "deck_html", "glue_values", "markdown_html",
            "slide_caption", "slide_title", "write_decks"]
@@ -75,7 +79,7 @@ TITLE_CHARS = 90
 
 def glue_values(nb) -> dict[str, str]:
     """Every value a notebook glued (``myst_nb.glue``), as the text its ``text/plain`` form shows."""
-    return {name: learner._plain(bundle) for name, bundle in learner.glued_outputs(nb).items()}
+    return {name: myst.plain(bundle) for name, bundle in myst.glued_outputs(nb).items()}
 
 
 def _math(content: str, options: dict) -> str:
@@ -100,23 +104,6 @@ def markdown_html(markdown: str, inline: bool = False) -> str:
     """
     md = _renderer()
     return md.renderInline(markdown) if inline else md.render(markdown)
-
-
-def citation_names(bib_text: str) -> dict[str, str]:
-    """``key -> "Author et al. Year"`` (or "Author Year", "A and B Year") for every entry of a BibTeX file, read by
-    pybtex."""
-    from pybtex.database import parse_string
-
-    names = {}
-    for key, entry in parse_string(bib_text, "bibtex").entries.items():
-        people = entry.persons.get("author", [])
-        if not people:
-            continue
-        last = [re.sub(r"[{}]", "", " ".join(p.last_names)) for p in people]
-        who = last[0] if len(last) == 1 else f"{last[0]} and {last[1]}" if len(last) == 2 else f"{last[0]} et al."
-        year = entry.fields.get("year", "")
-        names[key] = f"{who} {year}".strip()
-    return names
 
 
 def png_width(png: bytes) -> int:
@@ -181,23 +168,23 @@ def slide_title(caption: str) -> str:
     return first[:cuts[-1]].rstrip(" ,—–") if cuts else first
 
 
-def _chapter_context(nb, session: Session, labels: learner.Labels | None):
+def _chapter_context(nb, session: Session, labels: Labels | None):
     stem = session.notebook
     if labels is None:
-        labels = learner.chapter_labels([(stem, nb)])
-    chapter = labels.chapters.get(stem) or learner.Chapter(int(stem[:2]) if stem[:2].isdigit() else 0, stem, stem)
-    return learner._Context(chapter, labels, learner.glued_outputs(nb), "full", links="book")
+        labels = chapter_labels([(stem, nb)])
+    chapter = labels.chapters.get(stem) or Chapter(int(stem[:2]) if stem[:2].isdigit() else 0, stem, stem)
+    return Context(chapter, labels, myst.glued_outputs(nb), "full", links="book")
 
 
 def _md(markdown: str, ctx) -> str:
     """A piece of the chapter's MyST as plain Markdown (the learners' conversion)."""
-    return learner.markdown_to_commonmark(markdown, ctx)
+    return markdown_to_commonmark(markdown, ctx)
 
 
 def _directives(nb):
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            for name, argument, options, body, _token in learner._walk_blocks(cell.source):
+            for name, argument, options, body, _token in myst.walk_blocks(cell.source):
                 yield name, argument, options, body
 
 
@@ -227,7 +214,7 @@ def _figures(nb, ctx, session: Session | None = None) -> list[tuple[bytes, str, 
     """(PNG bytes, number, title HTML, caption HTML, alt text) of the chapter's numbered figures, in order."""
     found = []
     for cell in nb.cells:
-        figure = learner._cell_figure(cell)
+        figure = myst.cell_figure(cell)
         name = str(figure.get("name", ""))
         if cell.cell_type != "code" or not name.startswith("fig-"):
             continue
@@ -261,10 +248,10 @@ def _key_results(nb, ctx) -> str:
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        for token in learner._md_parser().parse(cell.source):
-            found = learner._directive(token)
+        for token in myst.md_parser().parse(cell.source):
+            found = myst.directive(token)
             if found and found[0] == "admonition" and "qkg-front-door" in token.content.split("\n", 1)[0]:
-                _, body = learner._options(token.content)
+                _, body = myst.options(token.content)
                 return markdown_html(_md(body, ctx))
     return ""
 
@@ -297,7 +284,7 @@ def _prediction_slides(nb, heading: str, ctx) -> list[tuple[str, str]]:
 def _table(nb, name: str, ctx) -> tuple[str, str]:
     """(number and caption HTML, table HTML) of the chapter's numbered table ``name`` from its executed output."""
     for cell in nb.cells:
-        figure = learner._cell_figure(cell)
+        figure = myst.cell_figure(cell)
         if cell.cell_type == "code" and figure.get("name") == name:
             for out in cell.get("outputs", []):
                 table = out.get("data", {}).get("text/html")
@@ -365,10 +352,10 @@ document.addEventListener('keydown', function (e) {
 
 def deck_html(nb, session: Session, figure_files: list[str] | None = None,
               mathjax: str = "../_static/mathjax/tex-chtml.js", chapter_page: str | None = None,
-              citations: dict[str, str] | None = None, labels: learner.Labels | None = None) -> str:
+              citations: dict[str, str] | None = None, labels: Labels | None = None) -> str:
     """The deck of ``session`` from its executed notebook ``nb`` (an ``nbformat`` node). ``figure_files``: the
     paths (relative to the deck) at which the chapter's figures are written, in order; None embeds none.
-    ``labels``: the book's numbering (:func:`tools.learner.chapter_labels`; by default this chapter's alone);
+    ``labels``: the book's numbering (:func:`tools.numbering.chapter_labels`; by default this chapter's alone);
     ``citations``: ``key -> "Author et al. Year"`` (:func:`citation_names`). Every path is escaped into its
     attribute."""
     ctx = _chapter_context(nb, session, labels)
@@ -423,14 +410,16 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
 
 def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
     """Write one deck per session (``out_dir/session-N.html``, its figures in ``out_dir/session-N/``) from the
-    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed, or a
-    figure whose output is not an image, is a :class:`DeckError` that says which, in one line."""
-    import nbformat
-
+    executed notebooks in ``executed``; return the decks' paths. A session whose notebook was not executed (or is
+    not a notebook), or a figure whose output is not an image, is a :class:`DeckError` that says which, in one
+    line."""
     executed, out_dir = Path(executed), Path(out_dir)
     bib = Path(__file__).resolve().parents[1] / "book" / "references.bib"
     chapters = sorted(executed.glob("[0-9][0-9]_*.ipynb"))
-    labels = learner.chapter_labels(chapters, bib if bib.is_file() else None)
+    try:
+        labels = chapter_labels(chapters, bib if bib.is_file() else None)
+    except myst.NotebookError as e:
+        raise DeckError(str(e)) from None
     citations = {k: f"{who} {year}".strip() for k, (who, year) in labels.citations.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -439,7 +428,10 @@ def write_decks(executed: Path, out_dir: Path, sessions=SESSIONS) -> list[Path]:
         if not source.is_file():
             raise DeckError(f"session {session.number}: no executed chapter at {source}; execute the chapters "
                             "first (python -m tools.notebooks execute).")
-        nb = nbformat.read(str(source), as_version=4)
+        try:
+            nb = myst.read_notebook(source)
+        except myst.NotebookError as e:
+            raise DeckError(f"session {session.number}: {e}") from None
         ctx = _chapter_context(nb, session, labels)
         folder = out_dir / f"session-{session.number}"
         folder.mkdir(exist_ok=True)

@@ -1,7 +1,8 @@
 """The package's one home for array plumbing on both numpy arrays and torch tensors: which library an array
 belongs to (:func:`is_torch_tensor`), its array API namespace (:func:`array_namespace`), the device it lives on
 (:func:`device_of`), float64 in its own library and on its own device (:func:`as_float64`) or on the host
-(:func:`host_float64`), and a few operations.
+(:func:`host_float64`), the readers' one widening of stored floats to float32 (:func:`bfloat16_to_float32`,
+:func:`widened`), and a few operations.
 
 Weights read from files are numpy arrays (no torch import); weights of an in-memory torch model, or placed on a
 torch device, are tensors. These helpers keep one code path for both, and never import torch for a numpy array.
@@ -15,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_namespace", "as_float64", "cast_like", "device_of", "einsum", "host_float64", "is_torch_tensor",
-           "numel", "repeat_heads", "to_torch"]
+__all__ = ["array_namespace", "as_float64", "bfloat16_to_float32", "cast_like", "device_of", "einsum", "host_float64",
+           "is_torch_tensor", "numel", "repeat_heads", "to_torch", "widened"]
 
 #: numpy >= 2.1 is itself an array API namespace (``astype``, ``concat``, ``permute_dims``, ``std(correction=)``,
 #: ``clip(min=)``): numpy arrays are computed with it directly, without the compatibility layer's import cost.
@@ -103,3 +104,33 @@ def to_torch(x: Any, device: Any = None) -> Any:
             arr = np.array(arr)  # torch wraps only writeable arrays with non-negative strides
         x = torch.from_numpy(arr)
     return x if device is None or x.device == device else x.to(device)
+
+
+def bfloat16_to_float32(codes: np.ndarray) -> np.ndarray:
+    """bfloat16 values given by their 16-bit codes (a uint16 array of either byte order, as a file stores them) as
+    float32, exactly: a bfloat16 is the top half of the float32 with the same sign, exponent and leading mantissa
+    bits. Every reader widens bfloat16 here (safetensors, CTranslate2, and ``ml_dtypes`` arrays through
+    :func:`widened`)."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind != "u" or codes.dtype.itemsize != 2:
+        raise TypeError(f"codes: expected the uint16 codes of bfloat16 values, got {codes.dtype}.")
+    out = np.empty(codes.shape, dtype=np.float32)
+    bits = out.view(np.uint32)
+    bits[...] = codes
+    bits <<= 16
+    return out
+
+
+def widened(array: Any) -> np.ndarray:
+    """A stored float array as the readers return it: float32 and float64 kept; float16 and the floats numpy holds
+    only through ``ml_dtypes`` (bfloat16, float8) widened to float32, exactly (each is a subset of float32); other
+    kinds (integers, booleans) kept."""
+    array = np.asarray(array)
+    if array.dtype in (np.float32, np.float64) or array.dtype.kind in "iub":
+        return array
+    if array.dtype.name == "bfloat16":
+        return bfloat16_to_float32(array.view(np.uint16))
+    if array.dtype.kind == "f" or array.dtype.type.__module__.startswith("ml_dtypes"):
+        return array.astype(np.float32)
+    return array
+

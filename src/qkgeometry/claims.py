@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import stats
+from .formatting import count
 
 if TYPE_CHECKING:
     import pandas
@@ -121,15 +122,17 @@ def _value(interval: stats.Interval, decimals: int | None = None) -> str:
 
 
 def _units(interval: stats.Interval) -> str:
-    unit = interval.unit
-    plural = unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
-    return f"n = {interval.n} {unit if interval.n == 1 else plural}"
+    """``"n = 3 seeds"``: the interval's n and unit (:func:`qkgeometry.formatting.count`)."""
+    return count(interval.n, interval.unit)
 
 
-def difference_words(a: str, b: str, quantity: str, up: str, down: str) -> tuple[str, str]:
-    """The claims of ``a − b`` for a *level* (not a change): ``(larger, smaller)``.
+def difference_words(a: str, b: str, up: str) -> tuple[str, str]:
+    """The claims of ``a − b`` for a *level* (not a change): ``(larger, smaller)``, both worded with ``up`` (the
+    comparative of a larger value, "more symmetric"). A smaller level of ``a`` is a larger one of ``b``, so the second
+    claim swaps the groups: a level below another's is not thereby "more skew" (both may be symmetric), which is why
+    no word for the other direction is taken.
 
-    >>> difference_words("encoders", "decoders", "symmetry", "more symmetric", "more skew")
+    >>> difference_words("encoders", "decoders", "more symmetric")
     ('the encoders are more symmetric than the decoders', 'the decoders are more symmetric than the encoders')
     """
     return f"the {a} are {up} than the {b}", f"the {b} are {up} than the {a}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -239,7 +239,8 @@ class SourcePlans:
     """What a format reader returns: a source resolved into plans, before any layer is read.
 
     ``revision`` is a content fingerprint (local files) or a commit (the Hub), used as a cache key; ``close``
-    releases the reader's file handles.
+    releases the reader's file handles; ``config`` holds the model's settings in the vocabulary of a Hugging Face
+    ``config.json`` (a GGUF file's rotary metadata translated into it), None where the source carries none.
     """
 
     name: str
@@ -248,6 +249,7 @@ class SourcePlans:
     source: str
     revision: str | None
     close: Callable[[], None] | None = None
+    config: Mapping[str, Any] | None = None
 
 
 # ------------------------------------------------------------------------------------------------ models
@@ -258,13 +260,15 @@ class QKModel:
     Attributes: ``name``, ``architecture`` (HF model_type), ``family`` (encoder / decoder / encoder-decoder),
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim`` (of the first block kind), ``source`` and
     ``revision`` (a content fingerprint or Hub commit, used as a cache key), ``qk_norm`` ("folded" / "raw" for
-    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded") and ``device`` (the torch device float64
-    layers are placed on when read, the CPU by default; float64 on every device).
+    QK-norm models, None otherwise), ``input_norm`` ("raw" / "folded"), ``device`` (the torch device float64
+    layers are placed on when read, the CPU by default; float64 on every device) and ``config`` (the model's settings
+    as its reader found them, in ``config.json``'s vocabulary, e.g. its rotary embeddings; None when the source has
+    none: :func:`qkgeometry.analyses.rotary.rope_spec` reads them here).
     """
 
     def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str, revision: str | None,
                  on_close: Callable[[], None] | None = None, *, qk_norm: str | None = None,
-                 input_norm: str = "raw", device: Any = None):
+                 input_norm: str = "raw", device: Any = None, config: Mapping[str, Any] | None = None):
         if not plans:
             raise SourceError(f"{source!r}: no attention blocks were found; nothing to score.")
         self.name = name
@@ -278,6 +282,7 @@ class QKModel:
         self._closed = False
         self.qk_norm = qk_norm
         self.input_norm = input_norm
+        self.config = config
         self._device = None if device is None else _torch_device(device)
         first = plans[0].dims
         self.n_layers, self.d_model = first.n_layers, first.d_model
@@ -297,12 +302,13 @@ class QKModel:
                 raise
         has_qk_norm = any(p.block.q_norm is not None for p in plans)
         return cls(opened.name, opened.arch, plans, opened.source, opened.revision, opened.close,
-                   qk_norm=qk_norm if has_qk_norm else None, input_norm=input_norm, device=device)
+                   qk_norm=qk_norm if has_qk_norm else None, input_norm=input_norm, device=device,
+                   config=opened.config)
 
     def with_device(self, device: Any) -> QKModel:
         """The same model (same open files) reading its layers onto ``device``; this one is unchanged."""
         twin = QKModel(self.name, self.arch, list(self.plans), self.source, self.revision, None,
-                       qk_norm=self.qk_norm, input_norm=self.input_norm, device=device)
+                       qk_norm=self.qk_norm, input_norm=self.input_norm, device=device, config=self.config)
         twin._owner = self  # keeps the files open as long as either is alive
         return twin
 
@@ -360,7 +366,7 @@ class QKModel:
                                                              p.dims, seed))
                  for p in self.plans]
         return QKModel(f"{self.name} (random init)", self.arch, plans, f"{RANDOM_PREFIX}{self.source}",
-                       f"random-seed{seed}", device=self._device)
+                       f"random-seed{seed}", device=self._device, config=self.config)
 
     @property
     def closed(self) -> bool:

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._arrays import array_namespace, as_float64, device_of, einsum, host_float64, is_torch_tensor
+from ._arrays import array_namespace, as_float64, device_of, einsum, host_float64, is_torch_tensor, widened
 from ._threads import kernel_pool
 from ._validation import (
     SAFE_EXPONENT,
@@ -228,10 +228,9 @@ def _as_array(x: ArrayLike, name: str, device: Any) -> Any:
 
 
 def _ml_float_to_float32(arr: np.ndarray) -> np.ndarray:
-    """An ``ml_dtypes`` float array (bfloat16, float8...) as float32 (exact: each of them is a subset of float32)."""
-    if arr.dtype.kind == "V" and arr.dtype.type.__module__.startswith("ml_dtypes"):
-        return arr.astype(np.float32)
-    return arr
+    """An ``ml_dtypes`` float array (bfloat16, float8...) as float32 (exact: each of them is a subset of float32;
+    :func:`qkgeometry._arrays.widened`); other arrays as they are."""
+    return widened(arr) if arr.dtype.type.__module__.startswith("ml_dtypes") else arr
 
 
 def _astype64(x: Any) -> Any:

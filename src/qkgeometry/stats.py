@@ -14,11 +14,12 @@ Every interval the book prints comes from this module, on top of :mod:`scipy.sta
   :func:`detectable_auc` do the same for an AUC, so that a test that failed to reject says what it could detect.
 - :func:`difference_of_medians` for two independent groups (encoder vs decoder models, layers): a bootstrap
   interval of the difference of medians and a permutation test.
-- :func:`verdict` turns an interval into one sentence, with the same three outcomes in every chapter: a
-  difference (the interval excludes 0), "suggested but not established" (every unit points the same way, the
-  interval includes 0) and "no detectable difference"; an estimate below a stated floor gets no verdict.
-- :func:`judge` gives the same verdict as a :class:`Verdict`: one plain sentence for the text (the number once)
-  and the full statistics apart (:func:`qkgeometry.tables.stats_box` shows them in a collapsed box).
+- :func:`judge` is the one verdict rule, with the same three outcomes in every chapter: a difference (the interval
+  excludes 0), "suggested but not established" (every unit points the same way, the interval includes 0) and "no
+  detectable difference"; an estimate below a stated floor gets no verdict. It returns a :class:`Verdict`: one
+  plain sentence for the text (the number once) and the full statistics apart
+  (:func:`qkgeometry.tables.stats_box` shows them in a collapsed box), or :meth:`Verdict.line`, all on one line
+  (:func:`verdict` is ``judge(...).line()``).
 - :func:`format_p` writes every p-value of the book: "p = 0.031", "p < 0.0001" (never "p = 0.0000").
 
 State n, which seeds, and the unit (model, layer, head) next to every interval; :class:`Interval` carries them.
@@ -34,7 +35,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from .tables import MINUS, format_number
+from .formatting import MINUS, format_number
+from .formatting import plural as _plural
 
 __all__ = [
     "MINUS", "MIN_BOOTSTRAP_N", "Interval", "PairedDifference", "Verdict", "auc_power", "bootstrap_interval",
@@ -325,11 +327,6 @@ def _resampled_medians(values: np.ndarray, cluster: np.ndarray, counts: np.ndarr
     return (v[lo] + v[hi]) / 2
 
 
-def _plural(unit: str) -> str:
-    """"seed" -> "seeds", "family" -> "families"."""
-    return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
-
-
 def _below_floor(interval: Interval, floor: float) -> bool:
     """True when ``floor`` > 0 and the estimate is smaller than it in size: too small an effect to call."""
     if not (np.isfinite(floor) and floor >= 0):
@@ -339,16 +336,8 @@ def _below_floor(interval: Interval, floor: float) -> bool:
 
 def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subject: str = "the difference",
             digits: int = 3, floor: float = 0.0) -> str:
-    """One sentence from an interval, with the same rule in every chapter.
-
-    - the interval excludes 0: ``larger`` (estimate > 0) or ``smaller`` (estimate < 0), "established at this n";
-    - it includes 0 but every unit points the same way (paired results only): "suggested but not established";
-    - otherwise: "no detectable difference".
-
-    ``floor`` (in the estimate's units, e.g. 0.01 nats) is the smallest effect worth a verdict, stated before
-    the numbers: an estimate smaller than it in size gets "below the floor" whatever its interval says.
-
-    The sentence states the estimate, the interval, its method and n with its unit.
+    """``judge(result, larger, smaller, subject, floor=floor).line(digits)``: the one rule (:func:`judge`) written
+    as one line with its statistics, for text that has no box beside it.
 
     >>> verdict(t_interval([0.2, 0.3, 0.25]), "encoder more symmetric", "decoder more symmetric",
     ...         "symmetry gap")
@@ -356,18 +345,7 @@ def verdict(result: Interval | PairedDifference, larger: str, smaller: str, subj
     >>> verdict(t_interval([0.002, 0.003, 0.0025]), "higher", "lower", "loss gap", digits=4, floor=0.01)
     'below the effect-size floor of 0.01 (no verdict): loss gap 0.0025 [0.0013, 0.0037] (95% t-interval, n = 3 values)'
     """
-    if not isinstance(result, (Interval, PairedDifference)):
-        raise TypeError(f"result: expected an Interval or a PairedDifference, got {type(result).__name__}.")
-    judged = judge(result, larger, smaller, subject, floor=floor)  # the one rule; this writes it as one sentence
-    interval = judged.interval
-    method = {"t": "t-interval"}.get(interval.method, interval.method.replace("bootstrap-", "bootstrap ")
-                                     + (" interval" if interval.method.startswith("bootstrap") else ""))
-    units = interval.unit if interval.n == 1 else _plural(interval.unit)
-    detail = (f"{subject} {interval.format(digits)} ({round(100 * interval.level)}% {method}, "
-              f"n = {interval.n} {units})")
-    if judged.outcome == "suggested":  # "suggested but not established (direction)" + why
-        return f"{judged.claim[:-1]}; every {interval.unit} agrees, the interval includes 0): {detail}"
-    return f"{judged.claim}: {detail}"
+    return judge(result, larger, smaller, subject, floor=floor).line(digits)
 
 
 def format_p(p: float) -> str:
@@ -421,6 +399,19 @@ class Verdict:
         claim = self.claim[:1].upper() + self.claim[1:]
         return f"{claim}: {self.subject} {self.estimate_text}."
 
+    def line(self, digits: int = 3) -> str:
+        """The verdict on one line with its statistics: the claim, the estimate and its interval to ``digits``
+        decimals, the method and n with its unit (``"the encoder is more symmetric: symmetry gap 0.250 [0.126,
+        0.374] (95% t-interval, n = 3 values)"``)."""
+        i = self.interval
+        method = {"t": "t-interval"}.get(i.method, i.method.replace("bootstrap-", "bootstrap ")
+                                         + (" interval" if i.method.startswith("bootstrap") else ""))
+        units = i.unit if i.n == 1 else _plural(i.unit)
+        detail = f"{self.subject} {i.format(digits)} ({round(100 * i.level)}% {method}, n = {i.n} {units})"
+        if self.outcome == "suggested":  # "suggested but not established (direction)" + why
+            return f"{self.claim[:-1]}; every {i.unit} agrees, the interval includes 0): {detail}"
+        return f"{self.claim}: {detail}"
+
     @property
     def details(self) -> dict[str, str]:
         """The full statistics, one line each (label → value)."""
@@ -451,7 +442,12 @@ class Verdict:
 
 def judge(result: Interval | PairedDifference | tuple, larger: str, smaller: str,
           subject: str = "the difference", test: str = "", floor: float = 0.0) -> Verdict:
-    """The rule of :func:`verdict` as a :class:`Verdict` (sentence apart from the statistics).
+    """The one verdict rule: the interval excludes 0 -> ``larger`` (estimate > 0) or ``smaller`` (estimate < 0),
+    "established at this n"; it includes 0 but every unit points the same way (paired results only) -> "suggested
+    but not established"; otherwise "no detectable difference". ``floor`` (in the estimate's units, e.g. 0.01 nats)
+    is the smallest effect worth a verdict, stated before the numbers: an estimate smaller than it in size gets
+    "below the floor" whatever its interval says. Returns a :class:`Verdict` (sentence apart from the statistics;
+    :meth:`Verdict.line` on one line).
 
     ``result`` may also be the ``(interval, p)`` pair of :func:`difference_of_medians`; a
     :class:`PairedDifference` brings its paired t-test.

@@ -6,11 +6,12 @@ Every table a chapter shows goes through :func:`show_table`, so that all pages r
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from .formatting import MINUS, format_number
 
 __all__ = [
     "MINUS",
@@ -31,56 +32,6 @@ __all__ = [
 
 #: What a missing value looks like on the page.
 MISSING = "—"
-#: The minus sign the book prints (U+2212), never the hyphen-minus of ``str(-1.0)``.
-MINUS = "\u2212"
-
-
-def format_number(value: float, scale: float | None = None, *, decimals: int | None = None,
-                  spec: str | None = None) -> str:
-    """The book's one number formatter (text, tables, verdicts, slides, learners' notebooks; also
-    :func:`qkgeometry.stats.format_number`):
-
-    - a true minus sign (U+2212), never a hyphen-minus, and never ``−0.000``: a value that rounds to 0 is ``0.000``;
-    - thousands separators (``10,033``);
-    - one precision rule: ``decimals`` when given (one quantity, one precision: pass the same ``decimals`` for every
-      value of a quantity in a sentence), else as many decimals as ``scale`` (an interval's half-width, say) needs
-      for two significant digits, between 1 and 6, else three decimals; integers print as integers;
-    - ``spec``, a Python format specification (``".2f"``, ``".0%"``, ``",d"``), for values written by a format
-      string (the book's glued values), with the same sign and separator rules.
-
-    >>> format_number(0.25, 0.124), format_number(3.2e-5, 1.5e-5), format_number(12.345, 3.1), format_number(-0.0001)
-    ('0.25', '0.000032', '12.3', '0.000')
-    >>> format_number(-0.119, decimals=2), format_number(10033), format_number(-1234.5, decimals=1)
-    ('−0.12', '10,033', '−1,234.5')
-    >>> format_number(-0.054, spec=".1%"), format_number(0.61, spec=".0%"), format_number(-2.3e-06, spec=".2g")
-    ('−5.4%', '61%', '−2.3e−06')
-    """
-    if spec is not None:
-        return _true_minus(format(value, _with_separators(spec)))
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and decimals is None:
-        return _true_minus(f"{int(value):,d}")
-    if decimals is None:
-        finite = scale is not None and np.isfinite(scale) and scale > 0
-        decimals = int(min(6, max(1, 1 - np.floor(np.log10(abs(scale)))))) if finite else 3
-    value = float(value)
-    if not np.isfinite(value):
-        return "∞" if value > 0 else (MINUS + "∞" if value < 0 else "nan")
-    return _true_minus(f"{value:,.{int(decimals)}f}")
-
-
-def _with_separators(spec: str) -> str:
-    """``spec`` with a thousands separator where its presentation type takes one and none is given."""
-    m = re.fullmatch(r"(?P<head>(?:.?[<>=^])?[+\- ]?z?#?0?\d*)(?P<sep>[,_]?)(?P<tail>(?:\.\d+)?[bcdeEfFgGnosxX%]?)", spec)
-    if not m or m.group("sep") or m.group("tail")[-1:] in tuple("bcnosxX"):
-        return spec
-    return m.group("head") + "," + m.group("tail")
-
-
-def _true_minus(text: str) -> str:
-    """A formatted number with a true minus sign, and without the sign of a value that rounds to zero."""
-    if text.lstrip().startswith("-") and not re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
-        text = text.replace("-", "", 1)
-    return text.replace("-", MINUS)
 
 
 def tidy_number(value: Any, precision: int = 3) -> str:
@@ -363,29 +314,37 @@ def same_values(frame: Any, columns: Sequence[str], name: str) -> Any:
 
 
 def show_value(name: str, value: Any, display: bool = True) -> None:
-    """Show a value the chapter's text quotes, as the output of the cell that computes it: ``name: value`` for a
-    number or a sentence (numbers through :func:`format_number`), the object itself for anything
-    that displays richly (a figure, a table, a statistics box).
+    """Show a value the chapter's text quotes, as the output of the cell that computes it (numbers through
+    :func:`format_number`, a sentence as text, anything that displays richly, a figure, a table or a statistics
+    box, as itself).
 
     The book's notebooks pass such values to ``myst_nb.glue``, which pastes them into the text; the notebooks a
-    learner opens in Colab or Jupyter call this instead, so that every value is visible where it is computed
-    (``display`` is accepted and ignored: the value is always shown).
+    learner opens in Colab or Jupyter call this instead, with the same arguments, so that every value is visible
+    where it is computed. ``display`` means what it means to ``glue``, whether the book's own cell shows the value:
 
-    >>> show_value("share", -0.1234), show_value("n", 10033), show_value("verdict", "no detectable difference")
+    - ``display=True``: the book's cell shows the value, and so does this one, the same way: the value alone;
+    - ``display=False``: the book shows the value only where its text quotes it; here it is shown under its name
+      (``name: value``), so that a learner finds the value the text quotes.
+
+    >>> show_value("share", -0.1234, display=False), show_value("n", 10033, display=False)
     share: −0.123
     n: 10,033
-    verdict: no detectable difference
-    (None, None, None)
+    (None, None)
+    >>> show_value("share", -0.1234), show_value("verdict", "no detectable difference")
+    −0.123
+    no detectable difference
+    (None, None)
     """
-    del display
+    label = "" if display else f"{name}: "
     if isinstance(value, (bool, np.bool_)) or value is None:
-        print(f"{name}: {value}")
+        print(f"{label}{value}")
     elif isinstance(value, (int, float, np.integer, np.floating)):
-        print(f"{name}: {tidy_number(value, 3)}")
+        print(f"{label}{tidy_number(value, 3)}")
     elif isinstance(value, str):
-        print(f"{name}: {value}")
+        print(f"{label}{value}")
     else:
         from IPython.display import display as _display
 
-        print(f"{name}:")
+        if label:
+            print(label.rstrip())
         _display(value)

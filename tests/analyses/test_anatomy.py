@@ -17,12 +17,12 @@ from qkgeometry.analyses.anatomy import (
     ANATOMY_COLUMNS,
     head_pair_traces,
     head_share,
-    input_norm_comparison,
     key_bias_ratio,
     key_bias_ratio_per_head,
     layer_anatomy,
 )
 from qkgeometry.model import QKLayer
+from qkgeometry.surveying import input_norm_comparison
 
 
 def _random_layer(n_heads=6, n_kv=2, d=20, r=4, bias=True, seed=0) -> QKLayer:
@@ -144,6 +144,14 @@ def test_minilm_layer_4_is_almost_all_cross_head():
     assert isinstance(frame, pd.DataFrame) and len(frame) == 6
     assert frame.loc[4, "within_head_share"] < 0.05  # ≈ 97% of tr(M M) from cross-head terms
     assert (frame["key_bias_ratio"] > 0).all()
+
+
+def test_the_comparison_of_forms_runs_in_the_surveying_layer_and_keeps_its_old_name():
+    """Two surveys joined is surveying's work; the analyses module only lends the name to old imports."""
+    from qkgeometry.analyses import anatomy
+
+    assert anatomy.input_norm_comparison is input_norm_comparison
+    assert input_norm_comparison.__module__ == "qkgeometry.surveying.forms"
 
 
 def test_input_norm_comparison_joins_the_two_surveys(tmp_path):

@@ -163,6 +163,34 @@ def test_rope_spec_of_the_offline_models():
     assert bases == [1_000_000.0 if (i + 1) % 6 == 0 else 10_000.0 for i in range(18)]
 
 
+def test_the_rotary_settings_come_through_the_model_not_from_its_files(tmp_path):
+    """rope_spec reads the settings the model's reader found (QKModel.config), never the source's files again: a
+    model whose config.json is gone after loading still answers, and a model from memory needs no config= ."""
+    build_tiny_model(CASES[0], tmp_path)
+    qk = qg.load_qk(tmp_path)
+    (tmp_path / "config.json").unlink()
+    spec = rotary.rope_spec(qk, 1)
+    assert (spec.base, spec.rotary_dim, spec.pairing) == (500.0, 12, "half")
+    twin = qk.randomized()
+    assert rotary.rope_spec(twin, 0).base == 500.0
+
+
+def test_a_ggufs_rotary_metadata_reads_as_a_config():
+    from qkgeometry.readers.gguf import rope_config
+
+    fields = {"gemma3.rope.freq_base": 1e6, "gemma3.rope.dimension_count": 64, "gemma3.rope.scaling.type": "linear",
+              "gemma3.rope.scaling.factor": 8.0, "gemma3.attention.sliding_window_pattern": 6}
+    model = type("M", (), {"head_dim": 64, "name": "m", "config": rope_config(fields, "gemma3", "gemma3_text", 64, 12)})
+    specs = [rotary.rope_spec(model, i) for i in range(12)]
+    assert [s.base for s in specs] == [1e6 if (i + 1) % 6 == 0 else 10_000.0 for i in range(12)]
+    np.testing.assert_allclose(specs[5].inv_freq, rotary.rope_frequencies(1e6, 64, 8.0))  # scaled: global only
+    np.testing.assert_allclose(specs[0].inv_freq, rotary.rope_frequencies(10_000.0, 64))
+    odd = type("M", (), {"head_dim": 64, "name": "m",
+                         "config": rope_config({"llama.rope.scaling.type": "yarn"}, "llama", "llama", 64, 2)})
+    with pytest.raises(ValueError, match="'yarn' is not supported"):
+        rotary.rope_spec(odd, 0)
+
+
 # ------------------------------------------------------------------------------------------- the math
 @pytest.fixture
 def head():

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from tools import notebooks as runner
 
@@ -28,8 +27,9 @@ def _tags(cell) -> list[str]:
 
 
 def _repository_url() -> str:
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    return config["repository"]["url"].rstrip("/")
+    from tools.repository import REPOSITORY_URL  # read from _config.yml, the URL's one home
+
+    return REPOSITORY_URL
 
 
 def _colab_cell(nb):

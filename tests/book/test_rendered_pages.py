@@ -47,6 +47,8 @@ from pathlib import Path
 
 import pytest
 
+from qkgeometry.formatting import MINUS_SIGN
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the helpers of tests/ when run as a script
 from figure_panels import MIN_FIGURE_TEXT_PX, blank_panels, figure_text_px, figure_text_px_per_pt
 
@@ -327,8 +329,8 @@ def visible_of(probe: dict) -> str:
 
 #: Markdown or MyST a slide shows as text: emphasis markers, roles, directive fences.
 RAW_MARKDOWN = re.compile(r"\*\*\S[^*\n]*\*\*|(?<![\w*])\*(?=[(\w])[^*\n]*\*(?!\w)|\{[\w:-]+\}`|```|^#+ ", re.M)
-#: A number written with a hyphen-minus (the build writes true minus signs, tools/notebooks.py true_minus_signs).
-HYPHEN_MINUS_NUMBER = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;:=<>≈~±/]))-(?=\.?\d)")
+#: A number written with a hyphen-minus: the one rule by which the build writes true minus signs.
+HYPHEN_MINUS_NUMBER = MINUS_SIGN
 
 
 def findings_for(page: str, width: int, probe: dict, text_scale: tuple[float, float] | None = None) -> list[Finding]:

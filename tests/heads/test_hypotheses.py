@@ -155,3 +155,25 @@ def test_the_opening_answer_counts_what_holds_and_bounds_what_does_not():
     assert "H7 is not detected (the interval allows an AUC down to 0.41)" in answer.readings
     assert "H9 is reversed" in answer.readings
     assert answer.firmness.startswith("1 of the 2 verdicts change") and "(H6)" in answer.firmness
+
+
+def _recorded_heads(*aliases: str) -> pd.DataFrame:
+    import qkgeometry as qg
+
+    return pd.concat([pd.read_csv(qg.recorded(f"ch7-{a}").path / "heads.csv") for a in aliases], ignore_index=True)
+
+
+def test_threshold_sensitivity_runs_the_family_again_at_each_scaled_threshold():
+    """At ×1 it is the family of the recorded labels; a stricter threshold labels no more heads; every hypothesis
+    is reported at every factor."""
+    table = _recorded_heads("minilm-l6", "smollm2-135m")
+    sens = hypotheses.threshold_sensitivity(table, factors=(1.0, 2.0), n_resamples=100)
+    assert list(sens.columns[:1]) == ["factor"] and set(sens["factor"]) == {1.0, 2.0}
+    for f, part in sens.groupby("factor"):
+        assert set(part["hypothesis"]) == {h.key for h in hypotheses.HYPOTHESES}, f
+    once = hypotheses.hypothesis_family(hypotheses.run_hypotheses(behaviour.relabel(table, 1.0), n_resamples=100,
+                                                                   pooled_only=True))
+    at_one = sens[sens["factor"] == 1.0].drop(columns="factor").reset_index(drop=True)
+    pd.testing.assert_frame_equal(at_one, once)
+    labelled = {f: behaviour.relabel(table, f).filter(like="is_").sum().sum() for f in (1.0, 2.0)}
+    assert labelled[2.0] <= labelled[1.0]

@@ -65,23 +65,6 @@ def test_bad_models_are_refused_with_one_line():
         forward_model("whisper-base")
 
 
-def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messages(capsys):
-    """transformers draws a plain tqdm bar while it dequantises a GGUF file; a chapter's output must not show it."""
-    import sys
-
-    from tqdm import tqdm
-
-    from qkgeometry.heads.models import _quiet_gguf_progress
-
-    with _quiet_gguf_progress():
-        for _ in tqdm(range(5), desc="Converting and de-quantizing GGUF tensors..."):
-            pass
-        print("a tokenizer warning", file=sys.stderr)
-    err = capsys.readouterr().err
-    assert "a tokenizer warning" in err
-    assert "GGUF" not in err and "%|" not in err
-
-
 def test_logit_spread_ignores_the_mask_and_row_shifts():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((2, 8, 8))

@@ -46,3 +46,54 @@ def test_a_module_with_a_query_but_no_key_projection_is_not_an_attention_module(
     assert attention_modules(model) == [model.layers[0]]
     with pytest.raises(ValueError, match="has no attention module with separate query and key"):
         attention_modules(torch.nn.Linear(2, 2))
+
+
+def _tiny_whisper():
+    from transformers import WhisperConfig, WhisperModel
+
+    torch.manual_seed(0)
+    config = WhisperConfig(d_model=16, encoder_layers=2, decoder_layers=3, encoder_attention_heads=2,
+                           decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
+                           vocab_size=50, max_source_positions=8, max_target_positions=8, pad_token_id=0,
+                           bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+    return WhisperModel(config).eval()
+
+
+def test_an_encoder_decoders_cross_attention_is_never_numbered_as_a_layer():
+    """Whisper's decoder layers hold a self-attention and a cross-attention module: found by the registry, each kind
+    is numbered on its own (layer i of the cross-attention is decoder layer i's encoder_attn), and a model with
+    several kinds must say which one it means."""
+    import qkgeometry as qg
+
+    model = _tiny_whisper()
+    with pytest.raises(ValueError, match=r"3 kinds of attention \(encoder, decoder, cross\).*component="):
+        attention_modules(model)
+    assert attention_modules(model, "encoder") == [layer.self_attn for layer in model.encoder.layers]
+    assert attention_modules(model, "decoder") == [layer.self_attn for layer in model.decoder.layers]
+    assert attention_modules(model, "cross") == [layer.encoder_attn for layer in model.decoder.layers]
+    qk = qg.load_qk(model)
+    for component in ("encoder", "decoder", "cross"):
+        for i, module in enumerate(attention_modules(model, component)):
+            q, _ = qk_projections(module)
+            layer = qk.layer(i, component)
+            torch.testing.assert_close(torch.as_tensor(layer.wq).reshape(-1, 16), q.weight.detach().double()
+                                       .reshape(layer.n_heads, -1, 16).transpose(1, 2).reshape(-1, 16))
+    with pytest.raises(ValueError, match="component"):
+        attention_modules(model, "self")
+
+
+def test_rebuilding_a_decoder_hides_the_gguf_progress_bar_and_keeps_other_messages(capsys):
+    """transformers draws a plain tqdm bar while it dequantises a GGUF file; a chapter's output must not show it."""
+    import sys
+
+    from tqdm import tqdm
+
+    from qkgeometry.heads.models import quiet_gguf_progress
+
+    with quiet_gguf_progress():
+        for _ in tqdm(range(5), desc="Converting and de-quantizing GGUF tensors..."):
+            pass
+        print("a tokenizer warning", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "a tokenizer warning" in err
+    assert "GGUF" not in err and "%|" not in err

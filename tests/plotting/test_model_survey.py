@@ -122,9 +122,10 @@ def test_survey_scatter_legend_mode_names_each_model_once_and_draws_no_text():
                             "symmetry_median": [0.4, 0.0, 0.1], "symmetry_q25": [0.3, -0.1, 0.0],
                             "symmetry_q75": [0.6, 0.05, 0.2], "directionality_median": [0.1, -0.2, -0.5],
                             "directionality_q25": [0.0, -0.3, -0.6], "directionality_q75": [0.2, -0.1, -0.4]})
-    ax = plotting.survey_scatter(summary, labels="legend").axes[0]
+    fig = plotting.survey_scatter(summary, labels="legend")
+    ax = fig.axes[0]
     assert not ax.texts
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["a", "b [decoder]"] and labels[2].startswith("random-init twins")
     a, twin, b = ax.containers
     assert a.lines[0].get_marker() == twin.lines[0].get_marker() != b.lines[0].get_marker()
@@ -227,7 +228,11 @@ def test_chapter4_stacked_figures_are_readable_on_a_phone(book_style):
                           "symmetry_median": [0.5, 0.3], "directionality_median": [-0.1, -0.05]})
     ours = pd.DataFrame({"model": ["sentence-transformers/all-MiniLM-L6-v2"], "modality": ["language"],
                          "stack": ["encoder"], "symmetry_median": [0.6], "directionality_median": [-0.2]})
+    summary = pd.DataFrame({"model": ["sentence-transformers/all-MiniLM-L6-v2", "gpt2"], "component": ["self", "self"],
+                            "family": ["encoder", "decoder"], "init": "pretrained", "symmetry_median": [0.4, 0.0],
+                            "symmetry_q25": [0.3, -0.1], "symmetry_q75": [0.6, 0.05], "directionality_median": [0.1, -0.2],
+                            "directionality_q25": [0.0, -0.3], "directionality_q75": [0.2, -0.1]})
     for fig in (plotting.survey_layer_curves(_survey_layers()), plotting.paired_stacks(_pairs(), highlight=("t5-b",)),
-                plotting.modality_planes(paper, ours)):
+                plotting.modality_planes(paper, ours), plotting.survey_scatter(summary, labels="legend")):
         assert fig.get_figwidth() == plotting.STACKED_WIDTH
         assert plotting.shown_text_px(fig) >= plotting.PHONE_TEXT_PX

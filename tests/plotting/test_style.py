@@ -130,3 +130,18 @@ def test_stacked_legend_fits_the_figure_in_fewer_columns_or_wrapped_lines(book_s
     assert fig.get_figheight() > height  # the figure grew by the legend: the panel kept its height
     short = style.stacked_legend(*style.stacked_figure(1, 2.0)[:1], handles, ["a", "b", "c"], max_ncols=3)
     assert short._ncols == 3
+
+
+def test_a_single_panel_figure_of_the_default_size_is_readable_on_a_phone(book_style):
+    """``plt.subplots()`` after use_style is as wide as a stacked figure: its text shows at 9 px or more on a 390-px
+    phone (a 6.4-inch default showed it at about 7.6 px)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set(xlabel="symmetry", ylabel="directionality", title="A title")
+    ax.legend()
+    assert tuple(fig.get_size_inches()) == style.SINGLE_SIZE and style.SINGLE_SIZE[0] == style.STACKED_WIDTH
+    assert style.shown_text_px(fig) >= style.PHONE_TEXT_PX
+    plt.close(fig)
+

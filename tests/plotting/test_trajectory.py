@@ -107,3 +107,26 @@ def test_a_long_row_title_wraps_inside_the_figure(book_style):
     assert max(len(line) for line in title.split("\n")) <= 42 and title.count("\n") >= 2
     fig.canvas.draw()
     assert fig.get_tightbbox().width <= fig.get_figwidth()  # nothing sticks out: the figure shows at its width
+
+
+def test_the_figure_of_a_trajectory_result_draws_its_first_stack_and_marks_what_its_attrs_say():
+    """run_figure (``qkgeometry trajectory --figure``): the first attention stack of the result, its identical
+    checkpoints ringed and the checkpoints that failed (the frame's ``failures`` among its ``checkpoints``) crossed
+    at their steps."""
+    frame = pd.concat([_checkpoints([0, 10, 100]).assign(component="encoder"),
+                       _checkpoints([0, 10, 100]).assign(component="decoder")], ignore_index=True)
+    frame.attrs["identical"] = [["checkpoint-10", "checkpoint-100"]]
+    frame.attrs["checkpoints"] = pd.DataFrame({"name": ["checkpoint-0", "checkpoint-50", "checkpoint-100"],
+                                               "source": ["/r/checkpoint-0", "/r/checkpoint-50", "/r/checkpoint-100"],
+                                               "step": [0, 50, 100]})
+    frame.attrs["failures"] = pd.DataFrame({"source": ["/r/checkpoint-50"], "error": ["SourceError"],
+                                            "message": ["truncated"]})
+    fig = plotting.trajectory.run_figure(frame)
+    assert len(fig.axes[0].lines) >= 2  # the two layers of the first stack only (two stacks would be refused)
+    crossed = [c for c in fig.axes[0].collections if c.get_label() == "failed to score"]
+    assert len(crossed) == 1 and crossed[0].get_offsets()[:, 0].tolist() == [50.0]
+    assert any(c.get_label().startswith("identical") for c in fig.axes[0].collections)
+    plt.close(fig)
+    plain = plotting.trajectory.run_figure(_checkpoints([0, 10]).assign(component="self"))  # no attrs: no marks
+    assert not [c for c in plain.axes[0].collections if c.get_label() == "failed to score"]
+    plt.close(plain)

@@ -220,6 +220,38 @@ def test_short_v_blocks_between_heads_are_read_rather_than_skipped(hub):
     assert plan.fetch_ranges <= 2 * 2  # per layer: the norm, and the fused weight with its bias
 
 
+def test_the_snapshot_downloads_the_commit_it_resolved_not_the_branch(hub, folders, monkeypatch):
+    """The branch could move between resolving it and downloading: every file comes from the commit resolved first,
+    and the branch's ref is still recorded, so that an offline rerun by branch finds the snapshot."""
+    import re
+
+    import huggingface_hub
+
+    asked = []
+    real = huggingface_hub.snapshot_download
+
+    def recording(repo_id, *, revision=None, **kw):
+        asked.append(revision)
+        return real(repo_id, revision=revision, **kw)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", recording)
+    model = qg.load_qk("tiny/gpt2", fetch="snapshot")
+    assert len(asked) == 1 and re.fullmatch(r"[0-9a-f]{40}", asked[0]) and asked[0] == model.revision
+    go_offline(monkeypatch)
+    assert qg.load_qk("tiny/gpt2", fetch="snapshot").revision == model.revision
+
+
+def test_a_hub_model_whose_check_fails_leaves_no_file_open(hub, tmp_path, monkeypatch):
+    """The Hub reader closes the cache file it opened when a check of the model raises."""
+    from tiny_models import quantised_folder, spy_on_closing
+
+    hub.add_repo("org/gptq", quantised_folder(tmp_path / "gptq"))
+    cleared = spy_on_closing(monkeypatch)
+    with pytest.raises(SourceError, match="quant_method"):
+        qg.load_qk("org/gptq")
+    assert cleared and cleared[-1] > 0
+
+
 def test_snapshot_works_offline_once_downloaded(hub, folders, monkeypatch):
     qg.load_qk("tiny/gpt2", fetch="snapshot")
     go_offline(monkeypatch)

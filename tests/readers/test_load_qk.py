@@ -354,3 +354,15 @@ def test_a_file_of_another_user_is_reported_as_permission_denied(tmp_path, locke
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert "permission denied" in lines[0] and locked in lines[0] and "FileNotFoundError" not in lines[0], lines[0]
+
+
+def test_a_check_that_fails_leaves_no_file_open(tmp_path, monkeypatch):
+    """The folder reader closes the safetensors files it opened when a check of the model raises (here a
+    quantisation it cannot dequantise)."""
+    from tiny_models import quantised_folder, spy_on_closing
+
+    folder = quantised_folder(tmp_path / "m")
+    cleared = spy_on_closing(monkeypatch)
+    with pytest.raises(SourceError, match="quant_method"):
+        qg.load_qk(folder)
+    assert cleared and cleared[-1] > 0

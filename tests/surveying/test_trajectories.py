@@ -358,3 +358,23 @@ def test_the_plan_needs_no_out(run_folder, capsys):
     assert main(["trajectory", str(run_folder)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out is needed" in err
+
+
+def test_rows_are_ordered_by_run_as_first_seen_then_stage_then_step_unknown_last():
+    from qkgeometry.surveying.trajectories import order_rows
+
+    frame = pd.DataFrame({"run": ["b", "a", "b", "b", "a", "b"], "stage": [1, 0, 0, 0, 0, None],
+                          "step": [5, 2, None, 10, 1, 3], "source": list("uvwxyz"), "component": "self",
+                          "layer": [0, 0, 0, 0, 0, 0], "head": pd.array([pd.NA] * 6, dtype="Int64")})
+    ordered = order_rows(frame)
+    assert ordered["source"].tolist() == ["z", "x", "w", "u", "y", "v"]  # run b first (first seen), a after
+    assert order_rows(frame.iloc[:0]).empty
+
+
+def test_each_run_is_labelled_by_the_shortest_tail_that_tells_it_apart():
+    from qkgeometry.surveying.trajectories import run_labels
+
+    assert run_labels(["/x/expA/out", "/x/expB/out", "/x/expA/out"]) == {"/x/expA/out": "expA/out",
+                                                                         "/x/expB/out": "expB/out"}
+    assert run_labels(["org/pythia-160m"]) == {"org/pythia-160m": "pythia-160m"}
+    assert run_labels(["/runs/a/", "/runs/b"]) == {"/runs/a/": "a", "/runs/b": "b"}

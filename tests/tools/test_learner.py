@@ -180,3 +180,18 @@ def test_built_pages_get_true_minus_signs_outside_code_and_math_and_colab_opens_
     assert runner.true_minus_signs(tmp_path) == {}
     assert runner.retarget_colab_links(tmp_path) == 1
     assert "blob/main/learner/02_scores.ipynb" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("raw", ["-.5", '"-6"', "|-7", "a gap of -0.05 in layer-3"])
+def test_glued_text_and_built_pages_write_minus_signs_by_the_packages_rule(raw, tmp_path):
+    """The learners' notebooks and the built pages write a minus sign where the package's formatter would: one
+    rule (qkgeometry.formatting.true_minus), so that a value reads the same in the book, on Colab and on a slide."""
+    from qkgeometry.formatting import true_minus
+    from tools import commonmark
+
+    ctx = commonmark.Context(learner.Chapter(1, "01_x", "x"), learner.Labels(), {"v": {"text/plain": repr(raw)}}, "full")
+    assert commonmark._glue_text("v", ctx) == true_minus(raw)
+    page = tmp_path / "p.html"
+    page.write_text(f"<html><body><p>{raw}</p></body></html>", encoding="utf-8")
+    runner.true_minus_signs(tmp_path)
+    assert f"<p>{true_minus(raw)}</p>" in page.read_text(encoding="utf-8").replace("&quot;", '"')

@@ -122,3 +122,13 @@ def test_deck_reads_references_as_words_shows_theory_and_escapes_paths():
     assert "Hover" not in text and "table above" not in text and "Scores per layer." in text
     bib = (ROOT / "book" / "references.bib").read_text()
     assert slides.citation_names(bib)["saponati2025"] == "Saponati et al. 2025"
+
+
+@pytest.mark.parametrize("text", ['{"cells": [\n', "not json\nat all", '{"a": 1}'])
+def test_a_chapter_that_is_not_a_notebook_is_a_one_line_error_naming_it(tmp_path, text):
+    """An executed chapter cut short (or any file that is not a notebook) fails its deck in one line that names the
+    file, not with nbformat's NotJSONError quoting the file's first characters."""
+    (tmp_path / "02_scores.ipynb").write_text(text)
+    with pytest.raises(slides.DeckError, match=r"02_scores\.ipynb: not a notebook") as bad:
+        slides.write_decks(tmp_path, tmp_path / "slides", sessions=(slides.Session(2, "The scores", "02_scores"),))
+    assert "\n" not in str(bad.value)

@@ -30,8 +30,8 @@ from .._arrays import host_float64
 from ..model import QKLayer, QKModel
 from .iterate import iter_layers
 
-__all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "input_norm_comparison", "key_bias_ratio",
-           "key_bias_ratio_per_head", "layer_anatomy"]
+__all__ = ["ANATOMY_COLUMNS", "head_pair_traces", "head_share", "key_bias_ratio", "key_bias_ratio_per_head",
+           "layer_anatomy"]
 
 #: Columns of :func:`layer_anatomy`.
 ANATOMY_COLUMNS = ["model", "source", "family", "modality", "init", "component", "layer", "within_head_share",
@@ -130,7 +130,7 @@ def key_bias_ratio_per_head(layer: QKLayer) -> np.ndarray:
 def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm: str = "raw") -> pd.DataFrame:
     """One row per (model, component, layer) with the layer's within-head share and key-bias ratio.
 
-    ``sources``: what :func:`qkgeometry.survey` accepts (sources, ``"random:<source>"`` twins, or
+    ``sources``: what :func:`qkgeometry.readers.open_model` opens (sources, QKModels, ``"random:<source>"`` twins), or
     :class:`qkgeometry.catalogue.PresetEntry` items from ``qkgeometry.catalogue.preset(...)``, whose name, family, modality and
     init label the rows). ``input_norm``: ``"raw"`` (default) or ``"folded"`` (see :func:`qkgeometry.load_qk`).
     Columns: :data:`ANATOMY_COLUMNS` (``within_head_share`` is ``head_share(layer)["within_head"]``,
@@ -139,8 +139,8 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     from tqdm.auto import tqdm
 
     from ..catalogue import PresetEntry
+    from ..readers import open_model
     from ..source_names import RANDOM_PREFIX
-    from ..surveying.scoring import open_source
 
     if input_norm not in ("raw", "folded"):
         raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
@@ -151,7 +151,7 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     for entry in tqdm(list(sources), desc="models", unit="model", disable=not progress):
         meta = entry if isinstance(entry, PresetEntry) else None
         source = meta.source if meta else entry
-        with open_source(source, input_norm=input_norm) as model:
+        with open_model(source, input_norm=input_norm) as model:
             name = meta.name if meta else model.name
             init = meta.init if meta else ("random" if str(source).startswith(RANDOM_PREFIX) else "pretrained")
             for layer in tqdm(iter_layers(model), total=len(model), desc=name, unit="layer", leave=False, disable=not progress):
@@ -167,24 +167,11 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
     return pd.DataFrame(rows, columns=ANATOMY_COLUMNS)
 
 
-def input_norm_comparison(sources: Iterable[Any], cache: Any = None, progress: bool = False) -> pd.DataFrame:
-    """Layer scores of the raw and the γ-folded bilinear forms side by side, one row per (model, component, layer).
+def __getattr__(name: str) -> Any:
+    """``input_norm_comparison`` runs two surveys, so it lives with them now
+    (:func:`qkgeometry.surveying.input_norm_comparison`); the old name still resolves."""
+    if name == "input_norm_comparison":
+        from ..surveying.forms import input_norm_comparison
 
-    Runs :func:`qkgeometry.survey` twice (``input_norm="raw"`` and ``"folded"``, same ``sources`` and ``cache``)
-    and joins the layer rows. Columns: ``model, family, component, layer, symmetry_raw, symmetry_folded,
-    directionality_raw, directionality_folded``. A model whose normalisation gain is not known fails in the folded
-    survey and is left out (``frame.attrs["failures"]`` lists it). Chapter 4 ("Which bilinear form").
-    """
-    from ..surveying.scoring import survey
-
-    keys = ["model", "family", "component", "layer"]
-    entries = list(sources)
-    raw = survey(entries, per="layer", cache=cache, progress=progress, input_norm="raw")
-    folded = survey(entries, per="layer", cache=cache, progress=progress, input_norm="folded")
-    failures = pd.concat([raw.attrs["failures"], folded.attrs["failures"]], ignore_index=True)
-    raw.attrs, folded.attrs = {}, {}
-    out = raw[[*keys, "symmetry", "directionality"]].merge(
-        folded[[*keys, "symmetry", "directionality"]], on=keys, suffixes=("_raw", "_folded"), sort=False)
-    out = out[[*keys, "symmetry_raw", "symmetry_folded", "directionality_raw", "directionality_folded"]]
-    out.attrs["failures"] = failures
-    return out
+        return input_norm_comparison
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

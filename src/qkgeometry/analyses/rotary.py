@@ -28,11 +28,8 @@ Notation page.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -66,10 +63,8 @@ _PAIRING: dict[str, Pairing] = dict.fromkeys((
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gemma3", "olmo", "olmo2",
     "phi", "phi3", "gpt_neox"), "half")
 _PAIRING["gptj"] = "interleaved"
-# GGUF general.architecture values whose loaded factors we have verified to be in the rotate-half layout
-_GGUF_PAIRING: dict[str, Pairing] = {"llama": "half", "gemma3": "half", "qwen2": "half"}
-# llama.cpp constants for Gemma-3 (not stored in the GGUF): local layers use base 10 000, every 6th layer is global
-_GEMMA3_LOCAL_BASE, _GEMMA3_PATTERN = 10_000.0, 6
+# llama.cpp's Gemma-3 layer pattern (HF configs before transformers 5 without `sliding_window_pattern`)
+_GEMMA3_PATTERN = 6
 
 
 @dataclass(frozen=True)
@@ -124,33 +119,29 @@ def rope_frequencies(base: float, rotary_dim: int, scaling_factor: float = 1.0) 
 
 # ----------------------------------------------------------------------------------------- where θ lives
 def rope_spec(model: Any, layer: int = 0, config: dict | None = None) -> RopeSpec:
-    """The rotary frequencies and pairing that layer ``layer`` of ``model`` (a :class:`qkgeometry.QKModel`) uses.
+    """The rotary frequencies and pairing that layer ``layer`` of ``model`` (a :class:`qkgeometry.QKModel`) uses,
+    read from the settings its reader found (:attr:`qkgeometry.QKModel.config`, in ``config.json``'s vocabulary):
 
-    Where they live:
-
-    * Hugging Face folders: ``config.json``. transformers ≥ 5 writes ``rope_parameters`` (``rope_theta``,
-      ``rope_type``; Gemma-3 keeps one entry per layer type, ``full_attention`` and ``sliding_attention``, and lists
-      ``layer_types``); older files have ``rope_theta`` / ``rope_scaling`` (Gemma-3: ``rope_local_base_freq`` and
-      ``sliding_window_pattern``). Partial rotary: ``partial_rotary_factor`` (in ``rope_parameters`` from
-      transformers 5 on, at the top level before: Phi, GPT-NeoX), ``rotary_pct`` (older GPT-NeoX files),
-      ``rotary_dim`` (GPT-J).
-    * GGUF files: ``<arch>.rope.freq_base``, ``<arch>.rope.dimension_count`` and ``<arch>.rope.scaling.*``. For
-      Gemma-3, llama.cpp does not store the local base or the layer pattern: it uses base 10 000 on sliding-window
-      layers and ``rope.freq_base`` on every 6th (global) layer, and so do we.
+    * ``rope_parameters`` (transformers ≥ 5: ``rope_theta``, ``rope_type``; Gemma-3 keeps one entry per layer type,
+      ``full_attention`` and ``sliding_attention``, and lists ``layer_types``); older files have ``rope_theta`` /
+      ``rope_scaling`` (Gemma-3: ``rope_local_base_freq`` and ``sliding_window_pattern``). Partial rotary:
+      ``partial_rotary_factor`` (in ``rope_parameters`` from transformers 5 on, at the top level before: Phi,
+      GPT-NeoX), ``rotary_pct`` (older GPT-NeoX files), ``rotary_dim`` (GPT-J).
+    * A GGUF file's ``<arch>.rope.*`` metadata arrives translated into those names
+      (:func:`qkgeometry.readers.gguf.rope_config`; for Gemma-3, llama.cpp's base 10 000 on sliding-window layers
+      and ``rope.freq_base`` on every 6th, global, layer).
 
     Only the ``default`` and ``linear`` rope types are supported; others raise. ``config`` (a config.json dict)
-    overrides the lookup, e.g. for in-memory models. Chapter 6.
+    overrides the model's, e.g. for a ``transformers`` model that is not a QKModel. Chapter 6.
     """
-    source = Path(str(getattr(model, "source", "")))
     head_dim = int(model.head_dim)
-    if config is None and source.suffix == ".gguf" and source.is_file():
-        return _gguf_rope_spec(source, layer, head_dim)
     if config is None:
-        if not (source / "config.json").is_file():
-            raise ValueError(f"cannot find the rotary settings of {getattr(model, 'name', model)!r}: pass "
-                             "`config=` (the model's config.json as a dict).")
-        config = json.loads((source / "config.json").read_text())
-    return _hf_rope_spec(config, layer, head_dim)
+        config = getattr(model, "config", None)
+    if not config:
+        raise ValueError(f"cannot find the rotary settings of {getattr(model, 'name', model)!r}: its source carries "
+                         "none (an ONNX graph, a CTranslate2 file); pass `config=` (the model's config.json as a "
+                         "dict).")
+    return _hf_rope_spec(dict(config), layer, head_dim)
 
 
 def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
@@ -192,33 +183,6 @@ def _hf_rope_spec(config: dict, layer: int, head_dim: int) -> RopeSpec:
         rotary_dim = int(config["rotary_dim"])
     base = float(params.get("rope_theta", 10_000.0))
     return RopeSpec(rope_frequencies(base, rotary_dim, factor), head_dim, _PAIRING[model_type], base)
-
-
-@functools.lru_cache(maxsize=8)
-def _gguf_fields(path: str, mtime: float, size: int) -> dict:
-    from ..readers.gguf import GGUFIndex
-
-    return {k: v for k, v in GGUFIndex(path).fields.items() if ".rope." in k or k.startswith(("general.arch", "gemma3.a"))}
-
-
-def _gguf_rope_spec(path: Path, layer: int, head_dim: int) -> RopeSpec:
-    stat = path.stat()
-    fields = _gguf_fields(str(path), stat.st_mtime, stat.st_size)
-    arch = fields.get("general.architecture")
-    if arch not in _GGUF_PAIRING:
-        raise ValueError(f"the rotary layout of GGUF architecture {arch!r} has not been verified (supported: "
-                         f"{', '.join(sorted(_GGUF_PAIRING))}).")
-    base = float(fields.get(f"{arch}.rope.freq_base", 10_000.0))
-    rotary_dim = int(fields.get(f"{arch}.rope.dimension_count", head_dim))
-    scaling = fields.get(f"{arch}.rope.scaling.type", "none")
-    factor = float(fields.get(f"{arch}.rope.scaling.factor", 1.0)) if scaling == "linear" else 1.0
-    if scaling not in ("none", "linear"):
-        raise ValueError(f"GGUF rope scaling {scaling!r} is not supported (only none and linear).")
-    if arch == "gemma3":
-        pattern = int(fields.get(f"{arch}.attention.sliding_window_pattern", _GEMMA3_PATTERN))
-        if (layer + 1) % pattern:  # sliding-window layer: local base, no scaling
-            base, factor = _GEMMA3_LOCAL_BASE, 1.0
-    return RopeSpec(rope_frequencies(base, rotary_dim, factor), head_dim, _GGUF_PAIRING[arch], base)
 
 
 # -------------------------------------------------------------------------------------------- the form

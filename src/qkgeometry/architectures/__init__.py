@@ -41,6 +41,7 @@ from .registry import (
     Layout,
     architecture_for_gguf,
     get_architecture,
+    projection_names,
     register,
     standard_dims,
 )
@@ -48,7 +49,8 @@ from .registry import (
 __all__ = [
     "MPNET", "QK_NORM_NOTES", "REGISTRY", "Architecture", "AttentionBlock", "Component", "Dims", "Family",
     "GGUFSpec", "InputNorm", "Layout", "QKNorm", "architecture_for_gguf", "fold_input_norm", "fold_qk_norm",
-    "get_architecture", "input_norm_names", "norm_shift_name", "pack_heads", "qk_norm_gains", "register",
+    "get_architecture", "input_norm_names", "norm_shift_name", "pack_heads", "projection_names", "qk_norm_gains",
+    "register",
     "split_block", "split_conv1d_fused", "split_fused_blocked", "split_fused_interleaved", "split_linear",
     "split_query_bias", "standard_dims", "unpermute_gguf_rope",
 ]

@@ -324,6 +324,20 @@ for _arch in (
     register(_arch)
 
 
+def projection_names() -> tuple[tuple[str, str], ...]:
+    """The (query, key) attribute names of every attention module with separate Q and K ``Linear`` layers that the
+    registry knows (``("q_proj", "k_proj")``, ``("query", "key")``, ``("q", "k")``...), most common first: how a
+    module of a model outside the registry is recognised as attention."""
+    found: dict[tuple[str, str], int] = {}
+    for arch in REGISTRY.values():
+        for block in arch.blocks:
+            for q, k in ((block.q, block.k), *block.alternatives):
+                if k is not None and block.layout == "linear" and q.count(".") >= 2 and k.count(".") >= 2:
+                    pair = (q.rsplit(".", 2)[1], k.rsplit(".", 2)[1])
+                    found[pair] = found.get(pair, 0) + 1
+    return tuple(sorted(found, key=lambda pair: -found[pair]))
+
+
 def get_architecture(model_type: str) -> Architecture:
     """Registry lookup with an error that lists what is supported."""
     try:

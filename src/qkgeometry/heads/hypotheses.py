@@ -130,11 +130,11 @@ def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, s
     auc = float(_auc(pos, neg))
     rng = np.random.default_rng(seed)
     boot = bootstrap((pos, neg), _auc, n_resamples=n_resamples, confidence_level=level, method="percentile",
-                     vectorized=True, random_state=rng)
+                     vectorized=True, rng=rng)
     low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
     if st is None:
         p = float(permutation_test((pos, neg), _auc, permutation_type="independent", n_resamples=n_resamples,
-                                   vectorized=True, alternative="two-sided", random_state=rng).pvalue)
+                                   vectorized=True, alternative="two-sided", rng=rng).pvalue)
     else:  # every draw permutes the labels within each stratum: sort random keys inside strata
         order = np.lexsort((rng.random((n_resamples, len(y))), np.broadcast_to(st, (n_resamples, len(y)))), axis=-1)
         base = np.lexsort((np.arange(len(y)), st))  # the positions of each stratum, in the same stratum order
@@ -408,7 +408,7 @@ def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: i
         raise ValueError(f"x and y: need at least 4 finite pairs; got {len(a)}.")
     rho = float(spearmanr(a, b).statistic)
     boot = bootstrap((a, b), _spearman, paired=True, vectorized=True, n_resamples=n_resamples,
-                     confidence_level=level, method="percentile", random_state=np.random.default_rng(seed))
+                     confidence_level=level, method="percentile", rng=np.random.default_rng(seed))
     dist = boot.bootstrap_distribution[np.isfinite(boot.bootstrap_distribution)]
     alpha = (1 - level) / 2
     low, high = (float(v) for v in np.quantile(dist, [alpha, 1 - alpha]))
@@ -439,6 +439,7 @@ def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) ->
     sensitivity (:func:`threshold_sensitivity`). "Little" when at most a third of the readings of the split hold;
     a reading not detected is named with its bound (:func:`hypothesis_reading`). Chapter 7."""
     from ..claims import join_words
+    from ..formatting import format_number
 
     algebra, emp = family[family["kind"] == "algebra"], family[family["kind"] == "empirical"]
     held_alg, held_emp = algebra[algebra["holds"]], emp[emp["holds"]]
@@ -450,7 +451,7 @@ def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) ->
         flips = sorted(stable[~stable].index)
         factors = sorted(sensitivity["factor"].unique())
         firmness = (f"{len(flips)} of the {len(stable)} verdicts change when every label threshold is scaled from "
-                    f"×{factors[0]:g} to ×{factors[-1]:g}" + (f" ({join_words(flips)})" if flips else "") + ".")
+                    f"×{format_number(factors[0], spec='g')} to ×{format_number(factors[-1], spec='g')}" + (f" ({join_words(flips)})" if flips else "") + ".")
     amount = "Little" if 3 * k <= n else "Some" if 2 * k <= n else "Much"
     fragile = [h for h in held_emp["hypothesis"] if h in flips]
     head = (f"{amount}: beyond what the algebra fixes, {k} of the {n} readings of the split hold"

@@ -35,6 +35,7 @@ __all__ = [
     "forward_model",
     "held_out_texts",
     "qk_projections",
+    "quiet_gguf_progress",
     "rebuilt_check",
     "token_batch",
 ]
@@ -56,9 +57,10 @@ _GGUF_PROGRESS = "de-quantizing GGUF tensors"  # in the description of transform
 
 
 @contextlib.contextmanager
-def _quiet_gguf_progress():
+def quiet_gguf_progress():
     """Drop the progress bar transformers prints (with a plain ``tqdm``, not switched off by its own
-    ``disable_progress_bar``) while it dequantises a GGUF file; anything else written to stderr is passed on."""
+    ``disable_progress_bar``) while it dequantises a GGUF file; anything else written to stderr is passed on.
+    :func:`forward_model` rebuilds the decoders of chapter 7 inside it."""
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stderr(buffer):
@@ -95,7 +97,7 @@ def forward_model(alias: str, dtype: torch.dtype = torch.float32, use_hub: bool 
     stamp = folder / "qkgeometry-source.json"
     expected = {"gguf": path.name, "size": path.stat().st_size, "version": _CACHE_VERSION}
     if not (stamp.is_file() and json.loads(stamp.read_text()) == expected):
-        with _quiet_gguf_progress():
+        with quiet_gguf_progress():
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         from safetensors.torch import save_model
@@ -139,12 +141,38 @@ def token_batch(tokenizer, texts: list[str], length: int) -> torch.Tensor:
     return torch.tensor(rows)
 
 
-def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The attention modules of a ``transformers`` model, in layer order: those holding separate query and key
-    projections (``q_proj``/``k_proj``: Llama, Qwen2; ``query``/``key``: BERT; ``q``/``k``: MPNet). Every step of
-    chapter 7 (geometry, surgery, the rebuilt-model check) numbers layers by this one list, so layer ``i`` is the
-    same module everywhere. A model without such modules (GPT-2's fused ``c_attn``) raises ``ValueError``."""
-    found = [m for m in model.modules() if _qk_names(m) is not None]
+def attention_modules(model: torch.nn.Module, component: str | None = None) -> list[torch.nn.Module]:
+    """The attention modules of a ``transformers`` model, in layer order, where the architecture registry says they
+    are (:func:`qkgeometry.readers.module.attention_paths`): those holding separate query and key projections
+    (``q_proj``/``k_proj``: Llama, Qwen2; ``query``/``key``: BERT; ``q``/``k``: MPNet). Every step of chapter 7
+    (geometry, surgery, the rebuilt-model check) numbers layers by this one list, so layer ``i`` is the same module
+    everywhere.
+
+    ``component`` picks one kind of attention of a model with several (an encoder-decoder such as Whisper:
+    ``"encoder"``, ``"decoder"`` or ``"cross"``), whose layers are numbered on their own; for such a model it must
+    be given, so that a decoder's cross-attention is never numbered as a layer of its own. A model outside the
+    registry (no ``config.model_type``) is read by the projection names the registry knows, as one stack. A model
+    without such modules (GPT-2's fused ``c_attn``) raises ``ValueError``."""
+    from ..architectures import REGISTRY
+
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type in REGISTRY:
+        from ..readers.module import attention_paths
+
+        paths = attention_paths(model)
+        if component is None and len(paths) > 1:
+            raise ValueError(f"model: a {model_type} model has {len(paths)} kinds of attention "
+                             f"({', '.join(paths)}), each with its own layers; pass component= one of them.")
+        if component is not None and component not in paths:
+            raise ValueError(f"component: a {model_type} model has {', '.join(repr(c) for c in paths) or 'no'} "
+                             f"attention with separate query and key projections; got {component!r}.")
+        modules = dict(model.named_modules())
+        found = [modules[path] for path, _, _ in paths[component or next(iter(paths))]] if paths else []
+    elif component not in (None, "self"):
+        raise ValueError(f"component: {type(model).__name__} is not in the architecture registry, so its attention "
+                         f"is read as one stack ('self'); got {component!r}.")
+    else:
+        found = [m for m in model.modules() if _qk_names(m) is not None]
     if not found:
         raise ValueError(f"model: {type(model).__name__} has no attention module with separate query and key "
                          "projections (q_proj/k_proj, query/key or q/k), which the head analyses read; pass a BERT-, "
@@ -162,7 +190,10 @@ def qk_projections(module: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.L
 
 
 def _qk_names(module: torch.nn.Module) -> tuple[str, str] | None:
-    for q, k in (("q_proj", "k_proj"), ("query", "key"), ("q", "k")):
+    """The (query, key) attribute names of ``module``'s projections, as the architecture registry spells them."""
+    from ..architectures import projection_names
+
+    for q, k in projection_names():
         if isinstance(getattr(module, q, None), torch.nn.Linear) and isinstance(getattr(module, k, None),
                                                                                    torch.nn.Linear):
             return q, k

@@ -25,7 +25,16 @@ import sys
 import uuid
 from typing import Any
 
-from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, STACK_COLORS, STACK_WORDS, require_rows
+from ..formatting import format_number
+from .style import (
+    FAMILY_COLORS,
+    INIT_COLORS,
+    INIT_STYLES,
+    STACK_COLORS,
+    STACK_WORDS,
+    STACKED_WIDTH,
+    require_rows,
+)
 
 __all__ = ["InteractiveFigure", "interactive_attention_parts", "interactive_init_curves", "interactive_score_plane"]
 
@@ -203,7 +212,7 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
         n_models = trained["model"].nunique()
     heading = title or f"Every {what} of {n_models} models"
     figure = go.Figure()
-    fallback, ax = plt.subplots(figsize=(6.4, 4.8))
+    fallback, ax = plt.subplots(figsize=(STACKED_WIDTH, 4.0))  # the still image: readable on a phone
     for label, color, sub, hover, size, opacity in groups:
         figure.add_trace(go.Scatter(
             x=sub["symmetry"].to_numpy(), y=sub["directionality"].to_numpy(), mode="markers", name=label,
@@ -378,7 +387,7 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
         pad = 0.05 * (high - low or 1.0)
         extra["updatemenus"] = [_buttons([
             ("all steps", "relayout", [{"xaxis.autorange": True, "yaxis.autorange": True}]),
-            (f"from step {zoom_from:,}", "relayout", [{"xaxis.range": [zoom_from, last],
+            (f"from step {format_number(zoom_from)}", "relayout", [{"xaxis.range": [zoom_from, last],
                                                       "yaxis.range": [low - pad, high + pad]}])])]
     words = ylabel or y
     figure.update_layout(**_layout(

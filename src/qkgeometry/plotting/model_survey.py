@@ -25,6 +25,7 @@ from .style import (
     MODEL_MARKERS,
     STACK_COLORS,
     STACK_WORDS,
+    STACKED_WIDTH,
     plt,
     require_rows,
     stacked_figure,
@@ -199,7 +200,11 @@ def survey_scatter(summary, labels: str = "text"):
     require_rows(summary, "summary", "pass qkgeometry.summarize(...) of a survey with at least one model")
     if labels not in ("text", "legend"):
         raise ValueError(f"labels: must be 'text' or 'legend', got {labels!r}.")
-    fig, ax = plt.subplots(figsize=(6.4, 4.4 if labels == "text" else 5.4))
+    if labels == "legend":  # sized for a phone, its legend below (stacked_legend)
+        fig, axes = stacked_figure(1, 4.0)
+        ax = axes[0, 0]
+    else:
+        fig, ax = plt.subplots(figsize=(STACKED_WIDTH, 4.0))
     init = summary["init"] if "init" in summary else ["pretrained"] * len(summary)
     names = [m for m, i in zip(summary["model"], init) if i != "random"]
     base = {m: k for k, m in enumerate(dict.fromkeys(names))}
@@ -247,9 +252,7 @@ def survey_scatter(summary, labels: str = "text"):
         fig.tight_layout()
     else:
         order = [k for k in handles if not k.startswith("random")] + [k for k in handles if k.startswith("random")]
-        shown, texts = _bounded_legend(handles, order)
-        ax.legend(shown, texts, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
-        fig.tight_layout()
+        stacked_legend(fig, *_bounded_legend(handles, order))
     return fig
 
 

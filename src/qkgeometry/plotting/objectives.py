@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib as mpl
 import seaborn as sns
 
+from ..formatting import format_number
 from .style import (
     FAMILY_COLORS,
     OBJECTIVE_COLORS,
@@ -138,7 +139,8 @@ def objective_losses(summary, plateaus: dict, level: float = 0.95):
     mean = mpl.lines.Line2D([], [], color="0.3")
     band = mpl.patches.Patch(color="0.3", alpha=0.25, lw=0)
     stacked_legend(fig, [(band, mean), *handles.values()],
-                   [f"{words}, {level:.0%} t-band", *(f"{lab} (dashed)" for lab in handles)], max_ncols=1)
+                   [f"{words}, {format_number(level, spec='.0%')} t-band", *(f"{lab} (dashed)" for lab in handles)],
+                   max_ncols=1)
     return fig
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..formatting import format_number
 from .style import NULL_COLOR, STACKED_FONT, plt, require_rows, stacked_figure, stacked_legend
 
 __all__ = ["run_figure", "trajectory_curves", "trajectory_figures"]
@@ -117,8 +118,8 @@ def _compact(v: float, _pos: object = None) -> str:
     """1,500 -> '1.5k', 2e9 -> '2B': short tick labels."""
     for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= scale:
-            return f"{v / scale:g}{unit}"
-    return f"{v:g}"
+            return f"{format_number(v / scale, spec='g')}{unit}"
+    return format_number(v, spec="g")
 
 
 def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str | None = "head",

@@ -34,10 +34,10 @@ from .._files import check_regular_file, path_exists
 from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
-from ..source_names import OFFLINE_PREFIX
+from ..source_names import OFFLINE_PREFIX, RANDOM_PREFIX
 from . import ctranslate2, hub, module, onnx, safetensors
 
-__all__ = ["PATH_READERS", "load_qk"]
+__all__ = ["PATH_READERS", "load_qk", "open_model"]
 
 Opener = Callable[[Path, "str | None", QKNorm], SourcePlans]
 
@@ -98,6 +98,31 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
     dev = resolve_device(device) if device is not None else None
     opened = open_source_plans(source, revision=revision, name=name, qk_norm=qk_norm, fetch=fetch)
     return QKModel.from_plans(opened, qk_norm=qk_norm, input_norm=input_norm, device=dev)
+
+
+def open_model(source: Any, *, qk_norm: QKNorm = "folded", input_norm: InputNorm = "raw",
+               device: Any = None) -> QKModel:
+    """Open one source as a survey or an analysis does: anything :func:`load_qk` accepts; a QKModel, used as it is
+    (for another ``device``, a view of it on that device: the caller's model is neither moved nor closed); or
+    ``"random:<source>"``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has no normalisation
+    gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
+    from ..devices import resolve_device
+
+    if input_norm not in ("folded", "raw"):
+        raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
+    if isinstance(source, QKModel):
+        if input_norm == "folded" and source.input_norm != "folded":
+            raise ValueError(f"`input_norm='folded'` was asked for, but the QKModel {source.name!r} was loaded with "
+                             "input_norm='raw'; load it with qkgeometry.load_qk(..., input_norm='folded') or pass the "
+                             "source itself.")
+        if device is not None and resolve_device(device) != source.device:
+            return source.with_device(resolve_device(device))  # the caller's model is unchanged
+        return source
+    if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
+        # the twin reads nothing of its source: the source's files are closed before the twin is used
+        with load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm, device=device) as base:
+            return base.randomized()
+    return load_qk(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
 
 
 def open_source_plans(source: Any, *, revision: str | None = None, name: str | None = None,

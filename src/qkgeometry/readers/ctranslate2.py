@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import bfloat16_to_float32
 from .._files import fingerprint
 from ..architectures import QKNorm, get_architecture
 from ..errors import CTranslate2FormatError, LimitExceeded
@@ -179,7 +180,7 @@ class CT2Index:
         var = self.variables.get(self.aliases.get(name, name))
         raw = self.raw(name)
         if var.dtype_id == 5:
-            return (raw.astype(np.uint32) << 16).view(np.float32)
+            return bfloat16_to_float32(raw)
         if var.dtype_id in (1, 2) and raw.ndim > 0:
             kind = "int8" if var.dtype_id == 1 else "int16"
             scale_name = var.name + "_scale"

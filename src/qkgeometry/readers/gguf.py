@@ -37,7 +37,7 @@ from ..errors import GGUFFormatError, SourceError
 from ..model import BlockPlan, SourcePlans
 from .hf_config import check_dims, warn_extra_layers
 
-__all__ = ["GGUFFormatError", "GGUFIndex", "TensorInfo", "open_gguf", "sniff"]
+__all__ = ["GGUFFormatError", "GGUFIndex", "TensorInfo", "open_gguf", "rope_config", "sniff"]
 
 
 def sniff(path: Path) -> bool:
@@ -274,4 +274,35 @@ def open_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePlans:
     # llama.cpp stores every norm gain as applied (its converter adds Gemma's 1 to each norm weight): no offset
     block = AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm, input_norm=spec.input_norm)
     plan = BlockPlan(block, dims, split, get, lambda name: name in index.tensors)
-    return SourcePlans(name, arch, [plan], str(path), fingerprint([path]))
+    return SourcePlans(name, arch, [plan], str(path), fingerprint([path]),
+                       config=rope_config(index.fields, gguf_arch, arch.model_type, dims.head_dim, dims.n_layers))
+
+
+#: llama.cpp's constants for Gemma-3, which its GGUF files do not store: sliding-window (local) layers rotate with
+#: base 10 000, every 6th layer is a global one (with ``rope.freq_base``)
+GEMMA3_LOCAL_BASE, GEMMA3_PATTERN = 10_000.0, 6
+
+
+def rope_config(fields: dict[str, Any], gguf_arch: str, model_type: str, head_dim: int, n_layers: int
+                ) -> dict[str, Any]:
+    """A GGUF file's rotary settings in the vocabulary of a Hugging Face ``config.json``, as the model's
+    :attr:`~qkgeometry.QKModel.config` (:func:`qkgeometry.analyses.rotary.rope_spec` reads them there):
+    ``<arch>.rope.freq_base`` is ``rope_theta``, ``<arch>.rope.dimension_count`` ``rotary_dim``,
+    ``<arch>.rope.scaling.type`` and ``.factor`` ``rope_scaling``. The factors this reader returns are in the Hugging
+    Face layout (llama's row permutation undone), so the pairing is the one of ``model_type``. For Gemma-3, the
+    layer pattern and the local base are llama.cpp's (:data:`GEMMA3_LOCAL_BASE`, :data:`GEMMA3_PATTERN`)."""
+    config: dict[str, Any] = {"model_type": model_type, "head_dim": head_dim, "num_hidden_layers": n_layers}
+    rope = {k.removeprefix(f"{gguf_arch}."): v for k, v in fields.items() if k.startswith(f"{gguf_arch}.rope.")}
+    if "rope.freq_base" in rope:
+        config["rope_theta"] = float(rope["rope.freq_base"])
+    if "rope.dimension_count" in rope:
+        config["rotary_dim"] = int(rope["rope.dimension_count"])
+    scaling = str(rope.get("rope.scaling.type", "none"))
+    if scaling != "none":
+        config["rope_scaling"] = {"rope_type": scaling, "factor": float(rope.get("rope.scaling.factor", 1.0))}
+    if gguf_arch == "gemma3":
+        pattern = int(fields.get(f"{gguf_arch}.attention.sliding_window_pattern", GEMMA3_PATTERN))
+        config["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                 for i in range(n_layers)]
+        config["rope_local_base_freq"] = GEMMA3_LOCAL_BASE
+    return config

@@ -101,6 +101,11 @@ class ConfigView:
     def __init__(self, data: dict[str, Any], load: Callable[[], Any]):
         self._data, self._load, self._real = data, load, None
 
+    @property
+    def data(self) -> dict[str, Any]:
+        """The config.json as read (a plain dict, no defaults filled in)."""
+        return self._data
+
     # Model types whose transformers config (or attention module) takes head_dim = hidden_size // num_attention_heads
     # when config.json has no head_dim (Llama-2 checkpoints, for one): answered here, without importing transformers.
     # Not Gemma or Qwen3, whose config classes default to a fixed head_dim.

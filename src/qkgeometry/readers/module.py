@@ -8,9 +8,9 @@ from typing import Any
 from ..architectures import QKNorm, get_architecture
 from ..errors import SourceError
 from ..model import SourcePlans
-from .hf_config import resolve_plans
+from .hf_config import _block_dims, _resolve_prefix, _with_present_names, resolve_plans
 
-__all__ = ["open_module", "sniff"]
+__all__ = ["attention_paths", "open_module", "sniff"]
 
 
 def sniff(obj: Any) -> bool:
@@ -31,4 +31,31 @@ def open_module(model: Any, name: str | None, qk_norm: QKNorm = "folded") -> Sou
                           "Load real weights first, e.g. with from_pretrained(...) on the CPU.")
     plans = resolve_plans(arch, config, state, lambda n: state[n].detach(), qk_norm)
     return SourcePlans(name or getattr(config, "_name_or_path", None) or arch.model_type, arch, plans,
-                       f"<in-memory {type(model).__name__}>", None)
+                       f"<in-memory {type(model).__name__}>", None, config=config.to_dict())
+
+
+def attention_paths(model: Any) -> dict[str, list[tuple[str, str, str]]]:
+    """Where the attention of an in-memory model lives, by the architecture registry: for each kind of block
+    (``self``, or ``encoder`` / ``decoder`` / ``cross``), one ``(module path, query attribute, key attribute)`` per
+    layer, in layer order (``("model.layers.3.self_attn", "q_proj", "k_proj")``). Blocks whose Q and K are not two
+    ``Linear`` layers of one module (fused QKV weights) are left out. The model's ``config.model_type`` must be in
+    the registry (else :class:`~qkgeometry.errors.SourceError` lists the supported ones)."""
+    config = model.config
+    arch = get_architecture(config.model_type)
+    names = set(model.state_dict())
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for block in arch.blocks:
+        block = _with_present_names(block, names)
+        if block.k is None or block.layout != "linear":
+            continue
+        prefix = _resolve_prefix(block, names, arch.model_type)
+        rows = []
+        for i in range(_block_dims(block, config, arch.model_type).n_layers):
+            (mq, q), (mk, k) = ((prefix + t.format(i=i)).rsplit(".", 1)[0].rsplit(".", 1) for t in (block.q, block.k))
+            if mq != mk:
+                break
+            rows.append((mq, q, k))
+        else:
+            found[block.component] = rows
+    return found
+

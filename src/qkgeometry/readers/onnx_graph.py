@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import widened
 from ..errors import LimitExceeded, ONNXGraphError
 from ..limits import (
     MAX_COMPUTED_ELEMENTS,
@@ -398,13 +399,12 @@ def _dequantize_linear() -> type:
 
 
 def _widen(array: np.ndarray) -> np.ndarray:
-    """Float types NumPy cannot hold natively (bfloat16, float8 from ml_dtypes) as float32."""
-    if array.dtype.kind == "V" or (array.dtype.kind == "f" and array.dtype not in (np.float16, np.float32,
-                                                                                  np.float64)):
-        return array.astype(np.float32)
-    if array.dtype.kind not in "fiub":
-        return array.astype(np.float32)
-    return array
+    """Float types NumPy cannot hold natively (bfloat16, float8 from ml_dtypes) as float32
+    (:func:`qkgeometry._arrays.widened`); float16, float32, float64 and integers kept; anything else as float32."""
+    if array.dtype == np.float16 or array.dtype.kind in "iub":
+        return array
+    array = widened(array)
+    return array if array.dtype.kind == "f" else array.astype(np.float32)
 
 
 def _proto_dtype(array: np.ndarray) -> int:

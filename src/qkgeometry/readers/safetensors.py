@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import bfloat16_to_float32, widened
 from .._files import check_regular_file, fingerprint, os_error, path_exists, read_bytes
 from ..architectures import QKNorm, get_architecture
 from ..errors import ConfigError, SourceError, first_line
@@ -59,13 +60,18 @@ def open_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePl
     arch = get_architecture(config.model_type)
     files, weight_map, index_file = weight_files(folder, files)
     index, handles = SafetensorsIndex.open(files, weight_map, index_file)
-    check_quantization(config_path, config, index)
-    try:
+    try:  # a check that raises leaves no file open
+        check_quantization(config_path, config, index)
         plans = resolve_plans(arch, config, index.names, index.get, qk_norm)
     except ConfigError as e:  # "the llama config: ..." -> name the file
+        handles.clear()
         raise ConfigError(f"{str(config_path)!r}: {e}") from e
+    except BaseException:
+        handles.clear()
+        raise
     meta = [config_path] + ([index_file] if index_file is not None else [])
-    return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear)
+    return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear,
+                       config=config.data)
 
 
 def weight_files(folder: Path, files: list[Path]) -> tuple[list[Path], dict[str, str] | None, Path | None]:
@@ -214,12 +220,8 @@ class SafetensorsIndex:
             raise SourceError(f"could not read tensor {name!r} from {file!r}: the file ends early; it is truncated: "
                               "download it again.")
         if dtype == "BF16":
-            out = np.empty(raw.size // 2, dtype=np.float32)
-            bits = out.view(np.uint32)
-            bits[...] = raw.view("<u2")
-            bits <<= 16  # bfloat16 -> float32: the same sign, exponent and leading mantissa bits, zeros below
-            return out.reshape(shape)
-        return raw.view(numpy_dtype(dtype)).astype(np.float32).reshape(shape)
+            return bfloat16_to_float32(raw.view("<u2")).reshape(shape)
+        return widened(raw.view(numpy_dtype(dtype))).reshape(shape)
 
 
 #: the key prefix, in a handles dict, of the plain file a safetensors handle's raw bytes are read from

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import widened
 from ..errors import SourceError
 from ..source_names import OFFLINE_PREFIX
 from .safetensors_format import FLOAT_TAGS, TABLE_ROW_GAP, numpy_dtype, row_ranges
@@ -126,6 +127,7 @@ def _from_hub(repo_id: str, revision: str | None, names: list[str], rows: dict[s
 
 
 def _widened(a: Any) -> np.ndarray:
-    """float16 and bfloat16 widened to float32 (exactly); float32 and float64 kept."""
-    a = np.asarray(a)
+    """float16, bfloat16 and float8 widened to float32 (exactly, :func:`qkgeometry._arrays.widened`); float32 and
+    float64 kept; anything else as float32."""
+    a = widened(a)
     return a if a.dtype in (np.float32, np.float64) else a.astype(np.float32)

@@ -36,6 +36,11 @@ TRAJECTORY_COLUMNS = ["run", "checkpoint", "stage", "step", "tokens"]
 INTEGER_TRAJECTORY_COLUMNS = ("stage", "step", "tokens")
 
 
+def _shown(value: Any) -> str:
+    """A cell's value as an error message quotes it: ``nan``, ``-2``, not ``np.float64(nan)``."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def check_rows(frame: pd.DataFrame) -> None:
     """Refuse a frame that the store cannot hold as it is: a missing column, a score that is not a finite number,
     a missing model, component, layer or key field (SQLite would refuse it mid-transaction with its own words)."""
@@ -48,8 +53,8 @@ def check_rows(frame: pd.DataFrame) -> None:
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             row = frame.iloc[bad[0]]
-            raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}, layer "
-                             f"{row['layer']!r}) is not a finite number; a survey store holds finite scores only. "
+            raise ValueError(f"`frame`: {col} = {_shown(row[col])} in row {bad[0]} (model {row['model']!r}, layer "
+                             f"{_shown(row['layer'])}) is not a finite number; a survey store holds finite scores only. "
                              "Rescore the model, or drop its rows.")
     for col in ("model", "component", "layer", "source", "per", "input_norm", "revision", "qkgeometry_version",
                 "d_model", "head_dim", "n_heads", "n_kv_heads"):
@@ -62,7 +67,7 @@ def check_rows(frame: pd.DataFrame) -> None:
         bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)) | (values < 0))
         if bad.size:
             row = frame.iloc[bad[0]]
-            raise ValueError(f"`frame`: {col} = {row[col]!r} in row {bad[0]} (model {row['model']!r}) is not a whole "
+            raise ValueError(f"`frame`: {col} = {_shown(row[col])} in row {bad[0]} (model {row['model']!r}) is not a whole "
                              "number >= 0; pass the sizes the model was scored with.")
     for col in TRAJECTORY_COLUMNS:
         if col not in frame.columns:
@@ -76,7 +81,7 @@ def check_rows(frame: pd.DataFrame) -> None:
             if col in INTEGER_TRAJECTORY_COLUMNS and len(held):
                 value = pd.to_numeric(pd.Series([part[col].dropna().iloc[0]]), errors="coerce").iloc[0]
                 if not (np.isfinite(value) and value == round(value) and value >= 0):
-                    raise ValueError(f"`frame`: {col} = {part[col].dropna().iloc[0]!r} for "
+                    raise ValueError(f"`frame`: {col} = {_shown(part[col].dropna().iloc[0])} for "
                                      f"{str(part['source'].iloc[0])!r} is not a whole number >= 0.")
 
 

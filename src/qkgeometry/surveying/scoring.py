@@ -22,7 +22,7 @@ from .._threads import read_ahead
 from ..architectures import InputNorm
 from ..errors import SurveyInterrupted, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
-from ..readers import load_qk
+from ..readers import open_model
 from ..scores import layer_scores
 from .identity import distinct_labels, source_identity
 from .store import (
@@ -125,23 +125,8 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _open(source: Any, qk_norm: str, device: Any = None, input_norm: str = "raw") -> QKModel:
-    """``load_qk`` plus ``random:<source>``, the random-init twin of ``source`` (:meth:`QKModel.randomized`; it has
-    no normalisation gains, so it is the same for both ``input_norm`` values and is labelled ``raw``)."""
-    from ..devices import resolve_device
-
-    if isinstance(source, QKModel):
-        if input_norm == "folded" and source.input_norm != "folded":
-            raise ValueError(f"`input_norm='folded'` was asked for, but the QKModel {source.name!r} was loaded with "
-                             "input_norm='raw'; load it with qkgeometry.load_qk(..., input_norm='folded') or pass the "
-                             "source itself.")
-        if device is not None and resolve_device(device) != source.device:
-            return source.with_device(resolve_device(device))  # the caller's model is unchanged
-        return source
-    if isinstance(source, str) and source.startswith(RANDOM_PREFIX):
-        # the twin reads nothing of its source: the source's files are closed before the twin is used
-        with load_qk(source[len(RANDOM_PREFIX):], qk_norm=qk_norm, device=device) as base:
-            return base.randomized()
-    return load_qk(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
+    """:func:`qkgeometry.readers.open_model`: ``load_qk`` plus a QKModel as it is and ``random:<source>`` twins."""
+    return open_model(source, qk_norm=qk_norm, input_norm=input_norm, device=device)
 
 
 def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm = "raw",

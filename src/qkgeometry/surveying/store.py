@@ -31,6 +31,10 @@ Why SQLite in WAL mode rather than append-only Parquet parts with an index:
   any SQLite tool opens the file. WAL mode lets a notebook read the store while a survey appends to it, and
   several surveys on one machine may share one store (SQLite's locking lets one write at a time).
 
+The store's layout on disk (schema, format version, migration, connections) is
+:mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing, ``qkgeometry export``) is
+:mod:`~qkgeometry.surveying.store_csv`.
+
 Limits: keep the store on a local disk of the machine that runs :func:`qkgeometry.survey`. SQLite's locking is
 not reliable on network file systems, and it does not need to be: workers (processes or the machines of a
 ``dask.distributed`` cluster) never open the store, they return their frames to the one process that writes.
@@ -52,11 +56,9 @@ from .columns import (
     FINGERPRINT,
     FORMULA_STARTS,
     IDENTITY,
-    INTEGER_TRAJECTORY_COLUMNS,
     SURVEY_COLUMNS,
     TRAJECTORY_COLUMNS,
     check_rows,
-    csv_columns,
     empty_frame,
     spreadsheet_safe,
     spreadsheet_text,
@@ -64,40 +66,23 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
+from .store_csv import export_csv, file_stamp, migrate_csv, parse_survey_csv, write_survey_csv
+from .store_format import (
+    APPLICATION_ID,
+    MAGIC,
+    ROW_COLUMNS,
+    SCHEMA,
+    STORE_FORMAT,
+    STORE_SUFFIXES,
+    connect_readonly,
+    migrate,
+    records,
+    retry_locked,
+)
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
            "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS", "SurveyStore", "empty_frame", "export_csv", "is_store_file",
            "migrate_csv", "open_store", "read_store", "rows_matching", "spreadsheet_safe", "spreadsheet_text"]
-
-#: file name endings that select the SQLite store (anything else must be ``.csv``)
-STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
-_MAGIC = b"SQLite format 3\x00"
-_APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
-#: the store's layout version (``PRAGMA user_version``): 1 had no :data:`TRAJECTORY_COLUMNS`; 2 keeps them in
-#: ``models``. A version-1 store is migrated in place when it is opened for writing (the columns filled from the
-#: checkpoint names its sources carry, as version 1 read them), and read as version 2 when opened read-only.
-STORE_FORMAT = 2
-_FORMAT = STORE_FORMAT
-#: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
-_ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
-                "n_heads", "n_kv_heads", "init", "modality"]
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS models (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL, per TEXT NOT NULL, num_std REAL NOT NULL, qk_norm TEXT NOT NULL, input_norm TEXT NOT NULL,
-    revision TEXT NOT NULL, qkgeometry_version TEXT NOT NULL, model TEXT NOT NULL, n_rows INTEGER NOT NULL,
-    run TEXT, checkpoint TEXT, stage INTEGER, step INTEGER, tokens INTEGER,
-    UNIQUE (source, per, num_std, qk_norm, input_norm));
-CREATE TABLE IF NOT EXISTS rows (
-    model_id INTEGER NOT NULL REFERENCES models(id),
-    model TEXT NOT NULL, family TEXT, component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER,
-    symmetry REAL NOT NULL, directionality REAL NOT NULL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
-    n_kv_heads INTEGER, init TEXT, modality TEXT);
-CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id);
-CREATE INDEX IF NOT EXISTS models_by_source ON models (source);
-PRAGMA application_id = {_APPLICATION_ID};
-PRAGMA user_version = {_FORMAT};
-"""
 
 
 def is_store_file(path: str | Path) -> bool:
@@ -108,7 +93,7 @@ def is_store_file(path: str | Path) -> bool:
         return True
     try:
         with open(path, "rb") as f:
-            return f.read(len(_MAGIC)) == _MAGIC
+            return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
 
@@ -160,14 +145,14 @@ class SurveyStore:
             remove_stale_temps(resolve_output(self.path))  # a survey killed mid-export leaves its temporary file
             self._stamp: tuple[int, int, int] | None = None
             self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            self._conn.executescript(_SCHEMA)
+            self._conn.executescript(SCHEMA)
             return
         target = resolve_output(self.path)  # a symlinked store is opened through its link
         if target.exists() and not target.is_file():
             raise ValueError(f"{what} {str(self.path)!r} is not a regular file (a folder or a pipe?); pass a "
                              ".sqlite file.")
         if readonly:
-            self._conn = _connect_readonly(target, what, self.path)
+            self._conn = connect_readonly(target, what, self.path)
             try:
                 self._check()
             except BaseException:
@@ -182,7 +167,7 @@ class SurveyStore:
                              "permissions.") from e
         try:
             self._create_or_check()
-            _retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+            retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
         except sqlite3.OperationalError as e:
             self._conn.close()
@@ -205,13 +190,13 @@ class SurveyStore:
         try:
             empty = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
             if empty and conn.execute("PRAGMA application_id").fetchone()[0] == 0:
-                for statement in filter(str.strip, _SCHEMA.split(";")):
+                for statement in filter(str.strip, SCHEMA.split(";")):
                     conn.execute(statement)
             else:
                 self._check()
-                if self._version < _FORMAT:
-                    _migrate(conn)
-            self._version = _FORMAT
+                if self._version < STORE_FORMAT:
+                    migrate(conn)
+            self._version = STORE_FORMAT
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -221,12 +206,12 @@ class SurveyStore:
     def _check(self) -> None:
         app = self._conn.execute("PRAGMA application_id").fetchone()[0]
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        if app != _APPLICATION_ID:
+        if app != APPLICATION_ID:
             raise ValueError(f"{self._what} {str(self.path)!r} is an SQLite database but not a qkgeometry survey "
                              "store; pass another path (the file is left as it is).")
-        if version > _FORMAT:
+        if version > STORE_FORMAT:
             raise ValueError(f"{self._what} {str(self.path)!r} was written by a newer qkgeometry (store format "
-                             f"{version}, this one reads {_FORMAT}); upgrade qkgeometry.")
+                             f"{version}, this one reads {STORE_FORMAT}); upgrade qkgeometry.")
         self._version = int(version)
 
     # -------------------------------------------------------------------------------------------- context
@@ -245,12 +230,12 @@ class SurveyStore:
         return f"SurveyStore({str(self.path)!r})"
 
     # -------------------------------------------------------------------------------------------- reading
-    _version = _FORMAT
+    _version = STORE_FORMAT
 
     @property
     def _select(self) -> str:
         trajectory = ", ".join(f"m.{c}" if self._version >= 2 else f"NULL AS {c}" for c in TRAJECTORY_COLUMNS)
-        return ("SELECT " + ", ".join(f"r.{c}" for c in _ROW_COLUMNS) + ", " +
+        return ("SELECT " + ", ".join(f"r.{c}" for c in ROW_COLUMNS) + ", " +
                 ", ".join(f"m.{c}" for c in [*IDENTITY, *FINGERPRINT]) + ", " + trajectory +
                 " FROM rows r JOIN models m ON m.id = r.model_id")
 
@@ -263,7 +248,7 @@ class SurveyStore:
         columns = [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if trajectory else SURVEY_COLUMNS
         if not records:
             return empty_frame(trajectory)
-        frame = pd.DataFrame.from_records(records, columns=[*_ROW_COLUMNS, *IDENTITY, *FINGERPRINT,
+        frame = pd.DataFrame.from_records(records, columns=[*ROW_COLUMNS, *IDENTITY, *FINGERPRINT,
                                                             *TRAJECTORY_COLUMNS])
         frame["head"] = pd.to_numeric(frame["head"]).astype("Int64")  # NULL (a layer row) is <NA>
         for col in ("layer", "d_model", "head_dim", "n_heads", "n_kv_heads"):
@@ -294,8 +279,8 @@ class SurveyStore:
         values = trajectory_values(columns)
         ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
         sets = ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS)
-        self._write_sql(f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
-                        "input_norm = ?", (*values, *ident))
+        self._write([], (f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
+                          "input_norm = ?", (*values, *ident)))
 
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
@@ -335,46 +320,33 @@ class SurveyStore:
         return len(parts)
 
     # -------------------------------------------------------------------------------------------- CSV
-    def _write(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
-        """One transaction; with a CSV, under its lock: import what another survey wrote, add, export."""
+    def _write(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]],
+               statement: tuple[str, tuple] | None = None) -> None:
+        """One transaction (models, a statement); with a CSV, under its lock: import what another survey wrote,
+        write, export the whole store to the file (:mod:`~qkgeometry.surveying.store_csv`)."""
         if not self._csv:
-            self._transaction(parts)
+            self._transaction(parts, statement=statement)
             return
-        from .._files import locked, write_csv_atomic
+        from .._files import locked
 
         with locked(self.path):
             self._import_csv()
-            self._transaction(parts)
-            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
-            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
-            self._stamp = _file_stamp(self.path)
+            self._transaction(parts, statement=statement)
+            write_survey_csv(self._frame(self._select + " ORDER BY r.rowid", trajectory=True), self.path)
+            self._stamp = file_stamp(self.path)
 
     def _import_csv(self) -> None:
         """With a CSV: (re)load it into memory when it changed since the last import or export (inode, size or
         modification time differ); nothing for a database file."""
         if not self._csv:
             return
-        stamp = _file_stamp(self.path)
+        stamp = file_stamp(self.path)
         if stamp == self._stamp:
             return
         frame = read_store(self.path, trajectory=True)
         parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
         self._transaction(parts, clear=True)
         self._stamp = stamp
-
-    def _write_sql(self, sql: str, params: tuple) -> None:
-        """One statement in one transaction (with a CSV, under its lock and exported after)."""
-        if not self._csv:
-            self._transaction([], statement=(sql, params))
-            return
-        from .._files import locked, write_csv_atomic
-
-        with locked(self.path):
-            self._import_csv()
-            self._transaction([], statement=(sql, params))
-            frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
-            write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
-            self._stamp = _file_stamp(self.path)
 
     def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
                      statement: tuple[str, tuple] | None = None) -> None:
@@ -406,10 +378,10 @@ class SurveyStore:
         first = frame.iloc[0]
         key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
         ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
-        records = _records(frame)
+        rows = records(frame)
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
-        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records),
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(rows),
                        *trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
@@ -422,104 +394,8 @@ class SurveyStore:
             conn.execute("UPDATE models SET revision = ?, qkgeometry_version = ?, model = ?, n_rows = ?, " +
                          ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE id = ?",
                          (*fingerprint, model_id))
-        conn.executemany(f"INSERT INTO rows (model_id, {', '.join(_ROW_COLUMNS)}) VALUES "
-                         f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Inside a write transaction: lay a version-1 store out as version 2 (add :data:`TRAJECTORY_COLUMNS` to
-    ``models``, filled from the checkpoint names of its sources) and mark it version 2."""
-    have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
-    for col in TRAJECTORY_COLUMNS:
-        if col not in have:
-            conn.execute(f"ALTER TABLE models ADD COLUMN {col} {'INTEGER' if col in INTEGER_TRAJECTORY_COLUMNS else 'TEXT'}")
-    sources = [row[0] for row in conn.execute("SELECT DISTINCT source FROM models")]
-    for source, cols in trajectory_of_sources(sources).items():
-        conn.execute("UPDATE models SET " + ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE source = ?",
-                     (*trajectory_values(cols), source))
-    conn.execute(f"PRAGMA user_version = {_FORMAT}")
-
-
-def _retry_locked(step: Any, seconds: float = 60.0) -> Any:
-    """Run ``step()``, again while SQLite says the database is locked (a statement that its busy handler does not
-    wait for, such as switching the journal mode while another process opens the same new store)."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as e:
-            if e.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _connect_readonly(target: Path, what: str, shown: Path) -> sqlite3.Connection:
-    """A connection that only reads ``target``: works on a store the user may read but not write (a read-only file
-    or folder, where SQLite cannot create the write-ahead log's index); such a store is read as it is on disk."""
-    uri = target.resolve().as_uri()
-    last: sqlite3.Error | None = None
-    for query in ("?mode=ro", "?mode=ro&immutable=1"):
-        try:
-            conn = sqlite3.connect(uri + query, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.DatabaseError as e:
-            last = e
-            with contextlib.suppress(UnboundLocalError, sqlite3.Error):
-                conn.close()
-            if not isinstance(e, sqlite3.OperationalError):
-                raise ValueError(f"{what} {str(shown)!r} is not a qkgeometry survey store ({e}); pass another path "
-                                 "(the file is left as it is).") from e
-    raise ValueError(f"cannot read {what} {str(shown)!r} ({last}); check that the file is readable, or pass "
-                     "another path.") from last
-
-
-def _records(frame: pd.DataFrame) -> list[tuple]:
-    """The ``rows`` columns of ``frame`` as plain Python values (``None`` for a missing head)."""
-    out = []
-    columns = [frame[c].tolist() for c in _ROW_COLUMNS]
-    for values in zip(*columns):
-        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v and c == "head")
-                         else int(v) if isinstance(v, (np.integer, bool)) else
-                         float(v) if isinstance(v, np.floating) else v
-                         for c, v in zip(_ROW_COLUMNS, values)))
-    return out
-
-
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
-    import os
-
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def migrate_csv(csv: str | Path, store: str | Path) -> int:
-    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
-    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`read_store` drops them. Returns the number of models copied. Chapter 4."""
-
-    frame = read_store(csv, trajectory=True)
-    with SurveyStore(store, what="--store") as target:
-        return target.put_many(frame)
-
-
-def export_csv(store: str | Path, csv: str | Path) -> int:
-    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
-    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
-    from .._files import check_writable_file, write_csv_atomic
-
-    check_writable_file(Path(csv), "--csv")
-    frame = csv_columns(read_store(store, trajectory=True))
-    write_csv_atomic(spreadsheet_safe(frame), Path(csv), "--csv")
-    return len(frame)
+        conn.executemany(f"INSERT INTO rows (model_id, {', '.join(ROW_COLUMNS)}) VALUES "
+                         f"({', '.join('?' * (len(ROW_COLUMNS) + 1))})", [(model_id, *r) for r in rows])
 
 
 def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:
@@ -531,11 +407,7 @@ def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFram
     trusted: a last line cut short, and rows whose scores or key fields are missing or not finite, are dropped, so
     :func:`qkgeometry.survey` recomputes those models. A file that is not a survey store or CSV (SQLite of another
     kind, wrong columns, not UTF-8 text, a folder or a pipe) raises ``ValueError`` naming it."""
-    import io
-    import warnings
-
     from .._files import resolve_output
-    from ..errors import first_line
 
     if path is None:
         return empty_frame(trajectory)
@@ -554,47 +426,4 @@ def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFram
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
-    if not data.strip():
-        return empty_frame(trajectory)
-    try:
-        text = data.decode("utf-8")
-        if not text.endswith("\n"):
-            warnings.warn(f"survey file {str(path)!r} ends in a partial line (a write cut short?); ignoring it.",
-                          stacklevel=3)
-            text = text[: text.rfind("\n") + 1]
-        # pandas 2's default parser can miss a float's last bit: ask it for round-trip parsing; pandas 3 parses
-        # exactly by default and deprecates the option
-        exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-        frame = pd.read_csv(io.StringIO(text), dtype={"revision": str, "qk_norm": str, "source": str,
-                                                      "model": str, "input_norm": str}, keep_default_na=True, **exact)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"survey file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason}); it is not a "
-                         "qkgeometry survey CSV. Pass another path (the file is left as it is).") from e
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise ValueError(f"survey file {str(path)!r} is not a readable CSV ({first_line(e)}); pass "
-                         "another path (the file is left as it is).") from e
-    spreadsheet_text(frame)  # cells written as '=... (formula-safe) read back as =...
-    if "input_norm" not in frame.columns and len(frame.columns) > 1:  # written before the option: raw weights
-        frame["input_norm"] = "raw"
-    missing = sorted(set(SURVEY_COLUMNS) - set(frame.columns))
-    if missing:
-        raise ValueError(f"survey file {str(path)!r} is not a qkgeometry survey CSV (missing columns {missing}); "
-                         "pass another path (the file is left as it is).")
-    numeric = ["symmetry", "directionality", "layer", "num_std", "d_model", "head_dim", "n_heads", "n_kv_heads"]
-    for col in [*numeric, "head"]:
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    values = frame[numeric].to_numpy(dtype=float)
-    good = np.isfinite(values).all(axis=1) & frame[["model", "source", "per", "component"]].notna().all(axis=1)
-    good &= frame["per"].ne("head") | frame["head"].notna()
-    frame = frame.loc[good].reset_index(drop=True)
-    frame["head"] = frame["head"].astype("Int64")
-    frame["layer"] = frame["layer"].astype(int)
-    frame["qk_norm"] = frame["qk_norm"].fillna("")
-    frame["input_norm"] = frame["input_norm"].fillna("raw")
-    frame["revision"] = frame["revision"].fillna("")
-    if not trajectory:
-        return frame[SURVEY_COLUMNS]
-    for col in TRAJECTORY_COLUMNS:
-        if col not in frame.columns:
-            frame[col] = None
-    return trajectory_dtypes(frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]].copy())
+    return parse_survey_csv(data, path, trajectory)

@@ -131,7 +131,8 @@ def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score:
     sign = np.sign(gap.difference.interval.estimate)
     parts = (f"at matched supervision, every position against 15% of them gives {share.verdict.estimate_text}; with "
              f"every position carrying loss, "
-             + (f"{targets[0]:,} targets per step against {targets[1]:,}" if targets else "the full batch against the cut one")
+             + (f"{stats.format_number(targets[0])} targets per step against {stats.format_number(targets[1])}"
+                if targets else "the full batch against the cut one")
              + f" give {amount.verdict.estimate_text}")
     if not gap.is_difference:
         return Decision(score, "nothing to split", f"The dense and the sparse causal LM do not differ detectably in "

@@ -12,7 +12,7 @@ written by :mod:`qkgeometry.training.loop`.
 
 Every interval and verdict comes from :mod:`qkgeometry.stats`: runs are compared over a handful of seeds, so
 the intervals are Student-t intervals over seeds (a bootstrap of three values only reproduces their range),
-and the verdict sentences are :func:`qkgeometry.stats.verdict`'s.
+and the verdicts are :func:`qkgeometry.stats.judge`'s.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..formatting import format_number
 
 __all__ = [
     "SpeedUp",
@@ -61,7 +62,7 @@ class SpeedUp:
         return self.fraction is not None
 
     def __str__(self) -> str:
-        return "not reached" if self.fraction is None else f"{100 * self.fraction:.1f}%"
+        return "not reached" if self.fraction is None else format_number(self.fraction, spec=".1%")
 
 
 def _curve(log: pd.DataFrame, loss: str) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +129,7 @@ def _interval_text(values: Sequence[float | None], level: float = 0.95, digits: 
     x = [float(v) for v in values if v is not None and not math.isnan(v)]
     if not x:
         return "—"
-    return f"{100 * x[0]:.{max(digits - 2, 0)}f}%" if percent else f"{x[0]:.{digits}f}"
+    return format_number(x[0], spec=f".{max(digits - 2, 0)}%") if percent else format_number(x[0], decimals=digits)
 
 
 def _runs(logs: pd.DataFrame, arch: str, init: str) -> dict[int, pd.DataFrame]:
@@ -234,7 +235,7 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
                  floor: float = 0.0) -> pd.DataFrame:
     """:func:`paired_differences` for each treatment present, with a printable interval (``ci_text``: mean
     difference and its t-interval over seeds, with as many decimals as the interval's width needs, so that a tiny
-    difference shows its sign), the verdict sentence of :func:`qkgeometry.stats.verdict` (``verdict``: lower /
+    difference shows its sign), the verdict on one line (``verdict``, :meth:`qkgeometry.stats.Verdict.line`: lower /
     higher, "suggested but not established", no detectable difference, or below ``floor``, the smallest
     difference in nats worth a verdict) and the same rule as a :class:`qkgeometry.stats.Verdict` (``judged``:
     one plain sentence with the number once, the statistics apart; None with one seed)."""
@@ -247,9 +248,9 @@ def paired_table(logs: pd.DataFrame, treatments: Sequence[str] = ("symmetric", "
                         for r in table.itertuples()]
     table["verdict"] = [
         "one seed: no interval" if r.result is None else
-        stats.verdict(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
-                      f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}",
-                      digits=_digits_for(r.result.interval), floor=floor)
+        stats.judge(r.result, f"{r.treatment} higher", f"{r.treatment} lower",
+                    f"{r.treatment} − {r.baseline} final {_LOSS_WORDS.get(loss, loss)}",
+                    floor=floor).line(_digits_for(r.result.interval))
         for r in table.itertuples()]
     table["judged"] = [
         None if r.result is None else
@@ -369,7 +370,7 @@ def replication_verdict(logs: pd.DataFrame, label: str, arch: str = "encoder", t
     paired t-interval over seeds of the final-loss difference is below 0
     (:func:`qkgeometry.stats.paired_difference`), the treated run reaches the baseline's final loss in every
     seed, and the reverse does not hold in every seed. It is called "suggested but not established" (the words
-    of :func:`qkgeometry.stats.verdict`) when everything but the t-interval points the same way (every seed
+    of :func:`qkgeometry.stats.judge`) when everything but the t-interval points the same way (every seed
     lower, reached in every seed, the reverse in none).
     """
     sub = logs[logs["arch"] == arch]

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import RecordError
+from ..formatting import format_number
 
 __all__ = ["DATA_KEYS", "STEP0_LOSS_TOLERANCE", "RunStart", "data_groups", "mismatch", "paired_seeds",
            "read_starts", "unpaired_note"]
@@ -61,7 +62,7 @@ def mismatch(a: RunStart, b: RunStart) -> str | None:
 
     >>> x = RunStart("x", 3, "default", {"fingerprint": "f"}, 9.02633)
     >>> mismatch(x, RunStart("y", 3, "skew", {"fingerprint": "f"}, 9.02896))
-    'their step-0 validation losses differ by 2.6e-03 nats (more than 1e-04)'
+    'their step-0 validation losses differ by 0.00263 nats (more than 0.0001)'
     >>> mismatch(x, RunStart("y", 3, "symmetric", {"fingerprint": "f"}, 9.02633)) is None
     True
     """
@@ -70,14 +71,14 @@ def mismatch(a: RunStart, b: RunStart) -> str | None:
         if va is not None and vb is not None and va != vb:
             return f"their {key.replace('_', ' ')} differs ({str(va)[:12]} against {str(vb)[:12]})"
     if a.loss is not None and b.loss is not None and abs(a.loss - b.loss) > STEP0_LOSS_TOLERANCE:
-        return (f"their step-0 validation losses differ by {abs(a.loss - b.loss):.1e} nats (more than "
-                f"{STEP0_LOSS_TOLERANCE:.0e})")
+        return (f"their step-0 validation losses differ by {format_number(abs(a.loss - b.loss), decimals=5)} nats "
+                f"(more than {format_number(STEP0_LOSS_TOLERANCE, decimals=4)})")
     if a.scores is not None and b.scores is not None:
         if len(a.scores) != len(b.scores):
             return "their step-0 scores cover different layers or heads"
         gap = float(np.max(np.abs(np.subtract(a.scores, b.scores)))) if a.scores else 0.0
         if gap > STEP0_SCORE_TOLERANCE:
-            return f"they start from different weights (step-0 scores differ by up to {gap:.1e})"
+            return f"they start from different weights (step-0 scores differ by up to {format_number(gap, decimals=6)})"
     return None
 
 
@@ -129,8 +130,8 @@ def unpaired_note(groups: pd.DataFrame, arms: Iterable[str], against: Iterable[s
     baselines = sorted(set().union(*lost.values()))
     return (f"At seed{'s' if len(seeds) > 1 else ''} {named} the {' and '.join(baselines)} "
             f"run{'s' if len(baselines) > 1 or len(seeds) > 1 else ''} read other token ids than the controls (their "
-            f"step-0 validation losses differ by more than {STEP0_LOSS_TOLERANCE:.0e} nats), so those seeds are left "
-            "out of every control contrast.")
+            f"step-0 validation losses differ by more than {format_number(STEP0_LOSS_TOLERANCE, decimals=4)} nats), "
+            "so those seeds are left out of every control contrast.")
 
 
 def read_starts(folders: Mapping[str, Path], arm_key: str = "init") -> list[RunStart]:

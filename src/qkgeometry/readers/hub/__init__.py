@@ -46,6 +46,7 @@ module          step
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -263,24 +264,43 @@ def _open_cache_file(store: HubCache, commit: str, repo_id: str, label: str, qk_
     config = read_config(config_path)
     arch = get_architecture(config.model_type)
     index, handles = SafetensorsIndex.open([store.file(commit)])
-    check_quantization(config_path, config, index)
 
     def get(tensor: str) -> Any:
         if ensure is not None:
             ensure(tensor)
         return index.get(tensor)
 
-    try:
+    try:  # a check that raises leaves no file open
+        check_quantization(config_path, config, index)
         plans = resolve_plans(arch, config, index.names, get, qk_norm)
     except ConfigError as e:
+        handles.clear()
         raise ConfigError(f"config.json of Hub repo {repo_id!r}: {e}") from e
+    except BaseException:
+        handles.clear()
+        raise
 
     def close() -> None:
         handles.clear()
         if on_close is not None:
             on_close()
 
-    return SourcePlans(label, arch, plans, repo_id, commit, close=close)
+    return SourcePlans(label, arch, plans, repo_id, commit, close=close, config=config.data)
+
+
+def _remember_ref(snapshot: Path, revision: str, commit: str) -> None:
+    """Record in huggingface_hub's cache that ``revision`` (a branch or tag) names ``commit``
+    (``refs/<revision>`` beside ``snapshots/<commit>``), as a download by branch does, so that an offline rerun that
+    names the branch finds the snapshot."""
+    from ..._files import write_bytes_atomic
+
+    refs = snapshot.parent.parent / "refs"
+    target = refs / revision
+    if not target.resolve().is_relative_to(refs.resolve()):  # a revision such as "../x" names no ref
+        return
+    # a read-only cache keeps the snapshot complete: only an offline rerun must then name the commit
+    with contextlib.suppress(OSError):
+        write_bytes_atomic(target, commit.encode())
 
 
 def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNorm = "folded") -> SourcePlans:
@@ -290,15 +310,17 @@ def open_snapshot(repo_id: str, revision: str | None, label: str, qk_norm: QKNor
 
     from ..safetensors import open_folder
 
-    # online, the commit the endpoint reports is checked before huggingface_hub names folders by it (and its
-    # refs/REVISION file keeps an offline rerun working); offline no endpoint is asked
+    # online, the commit the endpoint reports is checked before huggingface_hub names folders by it, and every file
+    # is downloaded from that commit (a branch could move between the two calls); offline no endpoint is asked
     repo = None if client.is_offline() else client.open_remote(repo_id, revision)
     try:
         with client.quiet_retries():
-            folder = snapshot_download(repo_id, revision=revision,
+            folder = snapshot_download(repo_id, revision=repo.commit if repo is not None else revision,
                                        allow_patterns=["config.json", "*.safetensors", "*.safetensors.index.json"])
     except Exception as e:
         raise client.hub_error(e, repo_id, revision) from e
+    if repo is not None and repo.revision != repo.commit:
+        _remember_ref(Path(folder), repo.revision, repo.commit)
     if not any(Path(folder).glob("*.safetensors")):
         raise client.no_safetensors_error(repo or client.open_remote(repo_id, revision))
     opened = open_folder(Path(folder), label, qk_norm)
