@@ -3,7 +3,9 @@
 * :mod:`~qkgeometry.surveying.scoring` — :func:`score_model`, :func:`survey`, :func:`summarize` and the worker pool;
 * :mod:`~qkgeometry.surveying.identity` — what makes rows one model's (resolved sources, distinct labels), one view;
 * :mod:`~qkgeometry.surveying.workers` — models scored on worker processes (a dead worker fails its model only);
-* :mod:`~qkgeometry.surveying.store` — the survey store (SQLite, or a tidy CSV), its columns, CSV import and export.
+* :mod:`~qkgeometry.surveying.store` — the survey store (SQLite, or a tidy CSV), its columns, CSV import and export;
+* :mod:`~qkgeometry.surveying.trajectories` and :mod:`~qkgeometry.surveying.runs` — scores across training, and
+  what a training run is.
 
 The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
 """

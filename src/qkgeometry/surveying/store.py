@@ -64,6 +64,8 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
+from .._files import file_stamp
+from .connections import connect_readonly, retry_locked
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
            "SURVEY_COLUMNS", "TRAJECTORY_COLUMNS", "SurveyStore", "empty_frame", "export_csv", "is_store_file",
@@ -74,9 +76,11 @@ STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
 #: the store's layout version (``PRAGMA user_version``): 1 had no :data:`TRAJECTORY_COLUMNS`; 2 keeps them in
-#: ``models``. A version-1 store is migrated in place when it is opened for writing (the columns filled from the
-#: checkpoint names its sources carry, as version 1 read them), and read as version 2 when opened read-only.
-STORE_FORMAT = 2
+#: ``models``; 3 lets a row's scores be missing (a training step whose weights were not finite, stored as NaN by
+#: :meth:`SurveyStore.append`; surveys never store one). An older store is migrated in place when it is opened for
+#: writing (version 1's trajectory columns filled from the checkpoint names its sources carry, as version 1 read
+#: them), and read as the current version when opened read-only.
+STORE_FORMAT = 3
 _FORMAT = STORE_FORMAT
 #: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
 _ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
@@ -91,7 +95,7 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE TABLE IF NOT EXISTS rows (
     model_id INTEGER NOT NULL REFERENCES models(id),
     model TEXT NOT NULL, family TEXT, component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER,
-    symmetry REAL NOT NULL, directionality REAL NOT NULL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
+    symmetry REAL, directionality REAL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
     n_kv_heads INTEGER, init TEXT, modality TEXT);
 CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id);
 CREATE INDEX IF NOT EXISTS models_by_source ON models (source);
@@ -167,7 +171,7 @@ class SurveyStore:
             raise ValueError(f"{what} {str(self.path)!r} is not a regular file (a folder or a pipe?); pass a "
                              ".sqlite file.")
         if readonly:
-            self._conn = _connect_readonly(target, what, self.path)
+            self._conn = connect_readonly(target, what, self.path)
             try:
                 self._check()
             except BaseException:
@@ -182,7 +186,7 @@ class SurveyStore:
                              "permissions.") from e
         try:
             self._create_or_check()
-            _retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+            retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
         except sqlite3.OperationalError as e:
             self._conn.close()
@@ -210,7 +214,7 @@ class SurveyStore:
             else:
                 self._check()
                 if self._version < _FORMAT:
-                    _migrate(conn)
+                    _migrate(conn, self._version)
             self._version = _FORMAT
             conn.execute("COMMIT")
         except BaseException:
@@ -317,7 +321,19 @@ class SurveyStore:
                 sources = ", ".join(repr(str(s)) for s in dict.fromkeys(models["source"]))
                 raise ValueError(f"`frame` holds the rows of {len(models)} models (sources {sources}); put() stores "
                                  "one model: pass each model's rows alone, or call put_many(frame).")
-            self._write([(frame, key)])
+            self._write([_prepared(frame, key)])
+
+    def append(self, rows: pd.DataFrame, key: dict[str, Any]) -> None:
+        """Add one model's rows as :meth:`put` does, for a model scored while it trains (one step at a time, through
+        a store held open for the run): ``rows`` has the columns of :data:`COLUMNS` (the frame of
+        :func:`~qkgeometry.surveying.scoring.score_layers`), ``key`` the model's other columns (:data:`IDENTITY`,
+        :data:`FINGERPRINT`, ``init``, ``modality`` and its place in the run, :data:`TRAJECTORY_COLUMNS`). The
+        frame is not checked as :meth:`put` checks it, and a score may be NaN (a step whose weights were not
+        finite), stored as missing."""
+        if len(rows):
+            place = {c: key.get(c) for c in TRAJECTORY_COLUMNS}
+            self._write([({**key, "model": rows["model"].iloc[0]}, place,
+                          _records(rows, {"init": key["init"], "modality": key["modality"]}))])
 
     def put_many(self, frame: pd.DataFrame) -> int:
         """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
@@ -329,13 +345,13 @@ class SurveyStore:
         parts = []
         for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
             last = part.iloc[-1]
-            parts.append((part[(part["revision"] == last["revision"]) &
-                               (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
+            parts.append(_prepared(part[(part["revision"] == last["revision"]) &
+                                        (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
         self._write(parts)
         return len(parts)
 
     # -------------------------------------------------------------------------------------------- CSV
-    def _write(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]]) -> None:
+    def _write(self, parts: list[tuple[dict[str, Any], dict[str, Any], list[tuple]]]) -> None:
         """One transaction; with a CSV, under its lock: import what another survey wrote, add, export."""
         if not self._csv:
             self._transaction(parts)
@@ -347,18 +363,19 @@ class SurveyStore:
             self._transaction(parts)
             frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
             write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
-            self._stamp = _file_stamp(self.path)
+            self._stamp = file_stamp(self.path)
 
     def _import_csv(self) -> None:
         """With a CSV: (re)load it into memory when it changed since the last import or export (inode, size or
         modification time differ); nothing for a database file."""
         if not self._csv:
             return
-        stamp = _file_stamp(self.path)
+        stamp = file_stamp(self.path)
         if stamp == self._stamp:
             return
         frame = read_store(self.path, trajectory=True)
-        parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
+        parts = [_prepared(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] \
+            if len(frame) else []
         self._transaction(parts, clear=True)
         self._stamp = stamp
 
@@ -374,9 +391,9 @@ class SurveyStore:
             self._transaction([], statement=(sql, params))
             frame = self._frame(self._select + " ORDER BY r.rowid", trajectory=True)
             write_csv_atomic(spreadsheet_safe(csv_columns(frame)), self.path, "survey file")
-            self._stamp = _file_stamp(self.path)
+            self._stamp = file_stamp(self.path)
 
-    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
+    def _transaction(self, parts: list[tuple[dict[str, Any], dict[str, Any], list[tuple]]], clear: bool = False,
                      statement: tuple[str, tuple] | None = None) -> None:
         from ..errors import OutputError
 
@@ -387,8 +404,8 @@ class SurveyStore:
                 if clear:
                     conn.execute("DELETE FROM rows")
                     conn.execute("DELETE FROM models")
-                for frame, key in parts:
-                    self._replace(frame, key)
+                for part in parts:
+                    self._replace(*part)
                 if statement is not None:
                     conn.execute(*statement)
                 conn.execute("COMMIT")
@@ -400,17 +417,16 @@ class SurveyStore:
             raise OutputError(f"could not write {self._what} {str(self.path)!r}: {e}. The models stored before "
                               "are unchanged; free space or pick another path.") from e
 
-    def _replace(self, frame: pd.DataFrame, key: dict[str, Any] | None) -> None:
-        """Inside a transaction: delete the stored version of the frame's model, insert the frame's rows."""
+    def _replace(self, key: dict[str, Any], place: dict[str, Any], records: list[tuple]) -> None:
+        """Inside a transaction: delete the stored version of a model (``key``: its :data:`IDENTITY`,
+        :data:`FINGERPRINT` and ``model``), insert its rows (``records``, from :func:`_records`) and its place in
+        its run."""
         conn = self._conn
-        first = frame.iloc[0]
-        key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
         ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
-        records = _records(frame)
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
-        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(records),
-                       *trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(key["model"]), len(records),
+                       *trajectory_values(place))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
                                     "qkgeometry_version, model, n_rows, " + ", ".join(TRAJECTORY_COLUMNS) +
@@ -426,9 +442,20 @@ class SurveyStore:
                          f"({', '.join('?' * (len(_ROW_COLUMNS) + 1))})", [(model_id, *r) for r in records])
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Inside a write transaction: lay a version-1 store out as version 2 (add :data:`TRAJECTORY_COLUMNS` to
-    ``models``, filled from the checkpoint names of its sources) and mark it version 2."""
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Inside a write transaction: lay an older store out as the current version and mark it so. From version 1:
+    add :data:`TRAJECTORY_COLUMNS` to ``models``, filled from the checkpoint names of its sources. From version 2:
+    rebuild ``rows`` with scores that may be missing (SQLite cannot drop a NOT NULL constraint in place)."""
+    if version < 3:
+        rows = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS rows" in s)
+        conn.execute("ALTER TABLE rows RENAME TO rows_before")
+        conn.execute(rows)
+        conn.execute("INSERT INTO rows SELECT * FROM rows_before")
+        conn.execute("DROP TABLE rows_before")
+        conn.execute("CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id)")
+    if version >= 2:
+        conn.execute(f"PRAGMA user_version = {_FORMAT}")
+        return
     have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
     for col in TRAJECTORY_COLUMNS:
         if col not in have:
@@ -440,65 +467,27 @@ def _migrate(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {_FORMAT}")
 
 
-def _retry_locked(step: Any, seconds: float = 60.0) -> Any:
-    """Run ``step()``, again while SQLite says the database is locked (a statement that its busy handler does not
-    wait for, such as switching the journal mode while another process opens the same new store)."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as e:
-            if e.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+def _prepared(frame: pd.DataFrame, key: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], list[tuple]]:
+    """One model's frame as :meth:`SurveyStore._replace` takes it: its key (``key``, default its first row's
+    :data:`IDENTITY` and :data:`FINGERPRINT`, with its model name), its place in its run and its records."""
+    first = frame.iloc[0]
+    key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
+    place = {c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}
+    return {**key, "model": first["model"]}, place, _records(frame)
 
 
-def _connect_readonly(target: Path, what: str, shown: Path) -> sqlite3.Connection:
-    """A connection that only reads ``target``: works on a store the user may read but not write (a read-only file
-    or folder, where SQLite cannot create the write-ahead log's index); such a store is read as it is on disk."""
-    uri = target.resolve().as_uri()
-    last: sqlite3.Error | None = None
-    for query in ("?mode=ro", "?mode=ro&immutable=1"):
-        try:
-            conn = sqlite3.connect(uri + query, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.DatabaseError as e:
-            last = e
-            with contextlib.suppress(UnboundLocalError, sqlite3.Error):
-                conn.close()
-            if not isinstance(e, sqlite3.OperationalError):
-                raise ValueError(f"{what} {str(shown)!r} is not a qkgeometry survey store ({e}); pass another path "
-                                 "(the file is left as it is).") from e
-    raise ValueError(f"cannot read {what} {str(shown)!r} ({last}); check that the file is readable, or pass "
-                     "another path.") from last
-
-
-def _records(frame: pd.DataFrame) -> list[tuple]:
-    """The ``rows`` columns of ``frame`` as plain Python values (``None`` for a missing head)."""
+def _records(frame: pd.DataFrame, constants: dict[str, Any] | None = None) -> list[tuple]:
+    """The ``rows`` columns of ``frame`` (or of ``constants``, the same for every row) as plain Python values
+    (``None`` for a missing head or score)."""
     out = []
-    columns = [frame[c].tolist() for c in _ROW_COLUMNS]
+    constants = constants or {}
+    columns = [[constants[c]] * len(frame) if c in constants else frame[c].tolist() for c in _ROW_COLUMNS]
     for values in zip(*columns):
-        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v and c == "head")
+        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
                          else int(v) if isinstance(v, (np.integer, bool)) else
                          float(v) if isinstance(v, np.floating) else v
                          for c, v in zip(_ROW_COLUMNS, values)))
     return out
-
-
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
-    import os
-
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def migrate_csv(csv: str | Path, store: str | Path) -> int:
