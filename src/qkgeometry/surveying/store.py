@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._files import file_stamp
 from .columns import (
     CACHE_KEY,
     COLUMNS,
@@ -64,7 +65,6 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
-from .._files import file_stamp
 from .connections import connect_readonly, retry_locked
 
 __all__ = ["CACHE_KEY", "COLUMNS", "FINGERPRINT", "FORMULA_STARTS", "IDENTITY", "STORE_FORMAT", "STORE_SUFFIXES",
@@ -300,6 +300,13 @@ class SurveyStore:
         sets = ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS)
         self._write_sql(f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                         "input_norm = ?", (*values, *ident))
+
+    def steps_of(self, run: str) -> list[int]:
+        """The steps stored for the training run ``run`` (the ``run`` of :data:`TRAJECTORY_COLUMNS`), in order."""
+        self._import_csv()
+        found = self._conn.execute("SELECT DISTINCT step FROM models WHERE run = ? AND step IS NOT NULL ORDER BY "
+                                   "step", (str(run),))
+        return [int(s) for (s,) in found]
 
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
