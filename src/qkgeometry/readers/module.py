@@ -96,14 +96,21 @@ def effective_weight(tuner: Any, attr: str) -> Any:
     return out
 
 
+#: TransformerLens's bridge puts its own components in place of the model's modules, each holding the module it
+#: replaced under this name: the checkpoint name of a tensor is its name without it (as the bridge's state_dict has)
+_BRIDGED = "._original_component"
+
+
 def _tensors(model: Any) -> dict[str, Callable[[], Any]]:
     """Every parameter and buffer of ``model`` by its checkpoint name, each read when asked (so that a model that
     keeps training is read as it is at that moment); a PEFT-adapted layer's ``…base_layer.weight`` is also named as
-    the plain layer's ``…weight``, read as :func:`effective_weight`."""
+    the plain layer's ``…weight``, read as :func:`effective_weight`; a TransformerBridge's are named as in the
+    model it bridges."""
     out: dict[str, Callable[[], Any]] = {}
     for name, t in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
-        out[name] = lambda t=t: t.detach()
+        out[name.replace(_BRIDGED, "")] = lambda t=t: t.detach()
     for path, module in model.named_modules(remove_duplicate=False):
+        path = path.replace(_BRIDGED, "")
         if hasattr(module, "get_base_layer") and hasattr(module, "active_adapters"):
             for attr in ("weight", "bias"):
                 if f"{path}.base_layer.{attr}" in out:
