@@ -258,3 +258,14 @@ def test_a_difference_below_the_floor_is_written_to_the_floors_precision_not_six
     assert v.details["estimate"] == "loss gap = 0.0000" and "4.1e−05" in v.details["95% interval"]
     above = stats.judge(stats.Interval(0.02, 0.011, 0.029, 3), "higher", "lower", "loss gap", floor=0.005)
     assert above.sentence.endswith("loss gap 0.0200 (95% CI 0.0110 to 0.0290).")
+
+
+def test_an_interval_that_excludes_zero_while_its_own_test_does_not_is_only_suggested():
+    """A percentile bootstrap over a few units can exclude 0 where the permutation test of the same comparison
+    gives p above 0.05: the comparison is then not worded as established."""
+    from qkgeometry import stats
+
+    iv = stats.Interval(0.2, 0.01, 0.35, 7, unit="model")
+    v = stats.judge((iv, 0.057), "encoders are more symmetric", "decoders are more symmetric", "encoder − decoder")
+    assert v.outcome == "suggested" and "not established" in v.claim and "p = 0.057" in v.claim
+    assert stats.judge((iv, 0.01), "up", "down").outcome == "difference"

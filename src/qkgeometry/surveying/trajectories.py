@@ -17,7 +17,7 @@ stored with its rows (:data:`~qkgeometry.surveying.store.TRAJECTORY_COLUMNS`: th
 checkpoint's name, the stage, the step and the tokens seen), as it was asked for, so a figure drawn from the store
 later shows the steps that were given, never steps guessed back from names.
 
-Order. Checkpoints are ordered by (stage, step): suites that restart the step count at each stage (OLMo's
+Order. Checkpoints are ordered by (stage, step): suites that restart the step count at each stage (OLMo 2's
 ``stage2-…-step10``) are not interleaved with the first stage. Two runs are never merged, even when their folders
 share a name (``expA/out``, ``expB/out``).
 """
