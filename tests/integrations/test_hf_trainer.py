@@ -224,6 +224,9 @@ def test_nan_weights_mid_training_are_stored_and_logged_as_nan_and_training_goes
     assert pd.isna(at[(4, 1)]) and pd.isna(at[(6, 1)]) and not pd.isna(at[(2, 1)])
     logged = {h["step"]: h for h in trainer.state.log_history if "qkgeometry/symmetry_median" in h}
     assert pd.isna(logged[4]["qkgeometry/symmetry_median"]) and not pd.isna(logged[2]["qkgeometry/symmetry_median"])
+    from qkgeometry.cli import main
+
+    assert main(["plot", str(store), "--trajectory", "--out-dir", str(tmp_path / "figures")]) == 0  # gaps
 
 
 def test_any_failure_to_score_is_a_warning_not_an_end_to_training(tmp_path, monkeypatch):

@@ -80,10 +80,13 @@ class ScoreCallback(TrainerCallback, ExportableState):
             slots.setdefault(type(self).__name__, self.state())
         if not state.is_world_process_zero:
             return
-        config = run_config(model, _training_settings(args), getattr(state, "trial_params", None))
-        self.scorer.safely(state.global_step, lambda: self.scorer.start(args.output_dir, seed=getattr(args, "seed", None),
-                                                                        config=config, resume=resumed,
-                                                                        step=state.global_step))
+
+        def begin() -> None:  # a run of its own, or the run a resumed checkpoint was saved in
+            config = run_config(model, _training_settings(args), getattr(state, "trial_params", None))
+            self.scorer.start(args.output_dir, seed=getattr(args, "seed", None), config=config, resume=resumed,
+                              step=state.global_step)
+
+        self.scorer.safely(state.global_step, begin)
         if state.global_step == 0:  # the initial weights, where the trajectory starts: stored, not logged (the
             self._score(args, state, model, log=False)  # trainer logs no step 0)
 

@@ -56,18 +56,18 @@ class ScoreLightningCallback(pl.Callback if pl is not None else object):
         self.attribute, self.log, self.tokens = attribute, log, tokens
         self._key = self._generate_state_key(store=None if store is None else str(store), run=run)
         self._resumed: str | None = None
-        self._seen = self._last = 0
+        self._seen = self._last = self._resumed_tokens = 0
 
     @property
     def state_key(self) -> str:
         return self._key
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of this callback: the run it scores."""
-        return {"run": None if self.scorer.run is None else str(self.scorer.run)}
+        """What a checkpoint keeps of this callback: the run it scores, and the tokens counted so far."""
+        return {"run": None if self.scorer.run is None else str(self.scorer.run), "tokens": self._seen}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._resumed = state_dict.get("run")
+        self._resumed, self._resumed_tokens = state_dict.get("run"), int(state_dict.get("tokens") or 0)
 
     def _model(self, pl_module: Any) -> Any:
         model = getattr(pl_module, self.attribute, None)
@@ -82,18 +82,21 @@ class ScoreLightningCallback(pl.Callback if pl is not None else object):
         self.scorer.check(self._model(pl_module), "ScoreLightningCallback")
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        step, self._seen = int(trainer.global_step), 0
-        self._last = step
-        resumed, self._resumed = (self._resumed if step > 0 else None), None
+        step = self._last = int(trainer.global_step)
+        self._seen = self._resumed_tokens if step > 0 else 0
+        resumed, self._resumed, self._resumed_tokens = (self._resumed if step > 0 else None), None, 0
         if not trainer.is_global_zero:
             return
-        hparams = dict(getattr(pl_module, "hparams", {}) or {})
-        config = run_config(self._model(pl_module), hparams, {"max_steps": trainer.max_steps,
-                                                              "max_epochs": trainer.max_epochs})
-        seed = os.environ.get("PL_GLOBAL_SEED")
-        self.scorer.safely(step, lambda: self.scorer.start(trainer.default_root_dir, config=config, resume=resumed,
-                                                           seed=int(seed) if seed and seed.isdigit() else None,
-                                                           step=step))
+
+        def begin() -> None:  # a run of its own, or the run a resumed checkpoint was saved in
+            hparams = dict(getattr(pl_module, "hparams", {}) or {})
+            config = run_config(self._model(pl_module), hparams, {"max_steps": trainer.max_steps,
+                                                                  "max_epochs": trainer.max_epochs})
+            seed = os.environ.get("PL_GLOBAL_SEED")  # what seed_everything sets
+            self.scorer.start(trainer.default_root_dir, config=config, resume=resumed, step=step,
+                              seed=int(seed) if seed and seed.lstrip("-").isdigit() else None)
+
+        self.scorer.safely(step, begin)
         if step == 0:
             self._score(trainer, pl_module, step, None)
 
@@ -109,7 +112,8 @@ class ScoreLightningCallback(pl.Callback if pl is not None else object):
         if self.tokens is not None:  # every process sums its batches: a collective, so all of them take part
             import torch
 
-            tokens = int(trainer.strategy.reduce(torch.tensor(float(self._seen)), reduce_op="sum"))
+            seen = torch.tensor(float(self._seen), device=pl_module.device)  # where the collective runs (NCCL: GPU)
+            tokens = int(trainer.strategy.reduce(seen, reduce_op="sum"))
         self._score(trainer, pl_module, step, tokens)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
