@@ -9,7 +9,6 @@ every model (:func:`write_survey_csv`).
 from __future__ import annotations
 
 import io
-import os
 import warnings
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from .columns import (
     trajectory_dtypes,
 )
 
-__all__ = ["export_csv", "file_stamp", "migrate_csv", "parse_survey_csv", "write_survey_csv"]
+__all__ = ["export_csv", "migrate_csv", "parse_survey_csv", "write_survey_csv"]
 
 
 def parse_survey_csv(data: bytes, path: Path, trajectory: bool = False) -> pd.DataFrame:
@@ -89,16 +88,6 @@ def write_survey_csv(frame: pd.DataFrame, path: Path, what: str = "survey file")
 
     write_csv_atomic(spreadsheet_safe(csv_columns(frame)), path, what)
 
-
-def file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def migrate_csv(csv: str | Path, store: str | Path) -> int:
