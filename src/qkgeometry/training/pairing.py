@@ -131,7 +131,7 @@ def unpaired_note(groups: pd.DataFrame, arms: Iterable[str], against: Iterable[s
     return (f"At seed{'s' if len(seeds) > 1 else ''} {named} the {' and '.join(baselines)} "
             f"run{'s' if len(baselines) > 1 or len(seeds) > 1 else ''} read other token ids than the controls (their "
             f"step-0 validation losses differ by more than {format_number(STEP0_LOSS_TOLERANCE, decimals=4)} nats), "
-            "so those seeds are left out of every control contrast.")
+            f"so {'those seeds are' if len(seeds) > 1 else 'that seed is'} left out of every control contrast.")
 
 
 def read_starts(folders: Mapping[str, Path], arm_key: str = "init") -> list[RunStart]:
