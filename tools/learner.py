@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["LEARNER_DIR", "Chapter", "Labels", "build_learner_notebooks", "chapter_labels", "learner_notebook",
-           "main", "markdown_to_commonmark", "myst_leftovers", "notebook_leftovers"]
+           "main", "markdown_to_commonmark", "myst_leftovers", "notebook_leftovers", "page_labels"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the learners' notebooks are written (committed: the Colab badges open them from the repository).
@@ -135,6 +135,7 @@ class Labels:
     titles: dict[str, str] = field(default_factory=dict)  # label -> a statement's title, where it has one
     chapters: dict[str, Chapter] = field(default_factory=dict)  # stem -> chapter
     citations: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> ("Saponati et al.", "2025")
+    pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> ("book/statistics", its heading)
 
 
 _FIGURE_NAME = re.compile(r"^(fig|tbl)-")
@@ -188,10 +189,11 @@ def _walk_blocks(markdown: str):
             yield ("equation", token.info, {}, token.content, token)
 
 
-def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
+def chapter_labels(notebooks: Sequence, bib: Path | None = None, pages: Path | None = ROOT / "book") -> Labels:
     """Number every figure, table, statement, exercise and labelled equation of the chapters as the book does
     (per chapter and per kind: "Fig. 3.4", "Table 6.1", "Theorem 1.2", "Exercise 3.2", "(2.1)"), and read the
-    chapters' titles and the bibliography. ``notebooks``: paths, or ``(file stem, notebook node)`` pairs."""
+    chapters' titles, the bibliography and the labelled sections of the book's pages (``pages``: their folder).
+    ``notebooks``: paths, or ``(file stem, notebook node)`` pairs."""
     import nbformat
 
     labels = Labels()
@@ -247,7 +249,20 @@ def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
         labels.chapters[stem] = Chapter(n, stem, title or stem)
     if bib is not None and Path(bib).is_file():
         labels.citations = _citations(Path(bib).read_text(encoding="utf-8"))
+    if pages is not None and Path(pages).is_dir():
+        labels.pages = page_labels(Path(pages))
     return labels
+
+
+def page_labels(folder: Path) -> dict[str, tuple[str, str]]:
+    """``label -> (page, heading)`` for every ``(label)=`` target of the book's Markdown pages in ``folder`` that a
+    heading follows ("stat-kappa" -> ("book/statistics", "κ (Cohen's kappa)"))."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^\(([\w.:-]+)\)=[ \t]*\n+#{1,6} (.+)$", text, re.M):
+            out[m.group(1)] = (f"{path.parent.name}/{path.stem}", m.group(2).strip())
+    return out
 
 
 def _citations(bib_text: str) -> dict[str, tuple[str, str]]:
@@ -346,6 +361,16 @@ def _link_doc(target: str, text: str | None, ctx: _Context) -> str:
     return f"[{words}]({'../' + page + '.html' if ctx.links == 'book' else GITHUB + '/' + page + '.md'})"
 
 
+def _link_page(page: str, label: str, text: str, ctx: _Context) -> str:
+    """A link to a labelled section of one of the book's pages: its anchor on the built page, or on the page's
+    source on GitHub (whose anchors are made from the heading)."""
+    if ctx.links == "book":
+        return f"[{text}](../{page}.html#{label})"
+    heading = ctx.labels.pages[label][1]
+    anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+    return f"[{text}]({GITHUB}/{page}.md#{anchor})"
+
+
 def _role(name: str, content: str, ctx: _Context) -> str:
     """The Markdown a MyST role reads as in a learner's notebook."""
     explicit = re.match(r"^(.*?)\s*<([^>]*)>$", content, re.S)
@@ -356,6 +381,9 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         return _glue_markdown(content.split(":")[0], ctx).strip()
     if name == "doc":
         return _link_doc(target, text, ctx)
+    if name == "ref" and target not in ctx.labels.text and target in ctx.labels.pages:
+        page, heading = ctx.labels.pages[target]
+        return _link_page(page, target, text or heading, ctx)
     if name in ("numref", "prf:ref", "ref", "eq"):
         resolved = ctx.labels.text.get(target)
         if resolved is None:
