@@ -18,6 +18,7 @@ __all__ = [
     "Collapsed",
     "ModeNote",
     "StatsBox",
+    "after_colon",
     "collapsed",
     "failures_sentence",
     "format_number",
@@ -46,17 +47,20 @@ def format_number(value: float, scale: float | None = None, *, decimals: int | N
       value of a quantity in a sentence), else as many decimals as ``scale`` (an interval's half-width, say) needs
       for two significant digits, between 1 and 6, else three decimals; integers print as integers;
     - ``spec``, a Python format specification (``".2f"``, ``".0%"``, ``",d"``), for values written by a format
-      string (the book's glued values), with the same sign and separator rules.
+      string (the book's glued values), with the same sign and separator rules; a power of ten reads as one
+      (``".1e"``: ``2.3 × 10⁻⁶``, never ``2.3e-06``).
 
     >>> format_number(0.25, 0.124), format_number(3.2e-5, 1.5e-5), format_number(12.345, 3.1), format_number(-0.0001)
     ('0.25', '0.000032', '12.3', '0.000')
     >>> format_number(-0.119, decimals=2), format_number(10033), format_number(-1234.5, decimals=1)
     ('−0.12', '10,033', '−1,234.5')
     >>> format_number(-0.054, spec=".1%"), format_number(0.61, spec=".0%"), format_number(-2.3e-06, spec=".2g")
-    ('−5.4%', '61%', '−2.3e−06')
+    ('−5.4%', '61%', '−2.3 × 10⁻⁶')
+    >>> format_number(1.36e-15, spec=".0e"), format_number(5e-5, spec="g"), format_number(2e-4, spec="g")
+    ('1 × 10⁻¹⁵', '5 × 10⁻⁵', '0.0002')
     """
     if spec is not None:
-        return _true_minus(format(value, _with_separators(spec)))
+        return _powers_of_ten(_true_minus(format(value, _with_separators(spec))))
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and decimals is None:
         return _true_minus(f"{int(value):,d}")
     if decimals is None:
@@ -74,6 +78,40 @@ def _with_separators(spec: str) -> str:
     if not m or m.group("sep") or m.group("tail")[-1:] in tuple("bcnosxX"):
         return spec
     return m.group("head") + "," + m.group("tail")
+
+
+#: Words that open a sentence and are not names: after a colon they take a small letter.
+_ORDINARY_OPENERS = frozenset(
+    ["a", "across", "all", "an", "at", "both", "decoders", "each", "encoders", "every", "for", "here", "in", "it", "its", "most", "neither", "no", "none", "not", "on", "only", "over", "some", "suggested", "the", "their", "there", "these", "this", "under", "with", "without"])
+
+
+def after_colon(sentence: str) -> str:
+    """A full sentence written after a colon inside another sentence, with a small first letter where its first word
+    is an ordinary word ("No difference …" -> "no difference …"); a name keeps its capital ("MiniLM …", "Holm's …").
+
+    >>> after_colon("No difference is established."), after_colon("MiniLM is the encoder."), after_colon("")
+    ('no difference is established.', 'MiniLM is the encoder.', '')
+    """
+    first = sentence.split(" ", 1)[0]
+    if first.lower() in _ORDINARY_OPENERS and first[:1].isupper():
+        return sentence[:1].lower() + sentence[1:]
+    return sentence
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789" + MINUS, "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_EXPONENT = re.compile(r"(?P<mantissa>\d(?:\.\d+)?)[eE](?P<sign>[+\u2212]?)(?P<power>\d+)")
+
+
+def _powers_of_ten(text: str) -> str:
+    """``2.3e−06`` as ``2.3 × 10⁻⁶``, the way a reader writes it (``1e+00`` is ``1``)."""
+    def power(m: re.Match) -> str:
+        n = int(m.group("power"))
+        if n == 0:
+            return m.group("mantissa")
+        exponent = (MINUS if m.group("sign") == MINUS else "") + str(n)
+        return f"{m.group('mantissa')} × 10{exponent.translate(_SUPERSCRIPTS)}"
+
+    return _EXPONENT.sub(power, text)
 
 
 def _true_minus(text: str) -> str:

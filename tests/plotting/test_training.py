@@ -44,4 +44,5 @@ def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
     logs = pd.concat([_run_logs(), _run_logs().assign(lr_max=5e-5)])
     fig = plotting.survival_grid(logs)
     titles = sorted(ax.get_title() for ax in fig.axes)
-    assert titles == sorted(f"{a}, lr = {lr:g}" for a in ("encoder", "decoder") for lr in (5e-5, 1e-3))
+    # the learning rate as a reader writes it ("5 × 10⁻⁵", never "5e-05")
+    assert titles == sorted(f"{a}, learning rate {lr}" for a in ("encoder", "decoder") for lr in ("5 × 10⁻⁵", "0.001"))

@@ -3,6 +3,7 @@ grid of the symmetry score, the paired difference against the baseline, and our 
 
 from __future__ import annotations
 
+from ..tables import format_number
 from .style import FAMILY_COLORS, INIT_COLORS, INIT_STYLES, plt, require_rows
 
 __all__ = ["PANEL_WORDS", "init_curves", "paired_difference_curve", "survival_grid", "trajectories_vs_paper"]
@@ -68,7 +69,7 @@ def survival_grid(frame, y: str = "symmetry_mean"):
                 ax.plot(g["step"], g[y], color=INIT_COLORS.get(key), ls=INIT_STYLES.get(key, "-"), lw=1.8,
                         label=key)
             ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-            ax.set_title(f"{arch}, lr = {lr:g}")
+            ax.set_title(f"{arch}, learning rate {format_number(lr, spec='g')}")
             if i == len(archs) - 1:
                 ax.set_xlabel("step")
         axes[i][0].set_ylabel("symmetry score")
