@@ -206,3 +206,55 @@ def train_induction(cfg: InductionConfig, out: str | os.PathLike, threads: int =
     prov["steps_done"] = cfg.steps
     (out / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
     return pd.concat(steps, ignore_index=True)
+
+
+def snapshots(cfg: InductionConfig, steps: list[int], layer: int, head: int, probe: str = "text",
+              index: int = 0, threads: int = 1) -> dict[str, np.ndarray]:
+    """Train the run of ``cfg`` again (the same initialisation and batches) and keep, at each of ``steps``, one
+    head's attention pattern on one probe sequence (``probe``: "text" or "repeat"; ``index``: which one) and the
+    symmetric and skew parts of its logits there, ``X M_s Xᵀ/√d_h`` and ``X M_n Xᵀ/√d_h`` (X: the block's
+    LayerNorm output). Returns arrays ``steps``, ``ids``, ``pattern``, ``sym``, ``skew`` (one slice per step) and
+    ``symmetry`` (the head's symmetry score at each step, to compare with the recorded log). Chapter 8, the
+    intuition figure."""
+    from ..decomposition import decompose
+    from ..heads.behaviour import attention_patterns
+    from ..readers import load_qk
+    from ..scores import symmetry_score
+    from .induction_model import attention_inputs, build_model
+
+    if probe not in ("text", "repeat"):
+        raise ValueError(f"probe: 'text' or 'repeat'; got {probe!r}.")
+    wanted = sorted({int(s) for s in steps})
+    if not wanted or wanted[0] < 0 or wanted[-1] > cfg.steps:
+        raise ValueError(f"steps: whole numbers between 0 and {cfg.steps}; got {steps!r}.")
+    torch.set_num_threads(threads)
+    spec = SegmentSpec(cfg.vocab_size, cfg.seq_len, cfg.min_segment, cfg.max_segment, cfg.skip)
+    model = build_model(cfg.vocab_size, cfg.seq_len, cfg.d_model, cfg.n_layers, cfg.n_heads, bool(cfg.d_mlp),
+                        cfg.seed, cfg.init_std)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    probes = make_probes(cfg)
+    ids = (probes.text if probe == "text" else probes.repeat)[index: index + 1]
+    out: dict[str, list] = {"pattern": [], "sym": [], "skew": [], "symmetry": []}
+    for step in range(wanted[-1] + 1):
+        if step in wanted:
+            model.eval()
+            pattern = attention_patterns(model, ids, layers=[layer])[layer][0, head]
+            x = attention_inputs(model, ids)[layer][0].to(torch.float64).numpy()
+            with load_qk(model) as qk:
+                m = np.asarray(qk.layer(layer).matrix(head=head), dtype=np.float64)
+                scale = qk.head_dim ** -0.5
+            ms, mn = decompose(m)
+            out["pattern"].append(pattern)
+            out["sym"].append(scale * x @ ms @ x.T)
+            out["skew"].append(scale * x @ mn @ x.T)
+            out["symmetry"].append(float(symmetry_score(m)))
+            model.train()
+        if step == wanted[-1]:
+            break
+        batch = training_batch(spec, cfg.batch_size, cfg.seed, step, cfg.data == "repeat")
+        b = torch.as_tensor(batch.ids)
+        loss = model(b, labels=b).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {"steps": np.asarray(wanted), "ids": ids[0].numpy(), **{k: np.asarray(v) for k, v in out.items()}}
