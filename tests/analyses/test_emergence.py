@@ -71,3 +71,29 @@ def test_control_summary_reports_labels_and_losses():
     assert len(summary) == 3 and not summary["induction_labelled"].any()
     assert summary["previous_labelled"].all()
     assert (summary["in_context_loss"] == 3.0).all()
+
+
+def test_cross_layer_lag_is_read_between_the_layers():
+    from qkgeometry.analyses.emergence import cross_layer_lags
+
+    log, steps = _runs(lead=-80.0)
+    lags_ = cross_layer_lags(log, steps)["lag"]
+    # composition at 900 − 80, previous-token behaviour at 300: about 520 steps later
+    assert len(lags_) == 8 and lags_.mean() == pytest.approx(520, abs=25)
+
+
+def test_predictions_are_judged_from_the_numbers():
+    from qkgeometry.analyses.emergence import predictions
+
+    log, steps = _runs(lead=-80.0)
+    log["position_symmetry"] = np.random.default_rng(1).normal(0, 0.05, len(log))
+    log["composition_symmetry"] = log["composition_contrast"] / 3
+    ctl_log, ctl_steps = _runs(n=3, induction=False, seed=2)
+    table = predictions(log, steps, ctl_log, ctl_steps, min_seeds=8).set_index("prediction")
+    assert table.loc["1a", "verdict"] == "right" and table.loc["2a", "verdict"] == "right"
+    assert table.loc["3a", "verdict"] == "right" and table.loc["3b", "verdict"] == "right"
+    assert table.loc["4", "verdict"] == "right" and table.loc["5", "verdict"] == "wrong"  # its flat loss gap is exact
+    late = predictions(*_runs(lead=80.0), None, None).set_index("prediction")
+    assert late.loc["3a", "verdict"] == "wrong"
+    few = predictions(*_runs(n=6, lead=-80.0), None, None, min_seeds=8).set_index("prediction")
+    assert few.loc["3b", "verdict"] == "not testable" and "6 of 6" in few.loc["3b", "observed"]

@@ -192,3 +192,149 @@ def control_summary(log: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
             row |= {f"{key}_score": r["final_score"], f"{key}_null": r["final_null"], f"{key}_labelled": r["labelled"]}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def load_runs(folder_or_name: str = "ch8-induction") -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict]]:
+    """The recorded runs of chapter 8: ``(log, steps, provenance)`` with ``run``, ``data`` (repeat / no-repeat)
+    and ``seed`` columns added; ``folder_or_name``: a recorded experiment's name or a folder of run folders.
+    Chapter 8."""
+    from pathlib import Path
+
+    from ..recorded_runs import RecordedExperiment, read_record_csv, read_record_json, recorded
+
+    path = Path(folder_or_name)
+    rec = RecordedExperiment(path.name, path) if path.is_dir() else recorded(folder_or_name)
+    logs, steps, provenance = [], [], {}
+    for run, folder in rec.runs.items():
+        prov = read_record_json(folder / "provenance.json", needs=("config",))
+        cfg = prov["config"]
+        extra = {"run": run, "data": cfg["data"], "seed": int(cfg["seed"])}
+        logs.append(read_record_csv(folder / "log.csv").assign(**extra))
+        steps.append(read_record_csv(folder / "steps.csv").assign(**extra))
+        provenance[run] = prov
+    if not logs:
+        raise ValueError(f"{str(folder_or_name)!r} holds no recorded runs (no run folder with a log.csv).")
+    return pd.concat(logs, ignore_index=True), pd.concat(steps, ignore_index=True), provenance
+
+
+def cross_layer_lags(log: pd.DataFrame, steps: pd.DataFrame, window: int = 5) -> pd.DataFrame:
+    """Per run whose induction head earned its label: the step at which that head's composition contrast is 50% of
+    the way (geometry of layer 1) minus the step at which the previous-token head's score is 50% of the way
+    (behaviour of layer 0). Prediction 4 of chapter 8: positive."""
+    band = null_band(log, GEOMETRY["induction"], ROLES["induction"][0])
+    roles = head_roles(log)
+    rows = []
+    for run, part in roles.groupby("run", sort=False):
+        prev = part[part["role"] == "previous-token"].iloc[0]
+        ind = part[part["role"] == "induction"].iloc[0]
+        if not (prev["labelled"] and ind["labelled"]):
+            continue
+        h0 = log[(log["run"] == run) & (log["layer"] == 0) & (log["head"] == prev["head"])].sort_values("step")
+        h1 = log[(log["run"] == run) & (log["layer"] == 1) & (log["head"] == ind["head"])].sort_values("step")
+        g = fraction_step(h1["step"].to_numpy(dtype=float), h1[GEOMETRY["induction"]].to_numpy(), 0.5, window, band)
+        b = fraction_step(h0["step"].to_numpy(dtype=float), h0["previous"].to_numpy(), 0.5, window)
+        rows.append({"run": run, "lag": g - b})
+    return pd.DataFrame(rows, columns=["run", "lag"])
+
+
+def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFrame | None,
+                control_steps: pd.DataFrame | None, min_seeds: int = 8) -> pd.DataFrame:
+    """Each prediction stated before the runs (the recorded runs' notes), what was observed, and a verdict:
+    "right", "wrong", or "not testable" (with why). ``log``/``steps``: the runs with copies; ``control_*``: the
+    runs without. Chapter 8, "What the predictions got right"."""
+    rows = []
+
+    def add(number: str, text: str, verdict: str, observed: str) -> None:
+        rows.append({"prediction": number, "statement": text, "observed": observed, "verdict": verdict})
+
+    def change(role: str, score: str) -> pd.Series | None:
+        table = score_changes(log, role, (score,))
+        return None if table.empty else table.iloc[0]
+
+    def words(row: pd.Series) -> str:
+        return (f"net change {stats.format_number(row['change'], decimals=2)} "
+                f"[{stats.format_number(row['low'], decimals=2)}, {stats.format_number(row['high'], decimals=2)}], "
+                f"band ±{stats.format_number(row['band'], decimals=2)}, n = {int(row['n'])} seeds")
+
+    roles = head_roles(log)
+    labelled = roles.groupby("role")["labelled"].sum()
+    n_runs = roles["run"].nunique()
+    for role, score, direction, number, text in (
+            ("previous-token", "position_contrast", 1, "1a", "the previous-token head's position-table shift "
+                                                            "contrast rises"),
+            ("induction", "composition_contrast", 1, "2a", "the induction head's composition-table contrast rises"),
+            ("induction", "token_contrast", 0, "2b", "the induction head's token-table contrast does not move"),
+            ("induction", "composition_symmetry", 1, "2c", "the induction head's composition table turns more "
+                                                          "symmetric")):
+        if labelled.get(role, 0) < (min_seeds if role == "induction" else 2):
+            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} seeds have a labelled "
+                                              f"{role} head")
+            continue
+        row = change(role, score)
+        if row is None:
+            add(number, text, "not testable", f"{score} was not recorded")
+            continue
+        if direction == 0:
+            ok = not row["moves"]
+        else:
+            ok = bool(row["moves"]) and np.sign(row["change"]) == direction
+        add(number, text, "right" if ok else "wrong", words(row))
+    # 1b: the position table's symmetry stays near 0 (within the band of freshly initialised heads)
+    prev = roles[(roles["role"] == "previous-token") & roles["labelled"]]
+    finals = []
+    for _, r in prev.iterrows() if "position_symmetry" in log else ():
+        head = log[(log["run"] == r["run"]) & (log["layer"] == 0) & (log["head"] == r["head"])]
+        finals.append(float(head.loc[head["step"].idxmax(), "position_symmetry"]))
+    text = "the previous-token head's position table stays neither symmetric nor skew (symmetry near 0)"
+    if "position_symmetry" not in log:
+        add("1b", text, "not testable", "the position table's symmetry was not recorded")
+    elif len(finals) >= 2:
+        band = null_band(log, "position_symmetry", 0)
+        iv = stats.t_interval(finals, unit="seed")
+        ok = -band < iv.low and iv.high < band
+        add("1b", text, "right" if ok else "wrong",
+            f"final symmetry {stats.format_number(iv.estimate, decimals=2)} [{stats.format_number(iv.low, decimals=2)}, "
+            f"{stats.format_number(iv.high, decimals=2)}] against the band ±{stats.format_number(band, decimals=2)}, "
+            f"n = {iv.n} seeds")
+    else:
+        add("1b", text, "not testable", "fewer than 2 labelled previous-token heads")
+    # 3: geometry first, for each role
+    for role, number in (("previous-token", "3a"), ("induction", "3b")):
+        text = f"the {role} head's geometry changes before its behaviour (lag < 0)"
+        if labelled.get(role, 0) < (min_seeds if role == "induction" else 3):
+            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} seeds have a labelled "
+                                              f"{role} head")
+            continue
+        claim, _ = lag_claim(log, steps, role)
+        iv = claim.primary.interval
+        verdict = "right" if iv.high < 0 else "wrong" if iv.low > 0 else "not detected"
+        add(number, text, verdict, f"mean lag {stats.format_number(iv.estimate, decimals=0)} "
+                                   f"[{stats.format_number(iv.low, decimals=0)}, {stats.format_number(iv.high, decimals=0)}] "
+                                   f"steps, n = {iv.n} seeds; the curve {claim.brief}")
+    # 4: across layers
+    cross = cross_layer_lags(log, steps)["lag"].dropna()
+    text = "the induction head's composition changes after the previous-token head's behaviour"
+    if len(cross) >= 3 and labelled.get("induction", 0) >= min_seeds:
+        iv = stats.t_interval(cross.to_numpy(), unit="seed")
+        verdict = "right" if iv.low > 0 else "wrong" if iv.high < 0 else "not detected"
+        add("4", text, verdict, f"{stats.format_number(iv.estimate, decimals=0)} "
+                                f"[{stats.format_number(iv.low, decimals=0)}, {stats.format_number(iv.high, decimals=0)}] "
+                                f"steps, n = {iv.n} seeds")
+    else:
+        add("4", text, "not testable", f"{int(labelled.get('induction', 0))} of {n_runs} seeds have a labelled "
+                                       "induction head")
+    # 5: the control
+    if control_log is not None and control_steps is not None and len(control_log):
+        summary = control_summary(control_log, control_steps)
+        gap = (summary["in_context_loss"] - summary["other_loss"]).to_numpy()
+        ind = int(summary["induction_labelled"].sum())
+        prev_ok = int(summary["previous_labelled"].sum())
+        iv = stats.t_interval(gap, unit="run") if len(gap) >= 2 else None
+        flat = iv is not None and iv.low < 0 < iv.high
+        add("5", "without copies: no induction label, in-context loss at the other tokens' loss, a previous-token "
+                 "head as before", "right" if (ind == 0 and flat and prev_ok == len(summary)) else "wrong",
+            f"{ind} of {len(summary)} control runs have an induction head, {prev_ok} a previous-token head; in-context "
+            f"minus other loss " + (f"{stats.format_number(iv.estimate, decimals=3)} "
+                                    f"[{stats.format_number(iv.low, decimals=3)}, {stats.format_number(iv.high, decimals=3)}]"
+                                    if iv is not None else "not estimable") + " nats")
+    return pd.DataFrame(rows)
