@@ -19,8 +19,15 @@ import pandas as pd
 
 from .style import DIVERGING, STACKED_WIDTH, plt, require_rows, stacked_figure, stacked_legend
 
-__all__ = ["GEOMETRY_COLOR", "BEHAVIOUR_COLOR", "SCORE_WORDS", "change_snapshots", "interactive_head_trajectories",
-           "lag_dots", "normalised_trajectories"]
+__all__ = [
+    "BEHAVIOUR_COLOR",
+    "GEOMETRY_COLOR",
+    "SCORE_WORDS",
+    "change_snapshots",
+    "interactive_head_trajectories",
+    "lag_dots",
+    "normalised_trajectories",
+]
 
 GEOMETRY_COLOR, BEHAVIOUR_COLOR = "#1f77b4", "#d62728"
 #: How the figures name the recorded scores.
