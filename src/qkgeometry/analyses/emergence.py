@@ -92,31 +92,35 @@ def _step(steps: np.ndarray, values: np.ndarray, how: str, window: int, band: fl
     raise ValueError(f"how: unknown change-point definition {how!r}.")
 
 
-def lags(log: pd.DataFrame, steps: pd.DataFrame, role: str, spec: LagSpec, bands: dict[str, float] | None = None
-         ) -> pd.DataFrame:
+def lags(log: pd.DataFrame, steps: pd.DataFrame, role: str, spec: LagSpec, bands: dict[str, float] | None = None,
+         roles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run: the role's head, its geometric and behavioural change points and the lag (geometry − behaviour),
     under ``spec``. ``log``: the recorded per-head rows of the runs (``run`` column); ``steps``: their per-layer
     rows. ``bands``: the null band of each geometric score (default :func:`null_band` of ``log``, per layer).
-    Runs whose head did not earn its label are kept with ``labelled`` False and no lag. Chapter 8."""
+    Runs whose head did not earn its label are kept with ``labelled`` False and no lag. ``roles``: the
+    :func:`~qkgeometry.analyses.change_points.head_roles` of ``log``, when already computed. Chapter 8."""
     layer, behaviour, threshold, _ = ROLES[role]
     score = spec.score or GEOMETRY[role]
     band = (bands or {}).get(score)
     if band is None:
         band = null_band(log, score, layer)
-    roles = head_roles(log)
+    roles = head_roles(log) if roles is None else roles
     roles = roles[roles["role"] == role]
+    by_run = dict(tuple(log[log["layer"] == layer].groupby("run", sort=False)))
+    steps_by_run = dict(tuple(steps.groupby("run", sort=False)))
     rows = []
     for _, r in roles.iterrows():
-        run = log[(log["run"] == r["run"]) & (log["layer"] == layer)]
+        run = by_run[r["run"]]
         head = run[run["head"] == r["head"]].sort_values("step")
         s = head["step"].to_numpy(dtype=float)
+        run_steps = steps_by_run[r["run"]]
         if spec.unit == "layer":
-            lay = steps[(steps["run"] == r["run"]) & (steps["layer"] == layer)].sort_values("step")
+            lay = run_steps[run_steps["layer"] == layer].sort_values("step")
             g = _step(lay["step"].to_numpy(dtype=float), lay[score].to_numpy(), spec.geometry, spec.window, band)
         else:
             g = _step(s, head[score].to_numpy(), spec.geometry, spec.window, band)
         if spec.behaviour == "loss":
-            lay = steps[(steps["run"] == r["run"]) & (steps["layer"] == 0)].sort_values("step")
+            lay = run_steps[run_steps["layer"] == 0].sort_values("step")
             b = fraction_step(lay["step"].to_numpy(dtype=float), lay["in_context_loss"].to_numpy(), 0.5, spec.window)
         else:
             b = _step(s, head[behaviour].to_numpy(), spec.behaviour, spec.window, 0.0, threshold)
@@ -130,9 +134,10 @@ def lag_claim(log: pd.DataFrame, steps: pd.DataFrame, role: str, level: float = 
     """The :class:`~qkgeometry.claims.Claim` of one role's lag across :func:`specifications` (mean lag in steps
     over seeds, t-interval), and the per-run lags of every specification (column ``spec``). Chapter 8."""
     bands = {score: null_band(log, score, ROLES[role][0]) for score in {GEOMETRY[role]}}
+    roles = head_roles(log)
     curve, skipped, tables = [], [], []
     for spec in specifications():
-        table = lags(log, steps, role, spec, bands).assign(spec=spec.label)
+        table = lags(log, steps, role, spec, bands, roles).assign(spec=spec.label)
         tables.append(table)
         values = table["lag"].dropna().to_numpy()
         if len(values) < 3:
@@ -238,10 +243,12 @@ def cross_layer_lags(log: pd.DataFrame, steps: pd.DataFrame, window: int = 5) ->
 
 
 def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFrame | None,
-                control_steps: pd.DataFrame | None, min_seeds: int = 8) -> pd.DataFrame:
+                control_steps: pd.DataFrame | None, min_seeds: int = 8, claims: dict[str, Claim] | None = None
+                ) -> pd.DataFrame:
     """Each prediction stated before the runs (the recorded runs' notes), what was observed, and a verdict:
-    "right", "wrong", or "not testable" (with why). ``log``/``steps``: the runs with copies; ``control_*``: the
-    runs without. Chapter 8, "What the predictions got right"."""
+    "right", "wrong", "not detected" or "not testable" (with why). ``log``/``steps``: the runs with copies;
+    ``control_*``: the runs without; ``claims``: the roles' :func:`lag_claim` claims, when already computed.
+    Chapter 8, "What the predictions got right"."""
     rows = []
 
     def add(number: str, text: str, verdict: str, observed: str) -> None:
@@ -305,7 +312,7 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
             add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} seeds have a labelled "
                                               f"{role} head")
             continue
-        claim, _ = lag_claim(log, steps, role)
+        claim = (claims or {}).get(role) or lag_claim(log, steps, role)[0]
         iv = claim.primary.interval
         verdict = "right" if iv.high < 0 else "wrong" if iv.low > 0 else "not detected"
         add(number, text, verdict, f"mean lag {stats.format_number(iv.estimate, decimals=0)} "
