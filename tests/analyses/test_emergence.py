@@ -3,8 +3,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qkgeometry.analyses.emergence import (GEOMETRY, control_summary, lag_claim, lags, score_changes,
-                                           specifications)
+from qkgeometry.analyses.emergence import (
+    GEOMETRY,
+    control_summary,
+    lag_claim,
+    lags,
+    score_changes,
+    specifications,
+)
 
 STEPS = np.arange(0, 1601, 20)
 
