@@ -59,6 +59,8 @@ SESSIONS = (
     Session(3, "Beyond the paper", "06_beyond_the_paper"),
     Session(4, "What a head's geometry says about its job", "07_head_behaviour",
             predict="The hypotheses, stated before the numbers", results_table="tbl-ch7-hypotheses"),
+    Session(5, "Does geometry come before function?", "08_geometry_before_function",
+            predict="What the algebra predicts", results_table="tbl-ch8-predictions"),
 )
 
 #: Figures shown per deck (the first ones of the chapter), so that a deck stays a session's worth.
