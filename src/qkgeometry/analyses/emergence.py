@@ -345,3 +345,26 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
                                     f"[{stats.format_number(iv.low, decimals=3)}, {stats.format_number(iv.high, decimals=3)}]"
                                     if iv is not None else "not estimable") + " nats")
     return pd.DataFrame(rows)
+
+
+#: The induction heads of Pythia-1B that Xu (2026, arXiv:2606.02378) names, as (layer, head).
+PYTHIA_1B_INDUCTION = ((4, 4), (7, 0), (7, 1))
+
+
+def named_head_trajectory(source: str, heads: tuple[tuple[int, int], ...] = PYTHIA_1B_INDUCTION, *,
+                          log_spaced: int | None = None, revisions: list[str] | None = None,
+                          cache: str | None = None) -> pd.DataFrame:
+    """Symmetry and directionality of the named ``heads`` (layer, head) at each checkpoint of one training run:
+    ``source`` a Hub repo whose branches name steps (Pythia's ``step0`` … ``step143000``) or a folder of
+    ``checkpoint-<step>/`` folders, thinned by ``log_spaced`` or chosen by ``revisions`` as for
+    :func:`qkgeometry.trajectory` (only the Q/K bytes of each revision are read; ``qkgeometry.trajectory_plan``
+    shows them first). Returns one row per (step, layer, head). Chapter 8, "Real checkpoints"."""
+    from ..surveying.trajectories import trajectory
+
+    frame = trajectory(source, per="head", log_spaced=log_spaced, revisions=revisions, cache=cache)
+    keep = frame[[(int(layer), int(head)) in set(heads) for layer, head in zip(frame["layer"], frame["head"])]]
+    missing = set(heads) - {(int(a), int(b)) for a, b in zip(keep["layer"], keep["head"])}
+    if missing:
+        raise ValueError(f"heads: {sorted(missing)} are not heads of {source!r}.")
+    return keep[["step", "layer", "head", "symmetry", "directionality"]].sort_values(
+        ["layer", "head", "step"]).reset_index(drop=True)
