@@ -344,7 +344,7 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
             f"minus other loss " + (f"{stats.format_number(iv.estimate, decimals=3)} "
                                     f"[{stats.format_number(iv.low, decimals=3)}, {stats.format_number(iv.high, decimals=3)}]"
                                     if iv is not None else "not estimable") + " nats")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).sort_values("prediction", kind="stable", ignore_index=True)
 
 
 #: The induction heads of Pythia-1B that Xu (2026, arXiv:2606.02378) names, as (layer, head).
