@@ -159,12 +159,13 @@ def lag_claim(log: pd.DataFrame, steps: pd.DataFrame, role: str, level: float = 
 
 
 def score_changes(log: pd.DataFrame, role: str, scores: tuple[str, ...] = GEOMETRY_SCORES,
-                  level: float = 0.95) -> pd.DataFrame:
+                  level: float = 0.95, roles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Which scores of the role's head move: per score, the net change from the first to the last logged step
     (smoothed, mean over the seeds whose head earned its label, t-interval), the null band of freshly initialised
-    heads, and whether the interval lies wholly outside the band. Chapter 8."""
+    heads, and whether the interval lies wholly outside the band. ``roles``: the :func:`head_roles` of ``log``,
+    when already computed. Chapter 8."""
     layer = ROLES[role][0]
-    roles = head_roles(log)
+    roles = head_roles(log) if roles is None else roles
     roles = roles[(roles["role"] == role) & roles["labelled"]]
     rows = []
     for score in scores:
@@ -254,16 +255,19 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
     def add(number: str, text: str, verdict: str, observed: str) -> None:
         rows.append({"prediction": number, "statement": text, "observed": observed, "verdict": verdict})
 
+    roles = head_roles(log)
+    tables: dict[str, pd.DataFrame] = {}
+
     def change(role: str, score: str) -> pd.Series | None:
-        table = score_changes(log, role, (score,))
-        return None if table.empty else table.iloc[0]
+        if role not in tables:
+            tables[role] = score_changes(log, role, roles=roles).set_index("score")
+        return tables[role].loc[score] if score in tables[role].index else None
 
     def words(row: pd.Series) -> str:
         return (f"net change {stats.format_number(row['change'], decimals=2)} "
                 f"[{stats.format_number(row['low'], decimals=2)}, {stats.format_number(row['high'], decimals=2)}], "
                 f"band ±{stats.format_number(row['band'], decimals=2)}, n = {int(row['n'])} seeds")
 
-    roles = head_roles(log)
     labelled = roles.groupby("role")["labelled"].sum()
     n_runs = roles["run"].nunique()
     for role, score, direction, number, text in (
