@@ -72,10 +72,12 @@ def change_snapshots(patterns: Sequence[np.ndarray], sym: Sequence[np.ndarray], 
     return fig
 
 
-def normalised_trajectories(curves: Mapping[str, pd.DataFrame], titles: Mapping[str, str], window: int = 5):
+def normalised_trajectories(curves: Mapping[str, pd.DataFrame], titles: Mapping[str, str], window: int = 5,
+                            linear_below: float = 20.0):
     """One panel per role: for each seed, the role head's geometry (blue) and behaviour (red), each smoothed and
     drawn from 0 at its start to 1 at its end; the dotted line at 0.5 is where the primary change points are read.
-    ``curves[role]``: columns ``run, step, geometry, behaviour``. Chapter 8."""
+    ``curves[role]``: columns ``run, step, geometry, behaviour``. The step axis is linear up to ``linear_below``
+    and logarithmic after, so that an early change and the long run after it both show. Chapter 8."""
     require_rows(pd.concat(list(curves.values())) if curves else pd.DataFrame(), "curves",
                  "pass each role's per-seed curves")
     fig, axes = stacked_figure(len(curves), 2.2, sharex=True)
@@ -89,10 +91,11 @@ def normalised_trajectories(curves: Mapping[str, pd.DataFrame], titles: Mapping[
                     continue
                 ax.plot(run["step"], (z - z[0]) / span, color=colour, lw=0.8, alpha=0.55)
         ax.axhline(0.5, color="0.4", lw=0.8, ls=":")
+        ax.set_xscale("symlog", linthresh=linear_below)
         ax.set_ylim(-0.3, 1.3)
         ax.set_title(titles.get(role, role))
         ax.set_ylabel("fraction of the way")
-    axes[-1, 0].set_xlabel("training step")
+    axes[-1, 0].set_xlabel(f"training step (logarithmic above {linear_below:g})")
     handles = [plt.Line2D([], [], color=GEOMETRY_COLOR), plt.Line2D([], [], color=BEHAVIOUR_COLOR)]
     stacked_legend(fig, handles, ["geometry (the table contrast)", "behaviour (the chapter-7 score)"])
     return fig
