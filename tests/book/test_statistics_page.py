@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import learner
+from tools import commonmark, numbering
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "book" / "statistics.md"
@@ -48,7 +48,7 @@ def _prose_cells(path: Path) -> list[str]:
     for cell in _cells(path):
         text = "".join(cell["source"])
         if (cell["cell_type"] == "markdown" and "remove-cell" not in cell["metadata"].get("tags", [])
-                and "{admonition} Key results" not in text):
+                and "qkg-front-door" not in text):
             out.append(text)
     return out
 
@@ -80,7 +80,7 @@ def _linked(text: str, m: re.Match, label: str) -> bool:
 
 
 def test_the_page_explains_every_word_with_an_example():
-    labels = learner.page_labels(ROOT / "book")
+    labels = numbering.page_labels(ROOT / "book")
     text = PAGE.read_text(encoding="utf-8")
     sections = re.split(r"^\([\w.:-]+\)=[ \t]*$", text, flags=re.M)
     for label in TERMS:
@@ -96,7 +96,7 @@ def test_the_page_is_in_the_table_of_contents_next_to_the_notation():
 
 
 def test_every_reference_to_the_page_names_one_of_its_sections():
-    labels = learner.page_labels(ROOT / "book")
+    labels = numbering.page_labels(ROOT / "book")
     for path in CHAPTERS:
         for cell in _cells(path):
             for r in _REF.finditer("".join(cell["source"])):
@@ -117,11 +117,11 @@ def test_the_first_use_of_each_word_links_to_the_page(path: Path):
 
 def test_a_learners_notebook_links_the_word_to_the_page():
     """In plain Markdown the reference is a link to the page's section (no MyST left for Colab to show)."""
-    labels = learner.chapter_labels(CHAPTERS[:1])
-    ctx = learner._Context(labels.chapters[CHAPTERS[0].stem], labels, {}, "full")
-    text = learner.markdown_to_commonmark("The {ref}`AUC <stat-auc>` and {ref}`Cohen's κ <stat-kappa>`.", ctx)
-    assert text == (f"The [AUC]({learner.GITHUB}/book/statistics.md#auc) and "
-                    f"[Cohen's κ]({learner.GITHUB}/book/statistics.md#κ-cohens-kappa).")
-    assert learner.myst_leftovers(text) == []
+    labels = numbering.chapter_labels(CHAPTERS[:1], pages=ROOT / "book")
+    ctx = commonmark.Context(labels.chapters[CHAPTERS[0].stem], labels, {}, "full")
+    text = commonmark.markdown_to_commonmark("The {ref}`AUC <stat-auc>` and {ref}`Cohen's κ <stat-kappa>`.", ctx)
+    assert text == (f"The [AUC]({commonmark.GITHUB}/book/statistics.md#auc) and "
+                    f"[Cohen's κ]({commonmark.GITHUB}/book/statistics.md#κ-cohens-kappa).")
+    assert commonmark.myst_leftovers(text) == []
     ctx.links = "book"
-    assert "(../book/statistics.html#stat-auc)" in learner.markdown_to_commonmark("{ref}`AUC <stat-auc>`", ctx)
+    assert "(../book/statistics.html#stat-auc)" in commonmark.markdown_to_commonmark("{ref}`AUC <stat-auc>`", ctx)
