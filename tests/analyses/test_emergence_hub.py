@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import qkgeometry as qg
-from qkgeometry.analyses.emergence import named_head_trajectory
+from qkgeometry.analyses.emergence import named_heads
 from qkgeometry.training.induction_model import build_model
 
 STEPS = (0, 3, 6)
@@ -41,7 +41,8 @@ def test_named_heads_over_step_branches_equal_each_checkpoint_scored_alone(run_f
         hub_env(monkeypatch, hub, tmp_path)
         plan = trajectory_plan("org/induction")
         assert list(plan["model"])[-1] == "total" and len(plan) == len(STEPS) + 1
-        frame = named_head_trajectory("org/induction", heads=((1, 0), (1, 1)))
+        run = qg.trajectory("org/induction", per="head")
+        frame = named_heads(run, heads=((1, 0), (1, 1)))
         assert list(frame["step"].unique()) == list(STEPS) and set(frame["layer"]) == {1}
         for step in STEPS:
             alone = qg.score_model(str(run_folder / f"checkpoint-{step}"), per="head")
@@ -50,5 +51,5 @@ def test_named_heads_over_step_branches_equal_each_checkpoint_scored_alone(run_f
             assert (got - alone.loc[got.index]).abs().max() < 1e-12
         assert frame.groupby("head")["symmetry"].nunique().min() == len(STEPS)   # training moved every head
         with pytest.raises(ValueError, match=r"\(5, 0\)"):
-            named_head_trajectory("org/induction", heads=((5, 0),))
+            named_heads(run, heads=((5, 0),))
     assert isinstance(frame, pd.DataFrame)

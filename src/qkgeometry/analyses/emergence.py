@@ -355,20 +355,14 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
 PYTHIA_1B_INDUCTION = ((4, 4), (7, 0), (7, 1))
 
 
-def named_head_trajectory(source: str, heads: tuple[tuple[int, int], ...] = PYTHIA_1B_INDUCTION, *,
-                          log_spaced: int | None = None, revisions: list[str] | None = None,
-                          cache: str | None = None) -> pd.DataFrame:
-    """Symmetry and directionality of the named ``heads`` (layer, head) at each checkpoint of one training run:
-    ``source`` a Hub repo whose branches name steps (Pythia's ``step0`` … ``step143000``) or a folder of
-    ``checkpoint-<step>/`` folders, thinned by ``log_spaced`` or chosen by ``revisions`` as for
-    :func:`qkgeometry.trajectory` (only the Q/K bytes of each revision are read; ``qkgeometry.trajectory_plan``
-    shows them first). Returns one row per (step, layer, head). Chapter 8, "Real checkpoints"."""
-    from ..surveying.trajectories import trajectory
-
-    frame = trajectory(source, per="head", log_spaced=log_spaced, revisions=revisions, cache=cache)
+def named_heads(frame: pd.DataFrame, heads: tuple[tuple[int, int], ...] = PYTHIA_1B_INDUCTION) -> pd.DataFrame:
+    """The named ``heads`` (layer, head) of a per-head trajectory (``qkgeometry.trajectory(source, per="head")``:
+    one training run across its checkpoints, such as Pythia's ``step0`` … ``step143000`` branches, of which only the
+    Q/K bytes are read; ``qkgeometry.trajectory_plan`` shows them first): one row per (step, layer, head) with both
+    scores. ValueError names the heads the run does not have. Chapter 8, "Real checkpoints"."""
     keep = frame[[(int(layer), int(head)) in set(heads) for layer, head in zip(frame["layer"], frame["head"])]]
     missing = set(heads) - {(int(a), int(b)) for a, b in zip(keep["layer"], keep["head"])}
     if missing:
-        raise ValueError(f"heads: {sorted(missing)} are not heads of {source!r}.")
+        raise ValueError(f"heads: {sorted(missing)} are not heads of this run.")
     return keep[["step", "layer", "head", "symmetry", "directionality"]].sort_values(
         ["layer", "head", "step"]).reset_index(drop=True)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..formatting import format_number
 from .style import DIVERGING, STACKED_WIDTH, plt, require_rows, stacked_figure, stacked_legend
 
 __all__ = [
@@ -95,7 +96,7 @@ def normalised_trajectories(curves: Mapping[str, pd.DataFrame], titles: Mapping[
         ax.set_ylim(-0.3, 1.3)
         ax.set_title(titles.get(role, role))
         ax.set_ylabel("fraction of the way")
-    axes[-1, 0].set_xlabel(f"training step (logarithmic above {linear_below:g})")
+    axes[-1, 0].set_xlabel(f"training step (logarithmic above {format_number(linear_below, spec='g')})")
     handles = [plt.Line2D([], [], color=GEOMETRY_COLOR), plt.Line2D([], [], color=BEHAVIOUR_COLOR)]
     stacked_legend(fig, handles, ["geometry (the table contrast)", "behaviour (the chapter-7 score)"])
     return fig
@@ -138,7 +139,7 @@ def interactive_head_trajectories(log: pd.DataFrame, scores: Sequence[str], titl
     static fallback shows the first two scores. Chapter 8, "Every head, as it learns"."""
     import plotly.graph_objects as go
 
-    from .interactive import InteractiveFigure, _buttons, _layout, _numbers
+    from .interactive import InteractiveFigure, chart_buttons, chart_layout, chart_numbers
 
     require_rows(log, "log", "pass one run's per-head rows")
     missing = [s for s in scores if s not in log.columns]
@@ -154,7 +155,7 @@ def interactive_head_trajectories(log: pd.DataFrame, scores: Sequence[str], titl
                 x=part["step"].to_numpy(), y=part[score].to_numpy(dtype=float), mode="lines",
                 name=f"layer {layer}, head {head}", visible=k == 0, legendgroup=f"{layer}-{head}",
                 line={"color": colours[i % len(colours)], "width": 1.6, "dash": "solid" if layer == 0 else "dash"},
-                text=[f"L{layer}H{head}: {v}" for v in _numbers(part[score].fillna(0.0), 3)],
+                text=[f"L{layer}H{head}: {v}" for v in chart_numbers(part[score].fillna(0.0), 3)],
                 hovertemplate="%{text}<extra></extra>"))
     per = len(heads)
     buttons = []
@@ -162,10 +163,10 @@ def interactive_head_trajectories(log: pd.DataFrame, scores: Sequence[str], titl
         visible = [j // per == k for j in range(per * len(scores))]
         buttons.append((SCORE_WORDS.get(score, score).replace("‖", "||"), "update",
                         [{"visible": visible}, {"yaxis": {"title": {"text": SCORE_WORDS.get(score, score)}}}]))
-    figure.update_layout(**_layout(title, 600, top=130, hovermode="x unified",
+    figure.update_layout(**chart_layout(title, 600, top=130, hovermode="x unified",
                                    xaxis={"title": {"text": "training step"}, "hoverformat": ",d"},
                                    yaxis={"title": {"text": SCORE_WORDS.get(scores[0], scores[0])}},
-                                   updatemenus=[{**_buttons(buttons), "type": "dropdown", "direction": "down"}]))
+                                   updatemenus=[{**chart_buttons(buttons), "type": "dropdown", "direction": "down"}]))
     fallback, axes = stacked_figure(min(2, len(scores)), 2.2, sharex=True)
     for ax, score in zip(axes[:, 0], scores[:2]):
         for i, (layer, head) in enumerate(heads):

@@ -67,7 +67,7 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
-from .store_csv import export_csv, migrate_csv, parse_survey_csv, write_survey_csv
+from .store_csv import parse_survey_csv, write_survey_csv
 from .store_format import (
     APPLICATION_ID,
     MAGIC,
@@ -456,3 +456,23 @@ def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFram
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
     return parse_survey_csv(data, path, trajectory)
+
+
+def migrate_csv(csv: str | Path, store: str | Path) -> int:
+    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
+    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
+    :func:`~qkgeometry.surveying.store.read_store` drops them. Returns the number of models copied. Chapter 4."""
+    frame = read_store(csv, trajectory=True)
+    with SurveyStore(store, what="--store") as target:
+        return target.put_many(frame)
+
+
+def export_csv(store: str | Path, csv: str | Path) -> int:
+    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
+    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
+    from .._files import check_writable_file
+
+    check_writable_file(Path(csv), "--csv")
+    frame = read_store(store, trajectory=True)
+    write_survey_csv(frame, Path(csv), "--csv")
+    return len(frame)

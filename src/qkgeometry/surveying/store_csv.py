@@ -25,7 +25,7 @@ from .columns import (
     trajectory_dtypes,
 )
 
-__all__ = ["export_csv", "migrate_csv", "parse_survey_csv", "write_survey_csv"]
+__all__ = ["parse_survey_csv", "write_survey_csv"]
 
 
 def parse_survey_csv(data: bytes, path: Path, trajectory: bool = False) -> pd.DataFrame:
@@ -87,27 +87,3 @@ def write_survey_csv(frame: pd.DataFrame, path: Path, what: str = "survey file")
     from .._files import write_csv_atomic
 
     write_csv_atomic(spreadsheet_safe(csv_columns(frame)), path, what)
-
-
-
-def migrate_csv(csv: str | Path, store: str | Path) -> int:
-    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
-    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`~qkgeometry.surveying.store.read_store` drops them. Returns the number of models copied. Chapter 4."""
-    from .store import SurveyStore, read_store
-
-    frame = read_store(csv, trajectory=True)
-    with SurveyStore(store, what="--store") as target:
-        return target.put_many(frame)
-
-
-def export_csv(store: str | Path, csv: str | Path) -> int:
-    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
-    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
-    from .._files import check_writable_file
-    from .store import read_store
-
-    check_writable_file(Path(csv), "--csv")
-    frame = read_store(store, trajectory=True)
-    write_survey_csv(frame, Path(csv), "--csv")
-    return len(frame)

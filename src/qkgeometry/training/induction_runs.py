@@ -155,9 +155,10 @@ def induction_provenance(cfg: InductionConfig, threads: int) -> dict:
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    frame.to_csv(tmp, index=False, float_format=f"%.{_DIGITS}g")
-    os.replace(tmp, path)
+    from .._files import replacing
+
+    with replacing(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format=f"%.{_DIGITS}g")
 
 
 def train_induction(cfg: InductionConfig, out: str | os.PathLike, threads: int = 1, progress: bool = False
