@@ -86,7 +86,7 @@ def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTRO
     :func:`qkgeometry.training.metrics.paired_table` plus ``judged`` replaced by the verdict within the Holm family
     of all these contrasts (``holm`` the adjusted p-value). ``logs``: recorded runs of one arch, every init, cut at a
     common step. ``groups``: the runs' data groups (:func:`qkgeometry.training.pairing.data_groups`); each contrast
-    is then paired only over the seeds at which both inits read the same data."""
+    is then paired only over the training seeds at which both inits read the same data."""
     from .pairing import paired_seeds
 
     rows = []

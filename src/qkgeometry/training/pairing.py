@@ -84,8 +84,8 @@ def mismatch(a: RunStart, b: RunStart) -> str | None:
 
 def data_groups(starts: Iterable[RunStart]) -> pd.DataFrame:
     """One row per run: ``seed, arm, run, group, reason``. Within a seed, runs whose records agree
-    (:func:`mismatch` is None) share a ``group`` (0 for the group of the seed's first run in the order given, then
-    1, ...); ``reason`` says why a run is not in group 0 ("" for those that are)."""
+    (:func:`mismatch` is None) share a ``group`` (0 for the group of the first run of that training seed, in the
+    order given, then 1, ...); ``reason`` says why a run is not in group 0 ("" for those that are)."""
     rows = []
     by_seed: dict[int, list[RunStart]] = {}
     for start in starts:
@@ -103,8 +103,8 @@ def data_groups(starts: Iterable[RunStart]) -> pd.DataFrame:
 
 
 def paired_seeds(groups: pd.DataFrame, a: str, b: str) -> list[int]:
-    """The seeds at which arms ``a`` and ``b`` both ran and read the same data (the same group of
-    :func:`data_groups`): the seeds over which ``a − b`` may be paired."""
+    """The training seeds at which arms ``a`` and ``b`` both ran and read the same data (the same group of
+    :func:`data_groups`): the training seeds over which ``a − b`` may be paired."""
     out = []
     for seed, part in groups.groupby("seed"):
         ga, gb = set(part.loc[part["arm"] == a, "group"]), set(part.loc[part["arm"] == b, "group"])
@@ -114,7 +114,7 @@ def paired_seeds(groups: pd.DataFrame, a: str, b: str) -> list[int]:
 
 
 def unpaired_note(groups: pd.DataFrame, arms: Iterable[str], against: Iterable[str]) -> str:
-    """A sentence naming the seeds at which an arm of ``arms`` cannot be paired with one of ``against`` (they read
+    """A sentence naming the training seeds at which an arm of ``arms`` cannot be paired with one of ``against`` (they read
     other data), or "" when every such pair holds. For the page that reports the paired contrasts."""
     arms, against = list(arms), list(against)
     lost: dict[int, set[str]] = {}
