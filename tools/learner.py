@@ -39,11 +39,12 @@ import re
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from . import myst
 from .commonmark import Context, markdown_to_commonmark, myst_leftovers, notebook_leftovers
+from .learner_outputs import outputs_by_cell
 from .myst import glued_outputs
 from .numbering import Chapter, Labels, chapter_labels
 from .repository import COLAB, LEARNER_DIR
@@ -138,18 +139,24 @@ def learner_install(source: str) -> str:
 _BADGE = re.compile(r"\(https://colab\.research\.google\.com/github/[^)]*?/(?:notebooks|learner)/([\w.-]+\.ipynb)\)")
 
 
-def learner_notebook(source, executed, labels: Labels, build: str = "full"):
+def learner_notebook(source, executed, labels: Labels, build: str = "full",
+                     outputs: Mapping[str, list] | None = None):
     """The learner's notebook of chapter ``source`` (a notebook node with its path in ``source.metadata`` or a
-    path), its values read from ``executed`` (the recorded build of the same chapter), numbered by ``labels``."""
+    path), its values read from ``executed`` (the recorded build of the same chapter), numbered by ``labels``.
+
+    Each code cell carries the outputs its cell had in ``executed`` (:mod:`tools.learner_outputs`), or, when
+    ``executed`` is the values alone, those of ``outputs`` (by the chapter's cell id)."""
     import nbformat
 
     src_path = Path(source) if isinstance(source, (str, Path)) else None
     nb = myst.read_notebook(source) if src_path else copy.deepcopy(source)
-    if isinstance(executed, dict):  # the values themselves (as recorded in a learner's notebook)
+    if isinstance(executed, dict) and "cells" not in executed:  # the values alone (as a learner's notebook records them)
         values = executed
+        stored = dict(outputs or {})
     else:
         run = myst.read_notebook(executed) if isinstance(executed, (str, Path)) else executed
         values = glued_outputs(run)
+        stored = outputs_by_cell(run)
     stem = src_path.stem if src_path else str(nb.metadata.get("qkgeometry", {}).get("stem", ""))
     chapter = labels.chapters.get(stem) or Chapter(int(stem[:2]) if stem[:2].isdigit() else 0, stem, stem)
     ctx = Context(chapter, labels, values, build)
@@ -175,6 +182,10 @@ def learner_notebook(source, executed, labels: Labels, build: str = "full"):
             code.metadata["cellView"] = "form"  # Colab: code folded, output shown
             code.metadata["jupyter"] = {"source_hidden": True}
         code.metadata["id"] = _new_id()
+        source_id = str(cell.get("id", ""))
+        if source_id:
+            code.metadata["qkgeometry"] = {"cell": source_id}
+            code.outputs = [nbformat.from_dict(o) for o in stored.get(source_id, [])]
         figure = myst.cell_figure(cell)
         name = str(figure.get("name", ""))
         caption_cell = None
@@ -213,8 +224,9 @@ def _badge_cell(cell, chapter: Chapter, build: str):
     where = ("the book's full build" if build == "full" else
              "the book's quick build (small random baselines, short runs), not its full one")
     note = (f"This is chapter {chapter.number} of the book *The geometry of query–key attention*, in plain Markdown. "
-            f"The numbers in the text come from {where}. Running the cells recomputes them: each cell that "
-            "computes a number the text quotes shows it.")
+            f"The numbers in the text, and the tables and figures under the cells, come from {where}, so the "
+            "chapter can be read before it is run. Running the cells recomputes them: each cell that computes a "
+            "number the text quotes shows it.")
     out = nbformat.v4.new_markdown_cell("\n\n".join(p for p in (badge.strip(), note, run_line.strip()) if p))
     out.metadata["id"] = _new_id()
     return out
@@ -240,11 +252,18 @@ def recorded_values(learner: Path) -> tuple[dict[str, dict], str]:
     return dict(meta.get("values", {})), str(meta.get("build", "full"))
 
 
+def recorded_outputs(learner: Path) -> dict[str, list]:
+    """The outputs a learner's notebook stores, by the id of the chapter's cell they belong to."""
+    nb = myst.read_notebook(learner)
+    return {str(c.metadata["qkgeometry"]["cell"]): [dict(o) for o in c.get("outputs", [])]
+            for c in nb.cells if c.cell_type == "code" and "cell" in c.metadata.get("qkgeometry", {})}
+
+
 def build_learner_notebooks(root: Path, executed: Path | None, out_dir: Path, build: str,
                             notebooks: Iterable[Path] | None = None, values_from: Path | None = None) -> list[Path]:
     """Write the learner's notebook of every chapter (``notebooks/NN_*.ipynb`` of ``root``) into ``out_dir``, with
     the values of the executed copies in ``executed`` (or, with ``values_from``, the values the learners' notebooks
-    in that folder recorded); return their paths. Outputs are not stored."""
+    in that folder recorded, and their stored outputs); return their paths."""
     import nbformat
 
     root, out_dir = Path(root), Path(out_dir)
@@ -256,14 +275,16 @@ def build_learner_notebooks(root: Path, executed: Path | None, out_dir: Path, bu
     for src in sources:
         if wanted is not None and src.name not in wanted:
             continue
+        outputs = None
         if values_from is not None:
             run, build = recorded_values(Path(values_from) / src.name)
+            outputs = recorded_outputs(Path(values_from) / src.name)
         else:
             run = Path(executed) / src.name
             if not run.is_file():
                 raise FileNotFoundError(f"{src.name}: no executed copy at {run}; execute the chapters first "
                                         "(python -m tools.notebooks execute).")
-        nb = learner_notebook(src, run, labels, build)
+        nb = learner_notebook(src, run, labels, build, outputs)
         _stable_ids(nb, src.stem)
         dst = out_dir / src.name
         nbformat.write(nb, str(dst))

@@ -373,6 +373,10 @@ def build_book(root: Path, executed: Path, build_dir: Path, quick: bool, headlin
         start = time.perf_counter()
         draw_headline(stage / "book" / "_generated", quick)
         print(f"  {time.perf_counter() - start:7.1f} s  headline figure", file=stream, flush=True)
+    # the landing page's answers at a glance, from the chapters' own glued values (tools/glance.py)
+    from .glance import write_glance
+
+    write_glance(root, Path(executed).resolve(), stage / "book" / "_generated")
     # the learners' notebooks of this build (plain Markdown, its values; tools/learner.py), and the students' copies
     from .learner import build_learner_notebooks
 

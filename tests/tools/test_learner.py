@@ -132,11 +132,10 @@ def test_every_chapter_has_a_learners_notebook():
 
 
 @pytest.mark.parametrize("path", LEARNER, ids=[p.stem[:2] for p in LEARNER])
-def test_learners_notebook_shows_no_myst_and_stores_no_outputs(path: Path):
+def test_learners_notebook_shows_no_myst(path: Path):
     nb = nbformat.read(str(path), as_version=4)
     nbformat.validate(nb)
     assert learner.notebook_leftovers(nb) == []
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     badge = next(c.source for c in nb.cells[:3] if "colab-badge" in c.source)
     assert f"blob/main/{learner.LEARNER_DIR}/{path.name}" in badge
 

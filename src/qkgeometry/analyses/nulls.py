@@ -404,25 +404,37 @@ def directionality_quantile_table(ds=None, rs=None, q=(0.025, 0.05, 0.25, 0.5, 0
 
 
 def chance_line(z: np.ndarray, threshold: float = 3.0) -> str:
-    """How far trained layers sit from chance, in one plain sentence: the share of layer z-scores against the
-    rotation null (:func:`rotation_z_scores`) above ``threshold``, and the lowest one. Chapter 6.
+    """How far trained layers sit from chance, in one plain sentence: how many layer z-scores against the rotation
+    null (:func:`rotation_z_scores`) lie above ``threshold`` (more symmetric than chance), how many below
+    −``threshold`` (less symmetric than chance), and the lowest one. Chapter 6.
 
     >>> chance_line(np.array([12.0, 30.5, 8.2]))
-    'every one of the 3 trained layers is more symmetric than random rotations of its own spectrum make it (the lowest z is 8.2)'
+    'every one of the 3 trained layers is more symmetric than random rotations of its own spectrum make it (z above 3; the lowest is 8.2)'
     >>> chance_line(np.array([12.0, 1.5]))
-    '1 of the 2 trained layers is more symmetric than random rotations of its own spectrum make it by more than z = 3 (the lowest z is 1.5)'
+    '1 of the 2 trained layers is more symmetric than random rotations of its own spectrum make it (z above 3); the other is within chance (its z is 1.5)'
+    >>> chance_line(np.array([12.0, 9.0, 1.5, -7.6]))
+    '2 of the 4 trained layers are more symmetric than random rotations of their own spectra make them (z above 3); of the other 2, 1 is less symmetric than chance (z below −3; the lowest is −7.6)'
     """
-    from ..tables import format_number
+    from ..formatting import format_number
 
     z = np.asarray(z, dtype=float)
     z = z[np.isfinite(z)]
     if not len(z):
         raise ValueError("z: needs at least one finite layer z-score.")
-    low = format_number(float(z.min()), decimals=1)
-    above = int((z > threshold).sum())
-    if above == len(z):
-        return (f"every one of the {len(z)} trained layers is more symmetric than random rotations of its own "
-                f"spectrum make it (the lowest z is {low})")
+    n, above, below = len(z), int((z > threshold).sum()), int((z < -threshold).sum())
+    cut, low = format_number(threshold, decimals=0), format_number(float(z.min()), decimals=1)
+    if above == n:
+        return (f"every one of the {n} trained layers is more symmetric than random rotations of its own spectrum "
+                f"make it (z above {cut}; the lowest is {low})")
+    one = above == 1
+    head = (f"{above} of the {n} trained layers {'is' if one else 'are'} more symmetric than random rotations of "
+            f"{'its own spectrum make it' if one else 'their own spectra make them'} (z above {cut})")
+    rest = n - above
+    if not below:
+        return (head + f"; the other {'is' if rest == 1 else f'{rest} are'} within chance "
+                f"({'its z is' if rest == 1 else 'the lowest z is'} {low})")
+    return (head + f"; of the other {rest}, {below} {'is' if below == 1 else 'are'} less symmetric than chance "
+            f"(z below {format_number(-threshold, decimals=0)}; the lowest is {low})")
     return (f"{above} of the {len(z)} trained layers {'is' if above == 1 else 'are'} more symmetric than random "
             f"rotations of its own spectrum make it by more than z = {format_number(threshold, decimals=0)} "
             f"(the lowest z is {low})")
