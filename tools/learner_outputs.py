@@ -66,7 +66,7 @@ def _rich_output(output: Mapping[str, Any]) -> list[dict]:
         del data["text/html"]  # an interactive figure: its picture stays
         if any(k.startswith("image/") for k in data):
             data.pop("text/plain", None)
-    if not data or set(data) == {"text/plain"} and not _text(data["text/plain"]).strip():
+    if not data or (set(data) == {"text/plain"} and not _text(data["text/plain"]).strip()):
         return []
     metadata = {k: v for k, v in output.get("metadata", {}).items() if k in {m for m in data if m.startswith("image/")}}
     return [{"output_type": "display_data", "data": data, "metadata": copy.deepcopy(metadata)}]

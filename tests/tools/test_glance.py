@@ -62,5 +62,5 @@ def test_a_line_writes_the_chapters_values_in_and_skips_chapters_not_executed(tm
 
 def test_a_missing_value_names_the_chapter_and_the_value(tmp_path: Path):
     root, executed = _executed(tmp_path, {"sym_strength": "'x'"})
-    with pytest.raises(KeyError, match="04_model_survey.*dir_strength"):
+    with pytest.raises(KeyError, match=r"04_model_survey.*dir_strength"):
         glance.glance_table(root, executed)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from tools.learner_outputs import GLUE_PREFIX, learner_outputs, outputs_by_cell, shown_texts
 
 from tools import learner
-from tools.learner_outputs import GLUE_PREFIX, learner_outputs, outputs_by_cell, shown_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 LEARNER = sorted((ROOT / learner.LEARNER_DIR).glob("*.ipynb"))
