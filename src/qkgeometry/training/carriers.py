@@ -187,14 +187,18 @@ def decision_curve(claims: Mapping[tuple[str, str, str], Claim], rule: str, scor
 
 
 def decision_line(decision: Decision, curve: Mapping[str, list[str]],
-                  lead: str = "by the rule stated before the runs, ") -> str:
+                  lead: str = "by the rule stated before the runs, ", where: bool = True) -> str:
     """A decision in one line that carries its curve: what the rule reads at the pre-stated specification (after
     Holm's correction), then, when the same rule reads otherwise anywhere on the curve, how often and where.
-    ``lead``: the words before the decision.
+    ``lead``: the words before the decision; ``where=False``: count the other readings without naming where they
+    are (the short form an opening answer uses).
 
     >>> d = Decision("directionality", "supervision", "...")
     >>> decision_line(d, {"supervision": ["step 4,000, per layer"] * 9, "nothing to split": ["matched at 5%"]})[-100:]
     'the same rule reads supervision at 9 and nothing to split at 1 (matched at 5%) of 10 specifications.'
+    >>> decision_line(d, {"supervision": ["step 4,000, per layer"] * 9, "nothing to split": ["matched at 5%"]},
+    ...               where=False)[-90:]
+    'the same reading at 9 of the 10 specifications of its curve (elsewhere: nothing to split).'
     """
     m = sum(len(v) for v in curve.values())
     head = f"{lead}{decision.brief}"
@@ -202,6 +206,11 @@ def decision_line(decision: Decision, curve: Mapping[str, list[str]],
         return head + "."
     if set(curve) == {decision.outcome}:
         return f"{head}; the same rule reads the same at every one of the {m} specifications of its curve."
+    if not where:
+        same = len(curve.get(decision.outcome, []))
+        others = [k for k in sorted(curve, key=lambda k: -len(curve[k])) if k != decision.outcome]
+        return (f"{head} at the pre-stated specification; the same reading at {same or 'none'} of the {m} "
+                f"specifications of its curve (elsewhere: {join_words(others)}).")
     order = sorted(curve, key=lambda k: (k != decision.outcome, -len(curve[k])))
     parts = []
     for outcome in order:
