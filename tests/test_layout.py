@@ -20,8 +20,8 @@ MAX_LINES = 600
 #: single chapter's (``claims`` states the headlines of chapters 3, 4 and 5). A chapter's code lives in a package by
 #: role (analyses, heads, surveying, training, ...).
 ROOT_MODULES = {"__init__", "__main__", "_arrays", "_files", "_lazy", "_threads", "_validation", "_version", "claims",
-                "cli", "decomposition", "devices", "errors", "formatting", "limits", "model", "recorded_runs", "scores",
-                "source_names", "stats", "tables"}
+                "cli", "decomposition", "devices", "errors", "formatting", "limits", "model", "recorded_runs", "score_table",
+                "scores", "source_names", "stats", "tables"}
 
 
 def _where(pattern: str) -> list[str]:
@@ -218,7 +218,7 @@ _NUMBER_SPEC = re.compile(r"[eEfFgG%n]$|^[+\- ]|,")
 
 #: Modules whose text reaches a terminal or an error, never a page (their f-strings may format numbers freely):
 #: the readers' and installers' messages, the command lines and progress lines, the exercise checkers' feedback.
-NOT_BOOK_TEXT = ("readers/", "catalogue/", "exercises/", "cli.py", "_files.py", "training/cli.py",
+NOT_BOOK_TEXT = ("readers/", "catalogue/", "exercises/", "cli.py", "score_table.py", "_files.py", "training/cli.py",
                  "training/objective_runs.py", "training/loop.py", "formatting.py")
 
 #: Formats in book-text modules that write no text a reader sees (a key, a CSS length) or only values that cannot be
