@@ -32,7 +32,8 @@ from ..architectures import (
 from ..errors import ConfigError, SourceError, first_line
 from ..model import BlockPlan, TensorGetter
 
-__all__ = ["ConfigView", "check_dims", "read_config", "resolve_plans", "warn_extra_layers"]
+__all__ = ["ConfigView", "block_dims", "check_dims", "read_config", "resolve_plans", "resolve_prefix", "warn_extra_layers",
+           "with_present_names"]
 
 
 INT_FIELDS = frozenset({
@@ -142,9 +143,9 @@ def resolve_plans(arch: Architecture, config: Any, names: dict[str, Any] | set[s
     """One :class:`~qkgeometry.model.BlockPlan` per attention block kind of ``arch``, resolved against the tensor ``names``."""
     plans = []
     for block in arch.blocks:
-        dims = _block_dims(block, config, arch.model_type)
-        block = _with_present_names(block, names)
-        prefix = _resolve_prefix(block, names, arch.model_type)
+        dims = block_dims(block, config, arch.model_type)
+        block = with_present_names(block, names)
+        prefix = resolve_prefix(block, names, arch.model_type)
         warn_extra_layers(dims.n_layers, prefix + block.q.format(i=dims.n_layers), names,
                            f"this {arch.model_type} checkpoint")
         getter = _prefixed_getter(prefix, names, get)
@@ -156,7 +157,7 @@ def resolve_plans(arch: Architecture, config: Any, names: dict[str, Any] | set[s
     return plans
 
 
-def _block_dims(block: AttentionBlock, config: Any, model_type: str) -> Dims:
+def block_dims(block: AttentionBlock, config: Any, model_type: str) -> Dims:
     """``block.dims(config)``, with unusable sizes reported as one :class:`SourceError` naming the config."""
     try:
         dims = block.dims(config)
@@ -169,7 +170,7 @@ def _block_dims(block: AttentionBlock, config: Any, model_type: str) -> Dims:
     return dims
 
 
-def _with_present_names(block: AttentionBlock, names) -> AttentionBlock:
+def with_present_names(block: AttentionBlock, names) -> AttentionBlock:
     """The first of ``block``'s (q, k) name templates whose layer-0 query tensor is in ``names`` (else ``block``)."""
     def present(template: str) -> bool:
         target = template.format(i=0)
@@ -211,7 +212,7 @@ def _splitter(block: AttentionBlock, dims: Dims, getter: TensorGetter, has: Call
     return split
 
 
-def _resolve_prefix(block: AttentionBlock, names, model_type: str) -> str:
+def resolve_prefix(block: AttentionBlock, names, model_type: str) -> str:
     """Find the prefix (e.g. ``'bert.'``) under which this checkpoint stores the block's layer-0 tensor."""
     target = block.q.format(i=0)
     candidates = sorted((n[: len(n) - len(target)] for n in names if n == target or n.endswith("." + target)),

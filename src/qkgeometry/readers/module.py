@@ -8,7 +8,7 @@ from typing import Any
 from ..architectures import QKNorm, get_architecture
 from ..errors import SourceError
 from ..model import SourcePlans
-from .hf_config import _block_dims, _resolve_prefix, _with_present_names, resolve_plans
+from .hf_config import block_dims, resolve_plans, resolve_prefix, with_present_names
 
 __all__ = ["attention_paths", "open_module", "sniff"]
 
@@ -45,12 +45,12 @@ def attention_paths(model: Any) -> dict[str, list[tuple[str, str, str]]]:
     names = set(model.state_dict())
     found: dict[str, list[tuple[str, str, str]]] = {}
     for block in arch.blocks:
-        block = _with_present_names(block, names)
+        block = with_present_names(block, names)
         if block.k is None or block.layout != "linear":
             continue
-        prefix = _resolve_prefix(block, names, arch.model_type)
+        prefix = resolve_prefix(block, names, arch.model_type)
         rows = []
-        for i in range(_block_dims(block, config, arch.model_type).n_layers):
+        for i in range(block_dims(block, config, arch.model_type).n_layers):
             (mq, q), (mk, k) = ((prefix + t.format(i=i)).rsplit(".", 1)[0].rsplit(".", 1) for t in (block.q, block.k))
             if mq != mk:
                 break

@@ -33,7 +33,8 @@ Why SQLite in WAL mode rather than append-only Parquet parts with an index:
 
 The store's layout on disk (schema, format version, migration, connections) is
 :mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing, ``qkgeometry export``) is
-:mod:`~qkgeometry.surveying.store_csv`.
+:mod:`~qkgeometry.surveying.store_csv`; the copies between the two (:func:`migrate_csv`, :func:`export_csv`) are
+here.
 
 Limits: keep the store on a local disk of the machine that runs :func:`qkgeometry.survey`. SQLite's locking is
 not reliable on network file systems, and it does not need to be: workers (processes or the machines of a
@@ -66,7 +67,7 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
-from .store_csv import export_csv, file_stamp, migrate_csv, parse_survey_csv, write_survey_csv
+from .store_csv import file_stamp, parse_survey_csv, write_survey_csv
 from .store_format import (
     APPLICATION_ID,
     MAGIC,
@@ -396,6 +397,26 @@ class SurveyStore:
                          (*fingerprint, model_id))
         conn.executemany(f"INSERT INTO rows (model_id, {', '.join(ROW_COLUMNS)}) VALUES "
                          f"({', '.join('?' * (len(ROW_COLUMNS) + 1))})", [(model_id, *r) for r in rows])
+
+
+def migrate_csv(csv: str | Path, store: str | Path) -> int:
+    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
+    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
+    :func:`read_store` drops them. Returns the number of models copied. Chapter 4."""
+    frame = read_store(csv, trajectory=True)
+    with SurveyStore(store, what="--store") as target:
+        return target.put_many(frame)
+
+
+def export_csv(store: str | Path, csv: str | Path) -> int:
+    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
+    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
+    from .._files import check_writable_file
+
+    check_writable_file(Path(csv), "--csv")
+    frame = read_store(store, trajectory=True)
+    write_survey_csv(frame, Path(csv), "--csv")
+    return len(frame)
 
 
 def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:

@@ -1,9 +1,11 @@
-"""The survey store's CSV side: a ``.csv`` cache parsed (its damage repaired, not trusted), written whole and
-atomically, and the copies between a CSV and an SQLite store (``qkgeometry export``). Chapter 4.
+"""The survey store's CSV side: a ``.csv`` cache parsed (its damage repaired, not trusted) and written whole and
+atomically. Chapter 4.
 
 A :class:`~qkgeometry.surveying.store.SurveyStore` opened on a ``.csv`` path keeps its rows in memory and uses this
 module to import the file (again whenever another survey changed it: :func:`file_stamp`) and to export it after
-every model (:func:`write_survey_csv`).
+every model (:func:`write_survey_csv`); ``qkgeometry export`` copies between the two kinds of file with
+:func:`~qkgeometry.surveying.store.migrate_csv` and :func:`~qkgeometry.surveying.store.export_csv`. This module
+knows nothing of the store itself.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .columns import (
     trajectory_dtypes,
 )
 
-__all__ = ["export_csv", "file_stamp", "migrate_csv", "parse_survey_csv", "write_survey_csv"]
+__all__ = ["file_stamp", "parse_survey_csv", "write_survey_csv"]
 
 
 def parse_survey_csv(data: bytes, path: Path, trajectory: bool = False) -> pd.DataFrame:
@@ -99,26 +101,3 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
     return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def migrate_csv(csv: str | Path, store: str | Path) -> int:
-    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
-    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`~qkgeometry.surveying.store.read_store` drops them. Returns the number of models copied. Chapter 4."""
-    from .store import SurveyStore, read_store
-
-    frame = read_store(csv, trajectory=True)
-    with SurveyStore(store, what="--store") as target:
-        return target.put_many(frame)
-
-
-def export_csv(store: str | Path, csv: str | Path) -> int:
-    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
-    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
-    from .._files import check_writable_file
-    from .store import read_store
-
-    check_writable_file(Path(csv), "--csv")
-    frame = read_store(store, trajectory=True)
-    write_survey_csv(frame, Path(csv), "--csv")
-    return len(frame)
