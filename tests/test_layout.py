@@ -69,6 +69,10 @@ def test_the_package_root_holds_only_the_core():
     (r"^def migrate\(", "surveying/store_format.py"),
     (r"^def parse_survey_csv\(", "surveying/store_csv.py"),  # the store's CSV side
     (r"argparse\.ArgumentParser\(", "cli.py"),  # one command line
+    (r"^def projection_names\(", "architectures/registry.py"),  # which modules are attention: the registry says
+    (r"^def attention_paths\(", "readers/module.py"),
+    (r"^def open_model\(", "readers/__init__.py"),  # a source, a QKModel or a random twin, opened one way
+    (r"^def layer_rows\(", "score_table.py"),  # the one per-layer scoring path
 ])
 def test_each_concept_has_one_definition(pattern, home):
     assert _where(pattern) == [home]
