@@ -83,12 +83,12 @@ def test_the_floors_include_the_cluster_extra_so_the_dask_tests_run_there():
 def test_the_floors_include_the_train_extra_that_the_heads_and_integrations_tests_need():
     """transformers' Trainer and its GGUF loading import accelerate: the floor run installs the train extra at its
     floors, which are at least what the floor of transformers (5.15) itself requires: ``tokenizers>=0.22.0`` and,
-    for its Trainer, ``accelerate>=1.1.0`` (its METADATA)."""
+    for its Trainer, ``accelerate>=1.1.0`` (its METADATA; in fact 1.3, whose unwrap_model takes keep_torch_compile=)."""
     from packaging.version import Version
 
     lowest = floors.lowest()
     assert "train" in floors.EXTRAS and Version(lowest["transformers"]) == Version("5.15")
-    assert Version(lowest["tokenizers"]) >= Version("0.22.1") and Version(lowest["accelerate"]) >= Version("1.1")
+    assert Version(lowest["tokenizers"]) >= Version("0.22.1") and Version(lowest["accelerate"]) >= Version("1.3")
 
 
 def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
