@@ -18,10 +18,10 @@ MAX_LINES = 600
 
 #: The modules allowed at the root of the package: the core pipeline and its shared helpers, none of them a
 #: single chapter's (``claims`` states the headlines of chapters 3, 4 and 5). A chapter's code lives in a package by
-#: role (analyses, heads, surveying, training, ...).
+#: role (analyses, heads, surveying, training, ...). ``stats`` and ``power`` are the statistics every chapter reads.
 ROOT_MODULES = {"__init__", "__main__", "_arrays", "_files", "_lazy", "_threads", "_validation", "_version", "claims",
-                "cli", "decomposition", "devices", "errors", "formatting", "limits", "model", "recorded_runs", "score_table",
-                "scores", "source_names", "stats", "tables"}
+                "cli", "decomposition", "devices", "errors", "formatting", "limits", "model", "power", "recorded_runs",
+                "score_table", "scores", "source_names", "stats", "tables"}
 
 
 def _where(pattern: str) -> list[str]:

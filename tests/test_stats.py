@@ -241,7 +241,8 @@ def test_one_number_formatter_writes_a_true_minus_sign_and_thousands_separators(
     assert stats.format_number(-0.054, spec=".1%") == "\u22125.4%"
     assert stats.format_number(-0.0001, spec=".1%") == "0.0%"
     assert stats.format_number(1234567, spec="d") == "1,234,567"
-    assert stats.format_number(-2.3e-06, spec=".2g") == "\u22122.3e\u221206"
+    assert stats.format_number(-2.3e-06, spec=".2g") == "\u22122.3 \u00d7 10\u207b\u2076"  # a power of ten, never e-06
+    assert stats.format_number(20000.0, spec=".0f") == "20,000" and stats.format_number(5e-5, spec="g") == "5 \u00d7 10\u207b\u2075"
     assert stats.format_number(3, spec="x") == "3"  # no separator where the type takes none
     assert stats.format_number(-0.25, decimals=2) == "\u22120.25"
     assert stats.format_interval(-0.2, -0.3, -0.1, digits=2, percent=True) == "\u221220% [\u221230%, \u221210%]"
@@ -255,9 +256,20 @@ def test_a_difference_below_the_floor_is_written_to_the_floors_precision_not_six
     v = stats.judge(stats.Interval(3e-7, -4.1e-5, 4.1e-5, 3), "higher", "lower", "loss gap", floor=0.005)
     assert v.outcome == "below floor"
     assert v.sentence.endswith("loss gap 0.0000 (95% CI 0.0000 to 0.0000).")
-    assert v.details["estimate"] == "loss gap = 0.0000" and "4.1e−05" in v.details["95% interval"]
+    assert v.details["estimate"] == "loss gap = 0.0000" and "4.1 × 10⁻⁵" in v.details["95% interval"]
     above = stats.judge(stats.Interval(0.02, 0.011, 0.029, 3), "higher", "lower", "loss gap", floor=0.005)
     assert above.sentence.endswith("loss gap 0.0200 (95% CI 0.0110 to 0.0290).")
+
+
+def test_an_interval_that_excludes_zero_while_its_own_test_does_not_is_only_suggested():
+    """A percentile bootstrap over a few units can exclude 0 where the permutation test of the same comparison
+    gives p above 0.05: the comparison is then not worded as established."""
+    from qkgeometry import stats
+
+    iv = stats.Interval(0.2, 0.01, 0.35, 7, unit="model")
+    v = stats.judge((iv, 0.057), "encoders are more symmetric", "decoders are more symmetric", "encoder − decoder")
+    assert v.outcome == "suggested" and "not established" in v.claim and "p = 0.057" in v.claim
+    assert stats.judge((iv, 0.01), "up", "down").outcome == "difference"
 
 
 def test_verdict_and_judge_are_one_rule():

@@ -142,6 +142,16 @@ def _link_doc(target: str, text: str | None, ctx: Context) -> str:
     return f"[{words}]({'../' + page + '.html' if ctx.links == 'book' else GITHUB + '/' + page + '.md'})"
 
 
+def _link_page(page: str, label: str, text: str, ctx: Context) -> str:
+    """A link to a labelled section of one of the book's pages: its anchor on the built page, or on the page's
+    source on GitHub (whose anchors are made from the heading)."""
+    if ctx.links == "book":
+        return f"[{text}](../{page}.html#{label})"
+    heading = ctx.labels.pages[label][1]
+    anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+    return f"[{text}]({GITHUB}/{page}.md#{anchor})"
+
+
 def _role(name: str, content: str, ctx: Context) -> str:
     """The Markdown a MyST role reads as in a learner's notebook."""
     explicit = re.match(r"^(.*?)\s*<([^>]*)>$", content, re.S)
@@ -152,6 +162,9 @@ def _role(name: str, content: str, ctx: Context) -> str:
         return _glue_markdown(content.split(":")[0], ctx).strip()
     if name == "doc":
         return _link_doc(target, text, ctx)
+    if name == "ref" and target not in ctx.labels.text and target in ctx.labels.pages:
+        page, heading = ctx.labels.pages[target]
+        return _link_page(page, target, text or heading, ctx)
     if name in ("numref", "prf:ref", "ref", "eq"):
         resolved = ctx.labels.text.get(target)
         if resolved is None:

@@ -187,6 +187,9 @@ def learner_notebook(source, executed, labels: Labels, build: str = "full"):
         cells.append(code)
         if caption_cell is not None and not name.startswith("tbl-"):
             cells.append(caption_cell)
+    if (len(cells) > 1 and cells[0].cell_type == "code" and cells[1].cell_type == "markdown"
+            and "colab-badge" in cells[1].source):
+        cells[:2] = cells[1::-1]  # the badge's cell, which ends by saying to run the install cell, comes first
     out = nbformat.v4.new_notebook()
     out.metadata = copy.deepcopy(nb.metadata)
     out.metadata["colab"] = {"provenance": [], "toc_visible": True,
@@ -206,13 +209,13 @@ def learner_notebook(source, executed, labels: Labels, build: str = "full"):
 def _badge_cell(cell, chapter: Chapter, build: str):
     import nbformat
 
-    badge = _BADGE.sub(lambda m: f"({COLAB}/{LEARNER_DIR}/{m.group(1)})", cell.source)
+    badge, _, run_line = _BADGE.sub(lambda m: f"({COLAB}/{LEARNER_DIR}/{m.group(1)})", cell.source).partition("\n")
     where = ("the book's full build" if build == "full" else
              "the book's quick build (small random baselines, short runs), not its full one")
     note = (f"This is chapter {chapter.number} of the book *The geometry of query–key attention*, in plain Markdown. "
             f"The numbers in the text come from {where}. Running the cells recomputes them: each cell that "
             "computes a number the text quotes shows it.")
-    out = nbformat.v4.new_markdown_cell(f"{badge.strip()}\n\n{note}")
+    out = nbformat.v4.new_markdown_cell("\n\n".join(p for p in (badge.strip(), note, run_line.strip()) if p))
     out.metadata["id"] = _new_id()
     return out
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from . import myst
 from .citations import cited
 
-__all__ = ["Chapter", "Labels", "chapter_labels"]
+__all__ = ["Chapter", "Labels", "chapter_labels", "page_labels"]
 
 
 @dataclass
@@ -34,9 +34,10 @@ class Labels:
     titles: dict[str, str] = field(default_factory=dict)  # label -> a statement's title, where it has one
     chapters: dict[str, Chapter] = field(default_factory=dict)  # stem -> chapter
     citations: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> ("Saponati et al.", "2025")
+    pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> ("book/statistics", its heading)
 
 
-def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
+def chapter_labels(notebooks: Sequence, bib: Path | None = None, pages: Path | None = None) -> Labels:
     """Number every figure, table, statement, exercise and labelled equation of the chapters as the book does
     (per chapter and per kind: "Fig. 3.4", "Table 6.1", "Theorem 1.2", "Exercise 3.2", "(2.1)"), and read the
     chapters' titles and the bibliography. ``notebooks``: paths, or ``(file stem, notebook node)`` pairs."""
@@ -94,4 +95,19 @@ def chapter_labels(notebooks: Sequence, bib: Path | None = None) -> Labels:
         labels.chapters[stem] = Chapter(n, stem, title or stem)
     if bib is not None and Path(bib).is_file():
         labels.citations = cited(Path(bib).read_text(encoding="utf-8"))
+    if pages is None and bib is not None:
+        pages = Path(bib).parent  # the book's pages sit beside its bibliography
+    if pages is not None and Path(pages).is_dir():
+        labels.pages = page_labels(Path(pages))
     return labels
+
+
+def page_labels(folder: Path) -> dict[str, tuple[str, str]]:
+    """``label -> (page, heading)`` for every ``(label)=`` target of the book's Markdown pages in ``folder`` that a
+    heading follows ("stat-kappa" -> ("book/statistics", "κ (Cohen's kappa)"))."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^\(([\w.:-]+)\)=[ \t]*\n+#{1,6} (.+)$", text, re.M):
+            out[m.group(1)] = (f"{path.parent.name}/{path.stem}", m.group(2).strip())
+    return out

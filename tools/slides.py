@@ -50,6 +50,9 @@ class Session:
     predict: str | None = None
     #: the numbered table (``tbl-...``) of the results of those predictions, shown after the figures
     results_table: str | None = None
+    #: the question the session opens with (its first ten minutes), asked on the slide after the title and again
+    #: before the answer keys
+    opening_poll: str | None = None
 
     @property
     def file_name(self) -> str:
@@ -60,9 +63,12 @@ class Session:
 SESSIONS = (
     Session(1, "The decomposition", "01_toeplitz_decomposition"),
     Session(2, "The scores", "02_scores"),
-    Session(3, "Beyond the paper", "06_beyond_the_paper"),
+    Session(3, "Beyond the paper", "06_beyond_the_paper",
+            opening_poll="What is the mean symmetry score $\\mathbb E\\,s$ of a Gaussian $d\\times d$ matrix?"),
     Session(4, "What a head's geometry says about its job", "07_head_behaviour",
-            predict="The hypotheses, stated before the numbers", results_table="tbl-ch7-hypotheses"),
+            predict="The hypotheses, stated before the numbers", results_table="tbl-ch7-hypotheses",
+            opening_poll="Which part of $W_{qk}$ should a previous-token head need: the symmetric part, the skew "
+                         "part, or both? Write the class's answer on the board."),
 )
 
 #: Figures shown per deck (the first ones of the chapter), so that a deck stays a session's worth.
@@ -301,8 +307,9 @@ body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, san
 section.slide { box-sizing: border-box; min-height: 100vh; padding: 4vh 6vw; scroll-snap-align: start;
                 border-bottom: 1px solid #ddd; display: flex; flex-direction: column; justify-content: center; }
 section.slide h1 { font-size: clamp(1.6rem, 4vw, 2.8rem); margin: 0 0 0.4em 0; }
-section.slide h2 { font-size: clamp(1.2rem, 3vw, 2rem); margin: 0 0 0.6em 0; }
-section.slide li, section.slide p { font-size: clamp(0.95rem, 2vw, 1.3rem); line-height: 1.45; overflow-wrap: anywhere; }
+section.slide h2 { font-size: clamp(1.3rem, 3.2vw, 2.4rem); margin: 0 0 0.6em 0; }
+/* body text at least 28 px on a 1280-px projector */
+section.slide li, section.slide p { font-size: clamp(1rem, 2.3vw, 1.85rem); line-height: 1.4; overflow-wrap: anywhere; }
 section.slide ul, section.slide ol { padding-left: 1.4em; margin: 0.3em 0; }
 section.slide li { margin: 0.35em 0; }
 section.slide li::marker { color: #444; }
@@ -317,17 +324,24 @@ section.slide th, section.slide td { padding: 0.2em 0.5em; border-bottom: 1px so
                                      font-size: clamp(0.75rem, 1.5vw, 1.05rem); }
 section.slide figure { margin: 0; }
 section.slide img { max-width: 100%; max-height: 72vh; width: auto; height: auto; display: block; margin: 0 auto; }
+/* a figure slide: a short title, the figure at about 90% of the slide's height, the caption below */
+section.slide.qkg-figure-slide { padding: 1.5vh 3vw; }
+section.slide.qkg-figure-slide h2 { font-size: clamp(1.1rem, 2.2vw, 1.7rem); margin: 0 0 0.25em 0; }
+section.slide.qkg-figure-slide img { max-height: 86vh; }
+section.slide.qkg-figure-slide figcaption { margin-top: 0.3em; }
 @media (max-width: 600px) {
   /* on a phone a figure keeps readable text and scrolls sideways inside its own box (the slide stays as wide as
      the screen); a tap opens it at full size */
   section.slide { padding: 3vh 4vw; }
   section.slide figure { overflow-x: auto; max-width: 100%; }
   section.slide img { max-width: none; max-height: none; width: calc(var(--qkg-natural, 640px) * 0.7); }
+  section.slide.qkg-figure-slide { padding: 3vh 4vw; }
+  section.slide.qkg-figure-slide img { max-height: none; }
   section.slide figure::before { content: "Scroll sideways to see the whole figure →"; display: block;
                                  font-size: 0.8rem; color: #555; position: sticky; left: 0; }
   section.slide figcaption { position: sticky; left: 0; max-width: 92vw; }
 }
-section.slide figcaption { font-size: clamp(0.8rem, 1.5vw, 1rem); color: #555; margin-top: 0.6em; }
+section.slide figcaption { font-size: clamp(0.85rem, 1.6vw, 1.3rem); color: #555; margin-top: 0.6em; }
 .qkg-deck-note { color: #555; }
 section.slide > * { min-width: 0; max-width: 100%; }
 /* no overflow on list items: it would clip their markers */
@@ -368,6 +382,8 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
     slides = [f'<section class="slide"><p class="qkg-deck-note">Course module, session {session.number}</p>'
               f"<h1>{html.escape(session.title)}</h1><p>Chapter {ctx.chapter.number}: {title}</p>"
               f'<p class="qkg-deck-note">The chapter, with its code: <a href="{page}">{title}</a></p></section>']
+    if session.opening_poll:
+        slides.append(f'<section class="slide qkg-poll"><h2>Poll</h2>{markdown_html(session.opening_poll)}</section>')
     results = _key_results(nb, ctx)
     results_slide = f'<section class="slide"><h2>Key results</h2>{results}</section>' if results else ""
     if session.predict:
@@ -399,6 +415,9 @@ def deck_html(nb, session: Session, figure_files: list[str] | None = None,
         slides.append(f'<section class="slide"><h2>{html.escape(number)}</h2>{exercise}'
                       '<p class="qkg-deck-note">Work it in the chapter\'s notebook; the checker says what is '
                       "wrong.</p></section>")
+    if session.opening_poll:
+        slides.append(f'<section class="slide qkg-poll"><h2>Back to the poll</h2>{markdown_html(session.opening_poll)}'
+                      "<p>Which answers survived?</p></section>")
     slides.append('<section class="slide"><h2>Answer keys</h2><p>Solutions, timings and rubrics are on the '
                   '<a href="../book/instructor.html">teachers\' page</a>.</p></section>')
     head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -392,3 +392,14 @@ def fingerprint(files: list[Path], meta: list[Path] = ()) -> str:
         except OSError as e:
             raise os_error(f, e, "weight file") from e
     return h.hexdigest()
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
+    return st.st_ino, st.st_size, st.st_mtime_ns

@@ -7,7 +7,8 @@ specification (its *specification curve*), marks the one stated before the numbe
 sentence from the numbers, so that
 
 * the direction words always follow the sign of the estimate they describe (:func:`change_words` words a contrast of
-  two changes from where each arm moves, so a smaller gain toward symmetric is never called a move "toward skew");
+  two changes from where both arms move, so a smaller gain toward symmetric is never called a move "toward skew",
+  and a difference is never turned into a direction for each arm);
 * a claim is stated as holding only when it holds across its curve; otherwise the sentence says where it holds and
   where it reverses (:meth:`Claim.reading`);
 * n and the unit of the interval stand next to the number.
@@ -139,33 +140,30 @@ def difference_words(a: str, b: str, up: str) -> tuple[str, str]:
 
 def change_words(a: str, b: str, score: str, up: str, down: str, mean_a: float, mean_b: float
                  ) -> tuple[str, str]:
-    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, worded from where each arm moves.
+    """The two claims (for ``a − b`` > 0 and < 0) of a contrast of *changes*, in plain words.
 
-    ``up``/``down`` name a positive and a negative change of ``score`` ("toward symmetric", "toward skew");
-    ``mean_a``/``mean_b`` are each arm's own mean change. "Toward skew" is only said of an arm that moves toward
-    skew: when both arms move toward symmetric, a negative ``a − b`` means that ``a`` moves *less* toward symmetric.
+    When both arms' mean changes have one sign, the claim compares how far each moves that way ("rises less",
+    "falls further"), naming the way once (``up``/``down``: what a positive and a negative change of ``score``
+    mean, "toward symmetric", "toward the key side"). When they do not, the claim compares the changes and says
+    nothing of either arm's own direction: a difference of two changes is never turned into a direction for each
+    arm.
 
     >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.016, 0.19)[1]
-    'the causal LM moves symmetry less toward symmetric than the masked LM'
+    "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     >>> change_words("causal LM", "masked LM", "directionality", "toward the query side", "toward the key side",
     ...              -0.46, -0.16)[1]
-    'the causal LM moves directionality further toward the key side than the masked LM'
+    "the causal LM's directionality falls further than the masked LM's (toward the key side)"
     >>> change_words("causal LM", "masked LM", "symmetry", "toward symmetric", "toward skew", 0.02, -0.01)[0]
-    'the causal LM moves symmetry toward symmetric, the masked LM toward skew'
+    "the causal LM's change of symmetry is larger than the masked LM's"
     """
     if mean_a >= 0 and mean_b >= 0 and (mean_a > 0 or mean_b > 0):
-        return (f"the {a} moves {score} further {up} than the {b}", f"the {a} moves {score} less {up} than the {b}")
+        return (f"the {a}'s {score} rises more than the {b}'s ({up})",
+                f"the {a}'s {score} rises less than the {b}'s ({up})")
     if mean_a <= 0 and mean_b <= 0 and (mean_a < 0 or mean_b < 0):
-        return (f"the {a} moves {score} less {down} than the {b}",
-                f"the {a} moves {score} further {down} than the {b}")
-    # opposite signs: each clause is true of its own arm whichever claim the estimate selects
-    larger = f"the {a} moves {score} {up}, the {b} {down}"
-    smaller = f"the {a} moves {score} {down}, the {b} {up}"
-    if not (mean_a > 0 > mean_b):
-        larger = f"the {a}'s change of {score} exceeds the {b}'s"
-    if not (mean_a < 0 < mean_b):
-        smaller = f"the {a}'s change of {score} falls short of the {b}'s"
-    return larger, smaller
+        return (f"the {a}'s {score} falls less than the {b}'s ({down})",
+                f"the {a}'s {score} falls further than the {b}'s ({down})")
+    return (f"the {a}'s change of {score} is larger than the {b}'s",
+            f"the {a}'s change of {score} is smaller than the {b}'s")
 
 
 @dataclass(frozen=True)
@@ -190,6 +188,9 @@ class Claim:
     short_larger: str = ""
     short_smaller: str = ""
     short_subject: str = ""
+    #: the primary's p-value adjusted within the family of tests it belongs to (Holm), when it belongs to one: a
+    #: primary whose own interval excludes 0 is not called established when this is 0.05 or more
+    p_adjusted: float | None = None
 
     def __post_init__(self):
         primaries = [s for s in self.curve if s.primary]
@@ -213,7 +214,7 @@ class Claim:
         against = tuple(s for s in self.curve if s not in agree)
         est_agree = tuple(s for s in agree if s.established)
         est_against = tuple(s for s in against if s.established)
-        if not self.primary.established:
+        if not self.primary.established or self._adjusted_away:
             outcome = "not established"
         elif est_against:
             outcome = "reverses"
@@ -224,6 +225,16 @@ class Claim:
         else:
             outcome = "direction holds"
         return Reading(outcome, agree, against, est_agree, est_against)
+
+    @property
+    def _adjusted_away(self) -> bool:
+        """The primary's interval excludes 0, but the family's correction does not let it pass."""
+        return self.primary.established and self.p_adjusted is not None and not self.p_adjusted < 0.05
+
+    @property
+    def _adjusted_note(self) -> str:
+        return (f" (its interval excludes 0 before correction; after Holm's correction over its family, "
+                f"{stats.format_p(self.p_adjusted)})" if self._adjusted_away else "")
 
     @property
     def holds(self) -> bool:
@@ -259,7 +270,8 @@ class Claim:
         r = self.reading
         m = r.total
         if r.outcome == "not established":
-            first = (f"At the pre-stated specification ({p.label}) no difference is established: {head}.")
+            first = (f"At the pre-stated specification ({p.label}) no difference is established: {head}"
+                     f"{self._adjusted_note}.")
             established = [s for s in self.curve if s.established]
             if established:
                 # the arms' own changes differ between specifications, so the words of the primary are not reused:
@@ -310,7 +322,8 @@ class Claim:
         r = self.reading
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            return f"is not established at the pre-stated specification; of {m} specifications, {self._signs_text}"
+            return (f"is not established at the pre-stated specification{self._adjusted_note}; of {m} specifications, "
+                    f"{self._signs_text}")
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications ({self.range_text})"
         if r.outcome == "direction holds":
@@ -334,13 +347,16 @@ class Claim:
         r = self.reading
         m = r.total
         if r.outcome == "not established":
-            return "is not established at the pre-stated specification"
+            return "is not established at the pre-stated specification" + self._adjusted_note
         if r.outcome == "holds":
             return f"holds at every one of the {m} specifications"
         if r.outcome == "direction holds":
-            return f"keeps its sign at all {m} specifications"
+            weak = m - len(r.established_agree)
+            return f"keeps its sign at all {m} specifications, but its interval includes 0 at {weak} of them"
         if r.outcome == "primary only":
-            return f"keeps its sign at {len(r.agree)} of {m} specifications, never reversing with an interval that excludes 0"
+            return (f"keeps its sign at {len(r.agree)} of {m} specifications and has the other sign at "
+                    f"{len(r.against)}, never with an interval that excludes 0; its interval includes 0 at "
+                    f"{m - len(r.established_agree)} of them")
         return f"reverses, with an interval that excludes 0, at {len(r.established_against)} of {m} specifications"
 
     @property
@@ -360,7 +376,7 @@ class Claim:
         p = self.primary
         value = f"{self.short_subject or self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)}"
         if self.reading.outcome == "not established":
-            return f"no difference is established ({value})."
+            return f"no difference is established ({value}){self._adjusted_note}."
         words = ((self.short_larger or self.larger) if p.interval.estimate > 0 else
                  (self.short_smaller or self.smaller))
         return f"{words} ({value}); it {self.short}."
@@ -379,8 +395,8 @@ class Claim:
         at = f"({p.label}: {self.subject} {_value(p.interval, self.decimals)}, {_units(p.interval)})"
         m, k = r.total, len(r.established_agree)
         if r.outcome == "not established":
-            return (f"No difference is established at the pre-stated specification {at}; of {m} specifications, "
-                    f"{self._signs_text}.")
+            return (f"No difference is established at the pre-stated specification {at}{self._adjusted_note}; of {m} "
+                    f"specifications, {self._signs_text}.")
         head = f"{_capital(self.claim)} at the pre-stated specification {at}"
         if r.outcome == "holds":
             return f"{head}, and at every one of the {m} specifications ({self.range_text})."
@@ -394,6 +410,24 @@ class Claim:
         return (f"{head}, but not across the curve: of {m} specifications, the interval excludes 0 with this sign at "
                 f"{k} and with the other sign at {len(r.established_against)} "
                 f"({_named(r.established_against, with_values=False)}).")
+
+    def by_axis(self) -> pandas.DataFrame:
+        """The curve counted by the choice it varies (its ``axis``: horizons per layer, matched learning per head,
+        ...), so that a choice with many points (every logged step) does not outvote one with few: per axis, the
+        number of specifications, how many are established with the primary's sign and with the other sign, and the
+        range of n (a level that only some seeds reach rests on fewer)."""
+        import pandas as pd
+
+        sign = self.primary.sign
+        rows = []
+        for axis in dict.fromkeys(s.axis for s in self.curve):
+            specs = [s for s in self.curve if s.axis == axis]
+            ns = [s.interval.n for s in specs]
+            rows.append({"axis": axis, "specifications": len(specs),
+                         "same_sign": sum(s.established and s.sign == sign for s in specs),
+                         "other_sign": sum(s.established and s.sign == -sign for s in specs),
+                         "n": f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}–{max(ns)}"})
+        return pd.DataFrame(rows)
 
     def frame(self) -> pandas.DataFrame:
         """The curve as a table: ``axis, label, estimate, low, high, n, unit, primary, established``, sorted by the

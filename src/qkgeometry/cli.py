@@ -433,14 +433,21 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not args.results.exists():
         raise FileNotFoundError(f"results file {str(args.results)!r} does not exist; write one with "
                                 "`qkgeometry survey --preset offline --out results.sqlite`.")
-    from .surveying.store import read_store
+    from .surveying.store import SURVEY_COLUMNS, read_store
 
     # names the file on any decode or format problem; drops damaged rows
-    frame = read_store(args.results, trajectory=args.trajectory)
+    frame = read_store(args.results, trajectory=True)
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
     _check_plotted_scores(args.results)
+    checkpoints = frame.loc[frame["step"].notna(), ["run", "step"]].drop_duplicates()
+    if not args.trajectory and len(checkpoints):  # say what is drawn: a trajectory store drawn as a survey
+        print(f"{str(args.results)!r} holds {len(checkpoints)} training checkpoint(s) of "
+              f"{checkpoints['run'].nunique()} run(s); drawing each checkpoint as one model of a survey. Pass "
+              "--trajectory to draw both scores against training step, one figure per run.")
+    if not args.trajectory:  # a training step whose scores are undefined (NaN) is a gap on a trajectory only
+        frame = frame.loc[frame[["symmetry", "directionality"]].notna().all(axis=1), SURVEY_COLUMNS]
     from .surveying.identity import one_view
 
     frame = one_view(frame, repr(str(args.results)),
@@ -507,10 +514,11 @@ def _check_plotted_scores(path: Path) -> None:
     from .plotting.model_survey import check_scores
     from .surveying.store import is_store_file
 
-    if is_store_file(path):  # the store holds numbers only, each checked finite when it was written
-        from .surveying.store import read_store
+    if is_store_file(path):  # the store holds numbers only, each checked finite when it was written (or missing:
+        from .surveying.store import read_store  # a training step whose weights were not finite)
 
-        check_scores(read_store(path)[["model", "symmetry", "directionality"]], f"results file {str(path)!r}")
+        scores = read_store(path)[["model", "symmetry", "directionality"]]
+        check_scores(scores.dropna(subset=["symmetry", "directionality"]), f"results file {str(path)!r}")
         return
     text = path.read_bytes().decode("utf-8")
     text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score

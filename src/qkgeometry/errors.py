@@ -9,6 +9,7 @@ importing any other part of the package.
 * :class:`LimitExceeded` — a declared size over the bounds of :mod:`qkgeometry.limits` (readers turn it into their
   format error);
 * :class:`NonFiniteWeights` — NaN or Inf in a weight that is being scored;
+* :class:`ZeroWeights` — an all-zero W_qk, whose scores are undefined;
 * :class:`OutputError` — an output path that cannot be written;
 * :class:`RecordError` — a recorded experiment's or a training run's file that is damaged;
 * :class:`SurveyInterrupted` — Ctrl-C during a survey, carrying what was saved.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["CTranslate2FormatError", "ConfigError", "GGUFFormatError", "LimitExceeded", "NonFiniteWeights",
            "ONNXGraphError", "OutputError", "PartError", "RecordError", "SourceError", "SurveyInterrupted",
-           "first_line"]
+           "ZeroWeights", "first_line"]
 
 
 class SourceError(ValueError):
@@ -56,6 +57,11 @@ class LimitExceeded(ValueError):
 
 class NonFiniteWeights(ValueError):
     """NaN or Inf in a Gram diagonal: a non-finite weight, or (before rescaling) a finite one too large to square."""
+
+
+class ZeroWeights(ValueError):
+    """An all-zero W_qk (‖M‖_F = 0): a head or a layer matrix whose scores are undefined (missing weights, or a
+    query or key projection initialised to zero)."""
 
 
 class OutputError(ValueError):

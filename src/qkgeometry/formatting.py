@@ -64,12 +64,12 @@ def format_number(value: float, scale: float | None = None, *, decimals: int | N
     >>> format_number(-0.119, decimals=2), format_number(10033), format_number(-1234.5, decimals=1)
     ('−0.12', '10,033', '−1,234.5')
     >>> format_number(-0.054, spec=".1%"), format_number(0.61, spec=".0%"), format_number(-2.3e-06, spec=".2g")
-    ('−5.4%', '61%', '−2.3e−06')
+    ('−5.4%', '61%', '−2.3 × 10⁻⁶')
     >>> format_number(-0.0321, spec="+.3f"), format_number(0.0321, spec="+.3f"), format_number(-0.0001, spec="+.3f")
     ('−0.032', '+0.032', '+0.000')
     """
     if spec is not None:
-        return _signed(format(value, _with_separators(spec)), plus="+" in spec)
+        return _powers_of_ten(_signed(format(value, _with_separators(spec)), plus="+" in spec))
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and decimals is None:
         return _signed(f"{int(value):,d}")
     if decimals is None:
@@ -106,3 +106,19 @@ def count(n: int, unit: str) -> str:
     ('n = 3 seeds', 'n = 1 family', 'n = 12 families')
     """
     return f"n = {format_number(int(n))} {unit if n == 1 else plural(unit)}"
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789" + MINUS, "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_EXPONENT = re.compile(r"(?P<mantissa>\d(?:\.\d+)?)[eE](?P<sign>[+\u2212]?)(?P<power>\d+)")
+
+
+def _powers_of_ten(text: str) -> str:
+    """``2.3e−06`` as ``2.3 × 10⁻⁶``, the way a reader writes it (``1e+00`` is ``1``)."""
+    def power(m: re.Match) -> str:
+        n = int(m.group("power"))
+        if n == 0:
+            return m.group("mantissa")
+        exponent = (MINUS if m.group("sign") == MINUS else "") + str(n)
+        return f"{m.group('mantissa')} × 10{exponent.translate(_SUPERSCRIPTS)}"
+
+    return _EXPONENT.sub(power, text)

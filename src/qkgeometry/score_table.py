@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import NonFiniteWeights, ZeroWeights
 from .scores import layer_scores
 
 __all__ = ["layer_rows", "model_rows", "summary_rows", "summary_table"]
@@ -27,8 +28,9 @@ def layer_rows(layer: Any, per: str = "layer", num_std: float = 2.0) -> list[dic
     layer's device; the KV heads are never expanded per query head."""
     try:
         s = layer_scores(layer.wq, layer.wk_kv, num_std, heads=per == "head", layer=per == "layer")
-    except ValueError as e:  # name the model's layer (the kernel counts within the stack it was given)
-        raise ValueError(f"{layer.component} layer {layer.index}: {e}") from e
+    except ValueError as e:  # name the model's layer (the kernel counts within the stack it was given); keep
+        kind = type(e) if isinstance(e, (NonFiniteWeights, ZeroWeights)) else ValueError  # what kind of error
+        raise kind(f"{layer.component} layer {layer.index}: {e}") from e
     if per == "layer":
         return [{"layer": layer.index, "head": None, "symmetry": s.layer.symmetry,
                  "directionality": s.layer.directionality}]

@@ -46,7 +46,7 @@ from ._validation import (
     rescale_extremes,
 )
 from .devices import resolve_device
-from .errors import NonFiniteWeights
+from .errors import NonFiniteWeights, ZeroWeights
 
 __all__ = [
     "CHUNK_BYTES",
@@ -467,7 +467,7 @@ def layer_scores(wq: ArrayLike, wk_kv: ArrayLike, num_std: float = 2.0, *, heads
         zero = total <= 0
         if bool(zero.any()):
             first = int(np.nonzero(zero)[0][0])
-            raise ValueError(f"query head {first} (counting through the layers) has an all-zero W_qk (‖M‖_F = 0), "
+            raise ZeroWeights(f"query head {first} (counting through the layers) has an all-zero W_qk (‖M‖_F = 0), "
                              "so its symmetry score is undefined. Check that the weights were loaded (a zero matrix "
                              "often means a missing tensor).")
         sym, dirn = _finish(norms, num_std)
@@ -496,6 +496,7 @@ def _layer_matrix_scores(a_t: Any, b_t: Any, num_std: float) -> tuple[Any, Any]:
     bad = ~((total > 0) & np.isfinite(total))
     if bool(bad.any()):
         where = f" (entry {int(np.nonzero(bad)[0][0])} of the stack)" if L > 1 else ""
-        raise ValueError(f"the layer matrix{where} is all zero or has NaN/Inf entries; its scores are "
+        error = ZeroWeights if np.isfinite(total).all() else NonFiniteWeights
+        raise error(f"the layer matrix{where} is all zero or has NaN/Inf entries; its scores are "
                          "undefined. Check that the weights were loaded.")
     return _finish(norms, num_std)

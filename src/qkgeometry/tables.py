@@ -19,6 +19,7 @@ __all__ = [
     "Collapsed",
     "ModeNote",
     "StatsBox",
+    "after_colon",
     "collapsed",
     "failures_sentence",
     "format_number",
@@ -32,6 +33,22 @@ __all__ = [
 
 #: What a missing value looks like on the page.
 MISSING = "—"
+#: Words that open a sentence and are not names: after a colon they take a small letter.
+_ORDINARY_OPENERS = frozenset(
+    ["a", "across", "all", "an", "at", "both", "decoders", "each", "encoders", "every", "for", "here", "in", "it", "its", "most", "neither", "no", "none", "not", "on", "only", "over", "some", "suggested", "the", "their", "there", "these", "this", "under", "with", "without"])
+
+
+def after_colon(sentence: str) -> str:
+    """A full sentence written after a colon inside another sentence, with a small first letter where its first word
+    is an ordinary word ("No difference …" -> "no difference …"); a name keeps its capital ("MiniLM …", "Holm's …").
+
+    >>> after_colon("No difference is established."), after_colon("MiniLM is the encoder."), after_colon("")
+    ('no difference is established.', 'MiniLM is the encoder.', '')
+    """
+    first = sentence.split(" ", 1)[0]
+    if first.lower() in _ORDINARY_OPENERS and first[:1].isupper():
+        return sentence[:1].lower() + sentence[1:]
+    return sentence
 
 
 def tidy_number(value: Any, precision: int = 3) -> str:

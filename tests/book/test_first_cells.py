@@ -21,6 +21,7 @@ import ast
 import importlib
 import inspect
 import json
+import re
 import shlex
 import textwrap
 from pathlib import Path
@@ -307,3 +308,69 @@ def test_first_cell_keeps_what_colab_ships(path):
     line = cell[project:].splitlines()[0]
     assert "qkgeometry" in line and "git+https://" in line, line
     assert "/tmp/colab-packages.txt" not in first_cell_installs(cell)
+
+
+# ------------------------------------------------------------------------------------------- what a learner sees
+#: the first cell's Colab title: a form that shows this line instead of the code
+_TITLE = re.compile(r"^#@title Install qkgeometry \(Colab only, about (?P<minutes>\d+(?:–\d+)?) min\)$")
+#: the expected time the first cell states in a comment (the free CPU runtime)
+_EXPECTED = re.compile(r"about (?P<minutes>\d+(?:[-–]\d+)?) min on the CPU runtime")
+
+
+def _sources(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _minutes(text: str) -> str:
+    return text.replace("-", "–")
+
+
+def _run_line(path: Path) -> str:
+    """The Markdown a learner reads just above the first cell: the Colab badge's cell, hidden in the book."""
+    cells = _sources(path)
+    badge = next(c for c in cells[:3] if c["cell_type"] == "markdown" and "colab-badge" in "".join(c["source"]))
+    assert "remove-cell" in badge["metadata"].get("tags", []), f"{path.name}: the badge's cell shows in the book"
+    return "".join(badge["source"])
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name[:2] for p in CHAPTERS])
+def test_first_cell_has_a_colab_title_with_its_expected_time(path):
+    """Colab shows a titled cell as a form: the learner sees what it does and how long it takes, not its code."""
+    cell = "".join(_sources(path)[0]["source"])
+    title = _TITLE.match(cell.splitlines()[0])
+    assert title, f"{path.name}: the first line of the first cell is not its Colab title: {cell.splitlines()[0]!r}"
+    expected = _EXPECTED.search(cell)
+    assert expected, f"{path.name}: the first cell states no expected time"
+    assert title.group("minutes") == _minutes(expected.group("minutes")), (
+        f"{path.name}: the title says {title.group('minutes')} min, the comment {expected.group('minutes')} min")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name[:2] for p in CHAPTERS])
+def test_a_line_says_to_run_the_first_cell_and_what_it_installs(path):
+    minutes = _TITLE.match("".join(_sources(path)[0]["source"]).splitlines()[0])
+    line = _run_line(path)
+    assert re.search(r"\bRun the cell titled \*Install qkgeometry\* first\b", line), (
+        f"{path.name}: no line tells the learner to run the first cell")
+    assert minutes and f"about {minutes.group('minutes')} min" in line, f"{path.name}: the line states no time"
+    reads = chapter_reads(_cells(path))
+    if reads.corpus:
+        assert "Wikipedia" in line, f"{path.name}: the first cell installs the Wikipedia articles; the line omits them"
+    if reads.models:
+        assert re.search(r"\d+(?:\.\d+)? [GM]B", line), f"{path.name}: the line does not say how much it downloads"
+    if path.name.startswith("04_"):
+        assert "1.6 GB" in line and "10–15 min" in line
+
+
+def test_the_learner_reads_the_line_just_above_the_first_cell():
+    """In a learner's notebook the badge's cell (its run line last) comes first, the titled install cell second."""
+    from tools import learner
+
+    path = CHAPTERS[0]
+    labels = learner.chapter_labels(CHAPTERS, ROOT / "book" / "references.bib")
+    values, build = learner.recorded_values(ROOT / learner.LEARNER_DIR / path.name)
+    nb = learner.learner_notebook(path, values, labels, build)
+    first, second = nb.cells[0], nb.cells[1]
+    assert first.cell_type == "markdown" and "colab-badge" in first.source
+    assert first.source.rstrip().split("\n\n")[-1].startswith("Run the cell titled *Install qkgeometry* first")
+    assert second.cell_type == "code" and _TITLE.match(second.source.splitlines()[0])
+    assert second.metadata.get("cellView") == "form"

@@ -74,8 +74,9 @@ def test_input_geometry_scores_the_form_on_the_layers_real_inputs():
     row = geo[(geo["layer"] == 1) & (geo["head"] == 1)].iloc[0]
     assert row.input_symmetry == pytest.approx(eta, rel=1e-9)
     assert row.skew_effective_rank == pytest.approx(geometry.skew_effective_rank(wq, wk))
-    # the trace z with the inputs' own second moment, from position 4 on: √d tr(MΣ) / (‖M‖ tr Σ / d)
+    # the trace z with the inputs' own covariance, from position 4 on: √d tr(MC) / (‖M‖ tr C / d)
     seen = x[:, 4:].reshape(-1, 32)
+    seen = seen - seen.mean(axis=0)
     sigma = seen.T @ seen / len(seen)
     m = wq @ wk.T
     expected = np.sqrt(32) * np.trace(m @ sigma) / (np.linalg.norm(m) * np.trace(sigma) / 32)
@@ -96,11 +97,25 @@ def test_input_trace_z_is_the_weight_level_trace_z_when_the_inputs_are_isotropic
     weight_level = np.sqrt(6) * np.trace(m) / np.linalg.norm(m)
     x = 3.0 * np.concatenate([np.eye(6), -np.eye(6)])  # Σ = 9 I exactly
     assert geometry.input_isotropy(x) == pytest.approx(1.0)
-    sigma = x.T @ x / len(x)
-    assert np.sqrt(6) * np.trace(m @ sigma) / (np.linalg.norm(m) * np.trace(sigma) / 6) == pytest.approx(weight_level)
+    assert geometry.input_trace_z(x, wq, wk) == pytest.approx(weight_level)
     assert geometry.input_isotropy(np.outer(rng.standard_normal(50), rng.standard_normal(6))) == pytest.approx(1 / 6)
     with pytest.raises(ValueError, match="x: needs at least one input"):
         geometry.input_isotropy(np.zeros((0, 6)))
+
+
+def test_a_vector_added_to_every_input_changes_neither_input_measure():
+    """The softmax cannot see a shift shared by every token (it adds the same μᵀMμ-type terms to a query's logits),
+    so neither the inputs' isotropy nor the input trace z may move with it."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 40, 8)) * np.linspace(0.5, 2.0, 8)
+    wq, wk = rng.standard_normal((8, 3)), rng.standard_normal((8, 3))
+    shift = 25.0 * rng.standard_normal(8)
+    assert geometry.input_isotropy(x + shift) == pytest.approx(geometry.input_isotropy(x), rel=1e-9)
+    assert geometry.input_trace_z(x + shift, wq, wk) == pytest.approx(geometry.input_trace_z(x, wq, wk), rel=1e-9)
+    # the raw second moment would not: the shift dominates it
+    raw = (x + shift).reshape(-1, 8)
+    raw_sigma = raw.T @ raw / len(raw)
+    assert np.trace(raw_sigma) ** 2 / (8 * np.sum(raw_sigma**2)) < 0.5 * geometry.input_isotropy(x)
 
 
 def test_input_geometry_refuses_a_skip_past_the_sequence():

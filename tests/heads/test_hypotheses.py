@@ -110,6 +110,53 @@ def test_rank_correlation_interval_covers_the_estimate_and_detects_a_monotone_re
         hypotheses.rank_correlation([1, 2, 3], [1, 2, 3])
 
 
+def test_a_pooled_separation_counts_each_model_once():
+    """Pooled at the model level: one model with many heads cannot carry the result, the estimate is the mean of
+    the models' own AUCs, and the interval is over models."""
+    rng = np.random.default_rng(3)
+    values, labels, models = [], [], []
+    for name, n, shift in (("big", 300, 2.0), ("a", 20, 0.0), ("b", 20, 0.0), ("c", 20, 0.0)):
+        lab = np.arange(n) < n // 4
+        values.append(rng.standard_normal(n) + shift * lab)
+        labels.append(lab)
+        models.append(np.full(n, name))
+    values, labels, models = map(np.concatenate, (values, labels, models))
+    sep = hypotheses.pooled_separation(values, labels, models, n_resamples=300)
+    per_head = hypotheses.separation(values, labels, n_resamples=300, strata=models)
+    assert sep.n_models == 4 and sep.interval.unit == "model" and sep.interval.n == 4
+    assert sep.auc == pytest.approx(np.mean(sep.per_model))
+    assert sep.auc < per_head.auc - 0.1  # the heads of the big model no longer outvote the others
+    assert sep.low < sep.auc < sep.high and 0 <= sep.power(0.6) <= 1
+
+
+def test_labels_concentrated_in_one_model_with_higher_scores_are_not_a_separation():
+    """A model whose heads all score higher and hold most labels: permuting within models sees no separation."""
+    rng = np.random.default_rng(4)
+    values = np.concatenate([rng.standard_normal(40) + 5, rng.standard_normal(40), rng.standard_normal(40)])
+    labels = np.concatenate([np.arange(40) < 30, np.arange(40) < 3, np.arange(40) < 3])
+    models = np.repeat(["hot", "x", "y"], 40)
+    sep = hypotheses.pooled_separation(values, labels, models, n_resamples=500)
+    assert sep.p_value > 0.05
+    assert hypotheses.pooled_separation(values, labels, np.repeat(["one"], 120)) is None  # one model: nothing to pool
+
+
+def test_the_opening_answer_counts_what_holds_and_bounds_what_does_not():
+    fam = pd.DataFrame({"hypothesis": ["H1", "H3", "H6", "H7", "H9"],
+                        "kind": ["algebra", "algebra", "empirical", "empirical", "empirical"],
+                        "holds": [True, False, True, False, False],
+                        "reading": ["holds", "not detected (the interval allows an AUC up to 0.66)", "holds",
+                                    "not detected (the interval allows an AUC down to 0.41)", "reversed"]})
+    sens = pd.DataFrame({"hypothesis": ["H1", "H1", "H6", "H6"], "factor": [0.5, 1.5, 0.5, 1.5],
+                         "holds": [True, True, True, False]})
+    answer = hypotheses.job_answer(fam, sens)
+    assert answer.head.startswith("Little: beyond what the algebra fixes, 1 of the 3 readings of the split hold (H6), "
+                                  "and it changes with the label thresholds")
+    assert "1 of the 2 predictions of the algebra" in answer.head
+    assert "H7 is not detected (the interval allows an AUC down to 0.41)" in answer.readings
+    assert "H9 is reversed" in answer.readings
+    assert answer.firmness.startswith("1 of the 2 verdicts change") and "(H6)" in answer.firmness
+
+
 def _recorded_heads(*aliases: str) -> pd.DataFrame:
     import qkgeometry as qg
 

@@ -68,3 +68,13 @@ def test_heads_vs_layers_draws_every_head_and_the_layer_score_per_model():
     (band,) = ax.patches  # the null band, drawn across the panel
     assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((-0.05, 0.05))
     assert ax.get_title() == "m (encoder)"
+
+
+def test_heads_vs_layers_names_each_model_as_a_reader_knows_it():
+    """A panel is titled by the model's name ("all-MiniLM-L6-v2"), never by how it was read ("offline:minilm-l6"),
+    and the same name whether the weights came offline or from the Hub."""
+    for source in ("offline:minilm-l6", "sentence-transformers/all-MiniLM-L6-v2"):
+        heads = pd.DataFrame({"model": [source] * 2, "layer": [0, 1], "head": [0, 0], "symmetry": [0.1, 0.2]})
+        layers = pd.DataFrame({"model": [source] * 2, "family": ["encoder"] * 2, "layer": [0, 1],
+                               "symmetry": [0.5, 0.4]})
+        assert plotting.heads_vs_layers(heads, layers).axes[0].get_title() == "all-MiniLM-L6-v2 (encoder)"

@@ -3,6 +3,8 @@ name the farthest heads, and put legends outside the data."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,7 +55,8 @@ def test_edit_losses_names_the_farthest_heads_and_fits_every_point():
     ax = fig.axes[0]
     assert ax.get_xscale() == "symlog" and ax.get_yscale() == "symlog"
     names = [t.get_text() for t in ax.texts]
-    assert "3.2" in names and len(names) == 2
+    # named as heads ("L3 H2"), never "3.2", which reads as a value on these axes
+    assert "L3 H2" in names and len(names) == 2 and all(re.fullmatch(r"L\d+ H\d+", n) for n in names)
     assert ax.get_ylim()[1] >= 1.35
 
 

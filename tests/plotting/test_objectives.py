@@ -16,6 +16,22 @@ def test_objective_trajectories_clip_score_bands_to_the_score_range():
     assert band.min() == -1  # the unclipped t-interval at step 0 reaches far below −1
 
 
+def test_objective_trajectories_axis_labels_fit_their_panels():
+    """The stacked panels' axis labels stay inside their own panels (two-line labels of chapter 3's changes from
+    step 0 ran into each other); the full name of each score sits above its panel."""
+    ylabels = {"symmetry_change": "change of symmetry from step 0\n(median over layers)",
+               "directionality_change": "change of directionality\nfrom step 0 (median over layers)"}
+    frame = _runs().rename(columns={"symmetry": "symmetry_change", "directionality": "directionality_change"})
+    fig = plotting.objective_trajectories(frame, scores=tuple(ylabels), ylabels=ylabels)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        label, panel = ax.yaxis.label.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert panel.y0 - 1 <= label.y0 and label.y1 <= panel.y1 + 1, ax.yaxis.label.get_text()
+    assert [ax.get_title() for ax in fig.axes] == ["change of symmetry from step 0 (median over layers)",
+                                                   "change of directionality from step 0 (median over layers)"]
+
+
 def test_objective_losses_draws_one_panel_per_objective_with_its_plateau():
     frame = pd.DataFrame({"objective": ["mlm"] * 6 + ["rtd"] * 6, "seed": [0, 1] * 6,
                           "step": [0, 0, 10, 10, 20, 20] * 2,

@@ -30,6 +30,16 @@ def test_init_curves_draw_the_seed_mean_with_a_min_max_band():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["default (n=3)", "symmetric (n=3)"]
 
 
+def test_init_curves_put_the_legend_below_the_panels_off_the_curves():
+    fig = plotting.init_curves(_run_logs(), "val_loss", zoom_from=10, hline=9.5, hline_label="unigram plateau")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= frame.y0, "the legend overlaps the panel"
+    assert [a.get_title() for a in fig.axes if a.get_title().startswith(("encoder", "decoder"))] == [
+        "encoder (masked LM)", "decoder (causal LM)"]
+
+
 def test_init_curves_zoom_draws_the_late_steps_in_an_inset_of_their_own():
     fig = plotting.init_curves(_run_logs(), "val_loss", zoom_from=10)
     ax = fig.axes[0]
@@ -44,4 +54,5 @@ def test_survival_grid_has_one_panel_per_arch_and_learning_rate():
     logs = pd.concat([_run_logs(), _run_logs().assign(lr_max=5e-5)])
     fig = plotting.survival_grid(logs)
     titles = sorted(ax.get_title() for ax in fig.axes)
-    assert titles == sorted(f"{a}, lr = {lr}" for a in ("encoder", "decoder") for lr in ("5e\u221205", "0.001"))
+    # the learning rate as a reader writes it ("5 × 10⁻⁵", never "5e-05")
+    assert titles == sorted(f"{a}, learning rate {lr}" for a in ("encoder", "decoder") for lr in ("5 × 10⁻⁵", "0.001"))

@@ -130,3 +130,39 @@ def test_the_figure_of_a_trajectory_result_draws_its_first_stack_and_marks_what_
     plain = plotting.trajectory.run_figure(_checkpoints([0, 10]).assign(component="self"))  # no attrs: no marks
     assert not [c for c in plain.axes[0].collections if c.get_label() == "failed to score"]
     plt.close(plain)
+
+
+def _settings(per: str) -> pd.DataFrame:
+    rows = _checkpoints([0, 10, 100])
+    if per == "head":
+        rows = pd.concat([rows.assign(head=h) for h in range(4)], ignore_index=True)
+    return rows.assign(per=per, input_norm="raw", qk_norm="", component="self",
+                       source=rows["source"] + f"#{per}")
+
+
+def test_a_store_of_two_settings_gets_one_figure_per_setting_through_the_api():
+    """Per-layer and per-head rows of one run are two figures, never one line that matches neither; a frame that
+    mixes them is refused by the figure itself."""
+    from qkgeometry.plotting import trajectory_figures
+
+    mixed = pd.concat([_settings("layer"), _settings("head")], ignore_index=True)
+    figures = trajectory_figures(mixed.assign(stage=pd.NA, tokens=pd.NA))
+    assert sorted(figures) == ["trajectory-r-self-per-head", "trajectory-r-self-per-layer"]
+    lines = {stem: len(fig.axes[0].lines) for stem, fig in figures.items()}
+    assert lines == {"trajectory-r-self-per-head": 2, "trajectory-r-self-per-layer": 2}
+    for fig in figures.values():
+        plt.close(fig)
+    with pytest.raises(ValueError, match=r"frame \(run 'r'\) holds rows of per = head and layer, which one figure "
+                                         r"cannot show together"):
+        trajectory_curves(mixed)
+
+
+def test_runs_of_a_training_callback_are_labelled_by_name_then_seed():
+    rows = _checkpoints([0, 10])
+    runs = ["/x/out [started 2026-01-01T00:00:00.000Z, seed 0, config aaaa]",
+            "/x/out [started 2026-01-01T00:01:00.000Z, seed 1, config aaaa]"]
+    frame = pd.concat([rows.assign(run=r, source=rows["source"] + r) for r in runs], ignore_index=True)
+    fig = trajectory_curves(frame, null_samples=50)
+    titles = [ax.get_title(loc="left") for ax in fig.axes if ax.get_title(loc="left")]
+    assert [t.split(":")[0] for t in titles] == ["out (seed 0)", "out (seed 1)"]
+    plt.close(fig)

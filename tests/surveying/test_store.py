@@ -559,7 +559,8 @@ def _v1_store(path: Path, frame: pd.DataFrame) -> None:
 
 def test_a_format_1_store_is_migrated_in_place_with_its_steps(tmp_path):
     """Format 1 kept steps only in the checkpoints' names; opening it for writing adds the trajectory columns, fills
-    them from those names once, and marks the store format 2. Read-only, it is read as format 2 and left as is."""
+    them from those names once, and marks the store with the current format. Read-only, it is read as the current
+    format and left as is."""
     from qkgeometry.surveying.store import STORE_FORMAT, read_store
     from qkgeometry.surveying.trajectories import read_trajectory
 
@@ -571,9 +572,9 @@ def test_a_format_1_store_is_migrated_in_place_with_its_steps(tmp_path):
     before = old.read_bytes()
     ro = read_store(old, trajectory=True)  # read-only: as the migration would fill it, the file untouched
     assert old.read_bytes() == before
-    assert STORE_FORMAT == 2
+    assert STORE_FORMAT == 3
     with SurveyStore(old) as s:
-        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == 3
         migrated = s.read(trajectory=True)
     pd.testing.assert_frame_equal(ro, migrated)
     pd.testing.assert_frame_equal(migrated[SURVEY_COLUMNS], frame, check_exact=True)
@@ -600,3 +601,39 @@ def test_trajectory_columns_survive_a_csv_store_and_an_export(models, tmp_path):
     qg.surveying.migrate_csv(tmp_path / "e.csv", store)
     assert sorted(read_store(store, trajectory=True).drop_duplicates("source")["step"]) == [5, 7]
     assert list(read_store(store).columns) == SURVEY_COLUMNS and len(frame) == len(back)
+
+
+def test_a_training_step_is_appended_without_a_frame_check_and_may_hold_nan(models, tmp_path):
+    """append() is the path of a model scored while it trains: one step's rows, the same columns put() writes,
+    a score that is NaN (weights that diverged) kept as missing; a format-2 store (scores NOT NULL) is migrated
+    to hold one, with every row it had."""
+    from qkgeometry.surveying.scoring import score_layers
+    from qkgeometry.surveying.store import read_store
+
+    with qg.load_qk(str(models[0])) as m:
+        rows = score_layers(m)
+    old = tmp_path / "v2.sqlite"
+    with SurveyStore(old) as s:
+        s.put(qg.survey([str(models[1])], progress=False))
+    conn = sqlite3.connect(old)  # lay it out as format 2 did: scores NOT NULL
+    conn.executescript("ALTER TABLE rows RENAME TO r2; CREATE TABLE rows (model_id INTEGER NOT NULL, model TEXT NOT "
+                       "NULL, family TEXT, component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER, symmetry "
+                       "REAL NOT NULL, directionality REAL NOT NULL, d_model INTEGER, head_dim INTEGER, n_heads "
+                       "INTEGER, n_kv_heads INTEGER, init TEXT, modality TEXT); INSERT INTO rows SELECT * FROM r2; "
+                       "DROP TABLE r2; PRAGMA user_version = 2;")
+    conn.close()
+    before = read_store(old)
+    key = {"source": "live:r/checkpoint-3", "per": "layer", "num_std": 2.0, "qk_norm": "", "input_norm": "raw",
+           "revision": "live", "qkgeometry_version": "x", "init": "pretrained", "modality": "language",
+           "run": "r", "checkpoint": "checkpoint-3", "stage": None, "step": 3, "tokens": None}
+    rows.loc[1, "symmetry"] = float("nan")
+    with SurveyStore(old) as s:
+        s.append(rows, key)
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        s.append(rows, key)  # the same step again replaces it
+    back = read_store(old, trajectory=True)
+    live = back[back["source"] == key["source"]].reset_index(drop=True)
+    assert len(live) == len(rows) and live["step"].tolist() == [3] * len(rows)
+    assert pd.isna(live.loc[1, "symmetry"]) and live["symmetry"].drop(1).tolist() == rows["symmetry"].drop(1).tolist()
+    pd.testing.assert_frame_equal(back[back["source"] != key["source"]][SURVEY_COLUMNS].reset_index(drop=True),
+                                  before)

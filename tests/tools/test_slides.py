@@ -132,3 +132,30 @@ def test_a_chapter_that_is_not_a_notebook_is_a_one_line_error_naming_it(tmp_path
     with pytest.raises(slides.DeckError, match=r"02_scores\.ipynb: not a notebook") as bad:
         slides.write_decks(tmp_path, tmp_path / "slides", sessions=(slides.Session(2, "The scores", "02_scores"),))
     assert "\n" not in str(bad.value)
+
+
+def _css_px(rule: str, width: int = 1280, root_px: float = 16.0) -> float:
+    """The font size in px of a ``font-size: clamp(a rem, b vw, c rem)`` rule at a screen ``width`` px wide."""
+    low, fluid, high = re.search(r"font-size: clamp\(([\d.]+)rem, ([\d.]+)vw, ([\d.]+)rem\)", rule).groups()
+    return min(max(float(low) * root_px, float(fluid) * width / 100), float(high) * root_px)
+
+
+def test_decks_project_text_at_28_px_and_figures_at_about_90_percent_of_the_slide():
+    style = slides._STYLE
+    body = next(line for line in style.splitlines() if line.startswith("section.slide li, section.slide p {"))
+    assert _css_px(body) >= 28, body
+    assert _css_px(body, width=390) >= 16  # and stays readable on a phone
+    figure = re.search(r"section\.slide\.qkg-figure-slide img \{ max-height: (\d+)vh; \}", style)
+    assert figure and int(figure.group(1)) >= 85, "a figure slide's figure should fill about 90% of its height"
+    phone = style[style.index("@media (max-width: 600px)"):]
+    assert "section.slide.qkg-figure-slide img { max-height: none; }" in phone  # a phone scrolls it sideways
+
+
+def test_a_session_opens_with_its_poll_and_comes_back_to_it():
+    session = next(s for s in slides.SESSIONS if s.number == 4)
+    assert session.opening_poll and "previous-token head" in session.opening_poll
+    text = slides.deck_html(_chapter(), slides.Session(4, "Heads", "07_heads", opening_poll="Which part, $M_s$?"),
+                            ["f.png"])
+    sections = re.findall(r"<section class=\"slide[^\"]*\">(.*?)</section>", text, flags=re.S)
+    assert "<h2>Poll</h2>" in sections[1] and "Which part" in sections[1]  # right after the title
+    assert "<h2>Back to the poll</h2>" in sections[-2] and "Which answers survived?" in sections[-2]

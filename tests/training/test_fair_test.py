@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import qkgeometry as qg
+from qkgeometry.training import carriers
 from qkgeometry.training import fair_test as ft
 from qkgeometry.training import objectives as ob
 
@@ -40,7 +41,7 @@ def test_mask_or_density_follows_the_stated_rule(sparse_shift, outcome):
     mlm = [-0.15 + e for e in NOISE]
     causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
     sparse = [-0.15 + sparse_shift + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
-    decision = ft.mask_or_density(_family(mlm, causal, sparse), "directionality")
+    decision = carriers.mask_or_density(_family(mlm, causal, sparse), "directionality")
     assert decision.outcome == outcome
     assert "directionality" in decision.sentence and "CI" in decision.sentence
 
@@ -50,23 +51,23 @@ def test_mask_or_density_is_undecided_when_neither_contrast_is_established():
     mlm = [-0.15 + e for e in noisy]
     causal = [-0.45 + e for e in noisy[::-1]]
     sparse = [-0.3 + e for e in noisy[5:] + noisy[:5]]
-    assert ft.mask_or_density(_family(mlm, causal, sparse), "directionality").outcome == "undecided"
+    assert carriers.mask_or_density(_family(mlm, causal, sparse), "directionality").outcome == "undecided"
 
 
 def test_a_difference_of_the_opposite_sign_does_not_count_for_the_mask():
     mlm = [-0.15 + e for e in NOISE]
     causal = [-0.45 + e for e in NOISE[::-1]]
     sparse = [+0.3 + e for e in NOISE[2:] + NOISE[:2]]  # far on the other side of the masked LM
-    decision = ft.mask_or_density(_family(mlm, causal, sparse), "directionality")
+    decision = carriers.mask_or_density(_family(mlm, causal, sparse), "directionality")
     assert decision.outcome == "density"
 
 
 def test_claims_name_the_objective_that_really_moves_further():
     larger, smaller = ft.change_claims("causal", "mlm", "symmetry", 0.016, 0.19)
-    assert smaller == "the causal LM moves symmetry less toward symmetric than the masked LM"
+    assert smaller == "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     assert ft.change_claims("causal", "mlm", "symmetry", -0.1, 0.2)[1] == \
-        "the causal LM moves symmetry toward skew, the masked LM toward symmetric"
-    assert larger.startswith("the causal LM moves symmetry further toward symmetric")
+        "the causal LM's change of symmetry is smaller than the masked LM's"
+    assert larger.startswith("the causal LM's symmetry rises more")
 
 
 def test_matched_steps_take_the_first_step_below_the_level_and_leave_out_runs_that_never_reach_it():
@@ -123,6 +124,11 @@ def test_read_fair_test_joins_arms_that_share_their_initialisation_and_refuses_o
     frame.to_csv(b / "s1" / "scores.csv", index=False)
     with pytest.raises(ValueError, match=r"do not share their initialisation .*\[1\]"):
         ft.read_fair_test(a, b)
+    frame.loc[(frame.step == 0) & (frame["head"] == 2), "symmetry"] -= 0.01
+    frame.loc[(frame.step == 0) & (frame["head"] == 1), "directionality"] = float("nan")  # a score not recorded
+    frame.to_csv(b / "s1" / "scores.csv", index=False)
+    with pytest.raises(ValueError, match=r"do not share their initialisation .*missing.*\[1\]"):
+        ft.read_fair_test(a, b)
 
 
 def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_skew():
@@ -130,10 +136,10 @@ def test_a_decision_never_calls_a_smaller_move_toward_symmetric_a_move_toward_sk
     frame = _summaries({"mlm": [0.19 + e for e in NOISE], "causal": [0.016 + e for e in NOISE[::-1]],
                         SPARSE: [0.073 + e for e in NOISE[4:] + NOISE[:4]], ob.AUTHORS_DECODER: NOISE},
                        score="symmetry")
-    decision = ft.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
+    decision = carriers.mask_or_density(ft.contrast_family(frame, pairs=ft.FAMILY[:3]), "symmetry")
     assert decision.outcome == "both"
     assert "toward skew" not in decision.sentence
-    assert "the causal LM moves symmetry less toward symmetric than the masked LM" in decision.sentence
+    assert "the causal LM's symmetry rises less than the masked LM's (toward symmetric)" in decision.sentence
 
 
 def _supervision_family(causal, sparse, small):
@@ -147,14 +153,14 @@ def test_share_or_supervision_follows_the_stated_rule(small_at, outcome):
     causal = [-0.45 + 0.5 * e for e in NOISE[::-1]]
     sparse = [-0.15 + 0.7 * e for e in NOISE[3:] + NOISE[:3]]
     small = [small_at + 0.6 * e for e in NOISE[6:] + NOISE[:6]]
-    decision = ft.share_or_supervision(_supervision_family(causal, sparse, small), "directionality", (1008, 126))
+    decision = carriers.share_or_supervision(_supervision_family(causal, sparse, small), "directionality", (1008, 126))
     assert decision.outcome == outcome
     assert "1,008 targets per step against 126" in decision.sentence and "CI" in decision.sentence
 
 
 def test_share_or_supervision_has_nothing_to_split_without_a_density_gap():
     same = [-0.2 + e for e in NOISE]
-    decision = ft.share_or_supervision(_supervision_family(same, same[::-1], same), "directionality")
+    decision = carriers.share_or_supervision(_supervision_family(same, same[::-1], same), "directionality")
     assert decision.outcome == "nothing to split"
 
 

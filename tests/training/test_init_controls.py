@@ -140,3 +140,62 @@ def test_the_brief_counts_the_controls_that_differ_and_says_when_none_decides():
     assert "0 differ detectably from default and 1 from symmetric (rotated) in final loss." in line
     assert "decides" not in line
     assert ic.brief(pd.DataFrame()) == "no control has run yet."
+
+
+def test_power_says_what_it_rests_on_and_how_uncertain_the_spread_is():
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01, "skew": 5.01}, n_seeds=6, noise=0.01)
+    family = ic.control_family(logs)
+    gap = ic.control_family(logs, pairs=[("symmetric", "default")]).iloc[0]["result"].differences
+    text = ic.power_text(family, effect=0.019, gap_differences=gap)
+    assert "With the spread of the symmetric − default differences instead" in text
+    assert "its 95% interval puts the need for" in text and "anywhere from" in text
+    assert "about four times as many" in text
+    assert "new default and symmetric runs" in text
+
+
+def test_a_control_whose_differences_do_not_vary_is_not_sized_as_a_thousand_seeds():
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01}, n_seeds=4, noise=0.0)
+    logs.loc[logs.init == "rotated", "val_loss"] = logs.loc[logs.init == "default", "val_loss"].to_numpy() + 0.01
+    family = ic.control_family(logs, pairs=[("rotated", "default")])
+    text = ic.power_text(family, effect=0.02)
+    assert "more than 1,000" not in text and "do not vary" in text
+
+
+def test_a_contrast_is_paired_only_over_seeds_that_read_the_same_data():
+    from qkgeometry.training.pairing import RunStart, data_groups
+
+    logs = _logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01}, n_seeds=6)
+    starts = [RunStart(f"{i}-{s}", s, i, {}, 9.0 + (0.003 if (i == "rotated" and s < 2) else 0.0))
+              for i in ("default", "symmetric", "rotated") for s in range(6)]
+    family = ic.control_family(logs, pairs=[("rotated", "default")], groups=data_groups(starts))
+    assert family.iloc[0]["n"] == 4  # seeds 0 and 1 of rotated read other data
+    assert ic.control_family(logs, pairs=[("rotated", "default")]).iloc[0]["n"] == 6
+
+
+def test_the_answer_says_speed_up_only_when_the_steps_to_the_target_are_established():
+    from qkgeometry import stats
+
+    logs = _curve_logs(gain=-0.02)
+    gap, target = ic.loss_gap_claim(logs), ic.target_claim(logs)
+    final = ic.control_family(logs, pairs=[("symmetric", "default")]).iloc[0]["judged"]
+    text = ic.gain_answer(final, gap, target, baseline_loss=6.0).text
+    assert ("Yes, on the measure of speed stated before the runs" in text) == (
+        target.primary.established and target.primary.interval.estimate < 0)
+    assert "checkpoints of one decaying learning-rate schedule" in text
+    assert f"at {sum(not s.established for s in gap.curve)} of the {len(gap.curve)} logged horizons" in text
+    # a target that is not established: never "speed-up", never "Yes"
+    weak = type(target)(target.subject, target.larger, target.smaller, tuple(
+        type(s)(s.axis, s.label, stats.Interval(-650, -1356, 56, 4, unit="seed"), s.primary) for s in target.curve),
+        decimals=0)
+    answer = ic.gain_answer(final, gap, weak, baseline_loss=6.0)
+    assert answer.head == "Not shown as a speed-up at our scale."
+    assert "does not reach the default start's final loss detectably sooner (−650 steps [−1,356, 56]" in answer.speed
+    assert answer.text.startswith(answer.head) and "speed-up" not in answer.speed
+
+
+def test_the_cause_line_names_what_differs_or_says_nothing_is_settled():
+    settled = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "indefinite": 4.90}))
+    assert "indefinite from default" in ic.cause_line(settled)
+    noisy = ic.control_family(_logs({"default": 5.02, "symmetric": 5.00, "rotated": 5.01}, n_seeds=4, noise=0.03))
+    assert ic.cause_line(noisy).startswith("Which property of the symmetric start helps is not settled")
+    assert "not tested yet" in ic.cause_line(pd.DataFrame())

@@ -40,6 +40,7 @@ from .iterate import iter_factors, opened
 __all__ = [
     "DEFAULT_QUANTILES",
     "RotationNull",
+    "chance_line",
     "directionality_is_identically_zero",
     "directionality_null_quantiles",
     "directionality_null_samples",
@@ -400,3 +401,28 @@ def directionality_quantile_table(ds=None, rs=None, q=(0.025, 0.05, 0.25, 0.5, 0
             row.update({f"q{level:g}": float(np.quantile(pooled, level)) + 0.0 for level in q})  # no -0
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def chance_line(z: np.ndarray, threshold: float = 3.0) -> str:
+    """How far trained layers sit from chance, in one plain sentence: the share of layer z-scores against the
+    rotation null (:func:`rotation_z_scores`) above ``threshold``, and the lowest one. Chapter 6.
+
+    >>> chance_line(np.array([12.0, 30.5, 8.2]))
+    'every one of the 3 trained layers is more symmetric than random rotations of its own spectrum make it (the lowest z is 8.2)'
+    >>> chance_line(np.array([12.0, 1.5]))
+    '1 of the 2 trained layers is more symmetric than random rotations of its own spectrum make it by more than z = 3 (the lowest z is 1.5)'
+    """
+    from ..tables import format_number
+
+    z = np.asarray(z, dtype=float)
+    z = z[np.isfinite(z)]
+    if not len(z):
+        raise ValueError("z: needs at least one finite layer z-score.")
+    low = format_number(float(z.min()), decimals=1)
+    above = int((z > threshold).sum())
+    if above == len(z):
+        return (f"every one of the {len(z)} trained layers is more symmetric than random rotations of its own "
+                f"spectrum make it (the lowest z is {low})")
+    return (f"{above} of the {len(z)} trained layers {'is' if above == 1 else 'are'} more symmetric than random "
+            f"rotations of its own spectrum make it by more than z = {format_number(threshold, decimals=0)} "
+            f"(the lowest z is {low})")

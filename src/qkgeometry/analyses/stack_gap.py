@@ -18,7 +18,8 @@ from ..claims import Claim, Specification
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["folded_line", "lineage_line", "paired_line", "separation_words", "stack_gap_claim"]
+__all__ = [
+    "family_paired_line", "folded_line", "lineage_line", "paired_line", "separation_words", "stack_gap_claim"]
 
 
 def stack_gap_claim(models: pandas.DataFrame, score: str, n_resamples: int = 9999, seed: int = 0) -> Claim:
@@ -99,6 +100,24 @@ def paired_line(encoder_higher: int, n: int, score: str = "symmetry") -> str:
         return f"the {higher} is the more symmetric stack in {k} of {n} models"
     # a higher directionality is the less key-dominated stack
     return f"the {lower} is the more key-dominated stack in {k} of {n} models"
+
+
+def family_paired_line(count_line: str, n_families: int, family_verdict) -> str:
+    """A count of models (:func:`paired_line`) with the level at which it replicates: how many families the models
+    come from, and the verdict with each family counted once (``family_verdict``, a
+    :class:`qkgeometry.stats.Verdict` over families).
+
+    >>> from qkgeometry import stats
+    >>> v = stats.judge(stats.Interval(0.21, 0.05, 0.37, 4, unit="family"), "the encoder stacks are more symmetric",
+    ...                 "the decoder stacks are more symmetric", "encoder − decoder symmetry")
+    >>> family_paired_line("the encoder is the more symmetric stack in 21 of 22 models", 4, v)
+    'the encoder is the more symmetric stack in 21 of 22 models, which come from 4 families; counted once per family, the encoder stacks are more symmetric (0.210 [0.050, 0.370], n = 4 families)'
+    """
+    i = family_verdict.interval
+    unit = "family" if n_families == 1 else "families"
+    claim = family_verdict.claim
+    return (f"{count_line}, which come from {n_families} {unit}; counted once per family, {claim} "
+            f"({stats.format_interval(i.estimate, i.low, i.high)}, n = {i.n} {'family' if i.n == 1 else 'families'})")
 
 
 def folded_line(verdict, toward_zero: int, n_stacks: int) -> str:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..tables import format_number
+
 
 def report(ok: bool, name: str, detail: str = "") -> bool:
     """Print a uniform verdict line and return ``ok``."""
@@ -38,5 +40,5 @@ def compare(candidate: Callable, reference: Callable, cases: list[tuple], name: 
                 return report(False, name, f"shape {g.shape} on test case {i}, expected {w.shape}")
             if not np.allclose(g, w, atol=atol, rtol=1e-6):
                 err = float(np.max(np.abs(g - w)))
-                return report(False, name, f"max abs error {err:.3g} on test case {i}")
+                return report(False, name, f"max abs error {format_number(err, spec='.3g')} on test case {i}")
     return report(True, name, f"{len(cases)} test cases")

@@ -14,6 +14,7 @@ from ..analyses.nulls import rotation_null_moments_factored
 from ..analyses.rotary import RopeSpec, offset_form, rope_frequencies
 from ..analyses.spectrum import spectral_summary
 from ..scores import symmetry_score_factored
+from ..tables import format_number
 from . import compare, report
 
 __all__ = ["check_offset_form", "check_positive_share", "check_rotation_z"]
@@ -63,5 +64,5 @@ def check_positive_share(fn: Callable[[np.ndarray, np.ndarray], float], seed: in
         got = fn(a, -a)
         if not np.isclose(got, 0.0, atol=1e-6):
             return report(False, "positive energy share", f"for A = −B the form is negative semi-definite: the share "
-                                                          f"must be 0, got {got:.3g}")
+                                                          f"must be 0, got {format_number(got, spec='.3g')}")
     return ok

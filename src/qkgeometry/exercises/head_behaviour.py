@@ -13,6 +13,7 @@ import numpy as np
 from ..heads.behaviour import pattern_scores
 from ..heads.hypotheses import separation
 from ..heads.surgery import part_form, part_scale
+from ..tables import format_number
 from . import report
 
 __all__ = ["HOLM_P_VALUES", "check_auc", "check_doubled_head", "check_holm", "check_part_scale",
@@ -41,7 +42,7 @@ def check_previous_token_score(fn: Callable[[np.ndarray], np.ndarray], seed: int
             return report(False, "previous-token score", f"shape {got.shape}, expected {want.shape}")
         if not np.allclose(got, want, atol=1e-10):
             hint = " (did you start at row 4?)" if np.allclose(got, _all_rows(a), atol=1e-10) else ""
-            return report(False, "previous-token score", f"off by {np.max(np.abs(got - want)):.3g}{hint}")
+            return report(False, "previous-token score", f"off by {format_number(np.max(np.abs(got - want)), spec='.3g')}{hint}")
     return report(True, "previous-token score")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..scores import directionality_score, symmetry_score, symmetry_score_factored
+from ..tables import format_number
 from . import compare, report
 
 __all__ = [
@@ -103,7 +104,7 @@ def check_toy_symmetry(s_M: float, s_transposed: float, s_scaled: float) -> bool
     if not np.isclose(got[0], want):
         hint = " (the factor 2 of some statements of the score is a slip; the range is [−1, 1])" if np.isclose(
             got[0], 2 * want) else " (‖M_s‖² = 4, ‖M_n‖² = 2: count the squared entries of each part)"
-        return report(False, name, f"s(M) is not {got[0]:g}{hint}")
+        return report(False, name, f"s(M) is not {format_number(got[0], spec='g')}{hint}")
     if not np.isclose(got[1], want):
         return report(False, name, "s(Mᵀ): transposing keeps M_s and flips the sign of M_n, so both energies stay")
     if not np.isclose(got[2], want):

@@ -33,6 +33,7 @@ __all__ = [
     "head_geometry",
     "input_geometry",
     "input_isotropy",
+    "input_trace_z",
     "skew_effective_rank",
 ]
 
@@ -141,20 +142,41 @@ def _attention_inputs(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
     return [seen[i] for i in range(len(mods))]
 
 
-def input_isotropy(x: np.ndarray) -> float:
-    """How isotropic inputs are: the participation ratio of their second moment ``Σ = E x xᵀ`` over its largest
-    value, ``(tr Σ)² / (d · tr Σ²)``: 1 when ``Σ ∝ I``, ``1/d`` when every input lies on one line. ``x``: (..., d),
-    the last axis the features. Uncentred, because ``E xᵀ M x = tr(M Σ)`` takes the raw inputs. Chapter 7.
-
-    >>> round(input_isotropy(np.eye(4)), 3), round(input_isotropy(np.ones((5, 4))), 3)
-    (1.0, 0.25)
-    """
+def _centred(x: np.ndarray) -> np.ndarray:
+    """``x`` (..., d) as rows of features, less their mean: what the softmax can tell apart."""
     flat = np.asarray(x, dtype=np.float64).reshape(-1, np.shape(x)[-1])
     if flat.shape[0] == 0 or flat.shape[1] == 0:
         raise ValueError(f"x: needs at least one input of at least one feature; got shape {np.shape(x)}.")
-    sigma = flat.T @ flat / flat.shape[0]
+    return flat - flat.mean(axis=0)
+
+
+def input_isotropy(x: np.ndarray) -> float:
+    """How isotropic inputs are: the participation ratio of their covariance ``C = E (x − μ)(x − μ)ᵀ`` over its
+    largest value, ``(tr C)² / (d · tr C²)``: 1 when ``C ∝ I``, ``1/d`` when every input lies on one line through
+    their mean. ``x``: (..., d), the last axis the features. Centred, because a mean ``μ`` shared by every token adds
+    ``μᵀMμ`` to every logit of a query alike, which the softmax cancels (:func:`input_trace_z`). Chapter 7.
+
+    >>> round(input_isotropy(np.eye(4)), 3), round(input_isotropy(np.arange(20.0).reshape(5, 4)), 3)  # a simplex; a line
+    (0.75, 0.25)
+    """
+    xc = _centred(x)
+    sigma = xc.T @ xc / xc.shape[0]
     tr, tr2 = float(np.trace(sigma)), float(np.sum(sigma * sigma))
-    return tr * tr / (flat.shape[1] * tr2) if tr2 > 0 else float("nan")
+    return tr * tr / (xc.shape[1] * tr2) if tr2 > 0 else float("nan")
+
+
+def input_trace_z(x: np.ndarray, wq: np.ndarray, wk: np.ndarray) -> float:
+    """The trace z of ``M = W_Q W_Kᵀ`` on the inputs a head meets: ``√d · tr(MC) / (‖M‖ · tr C / d)``, ``C`` the
+    inputs' covariance. A token's expected advantage on itself over another token of the same inputs is
+    ``E xᵢᵀM xᵢ − E xᵢᵀM xⱼ = tr(MC)``: the mean ``μ`` enters every logit of a query as the same ``μᵀMμ`` and cancels
+    in the softmax, so it is left out. Scaled so that it equals the weight-level trace z when ``C ∝ I``; NaN when
+    ``M`` or the inputs' spread is 0. ``x``: (..., d); ``wq``, ``wk``: (d, d_h). Chapter 7."""
+    xc = _centred(x)
+    d = xc.shape[1]
+    self_logit = float(np.mean(np.sum((xc @ wq) * (xc @ wk), axis=-1)))  # tr(MC)
+    spread = float(np.mean(np.sum(xc * xc, axis=-1)))  # tr C
+    m_norm = math.sqrt(max(float(np.trace((wq.T @ wq) @ (wk.T @ wk))), 0.0))
+    return math.sqrt(d) * self_logit / (m_norm * spread / d) if m_norm > 0 and spread > 0 else float("nan")
 
 
 def input_geometry(model, input_ids: torch.Tensor, skip: int = 4) -> pd.DataFrame:
@@ -166,9 +188,10 @@ def input_geometry(model, input_ids: torch.Tensor, skip: int = 4) -> pd.DataFram
 
     The weight-level trace z (:func:`head_geometry`) predicts a token's logit on itself only for isotropic inputs.
     Two columns test that assumption on the tokens from position ``skip`` on (the rows the behaviour scores read):
-    ``input_isotropy`` (:func:`input_isotropy` of the layer's inputs) and ``input_trace_z``, the trace z with the
-    inputs' own second moment Σ, ``√d · tr(MΣ) / (‖M‖ · tr Σ / d)``: the mean self-logit ``E xᵀMx`` on the scale
-    that makes it equal ``trace_z`` when ``Σ ∝ I``. One row per (layer, head). Chapter 7."""
+    ``input_isotropy`` (:func:`input_isotropy` of the layer's inputs) and ``input_trace_z`` (:func:`input_trace_z`),
+    the trace z with the inputs' own covariance C, ``√d · tr(MC) / (‖M‖ · tr C / d)``: a token's expected advantage
+    on itself over another token (the mean input cancels in the softmax), on the scale
+    that makes it equal ``trace_z`` when ``C ∝ I``. One row per (layer, head). Chapter 7."""
     inputs = _attention_inputs(model, input_ids)
     if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < input_ids.shape[-1]:
         raise ValueError(f"skip: the leading positions to leave out of the trace, a whole number from 0 to "
@@ -186,15 +209,11 @@ def input_geometry(model, input_ids: torch.Tensor, skip: int = 4) -> pd.DataFram
         seen = x[:, skip:]
         if layer not in isotropy:
             isotropy[layer] = input_isotropy(seen)
-        self_logit = float(np.mean(np.sum(q[:, skip:] * k[:, skip:], axis=-1)))  # E xᵀ M x = tr(MΣ)
-        mean_sq = float(np.mean(np.sum(seen * seen, axis=-1)))  # E ‖x‖² = tr Σ
-        m_norm = math.sqrt(max(float(np.trace((wq.T @ wq) @ (wk.T @ wk))), 0.0))
         rows.append({"layer": layer, "head": head, "input_symmetry": cross / total if total > 0 else float("nan"),
                      "skew_effective_rank": er,
                      "skew_rank_share": er / min(d, 2 * wq.shape[1]),
                      "input_isotropy": isotropy[layer],
-                     "input_trace_z": (math.sqrt(d) * self_logit / (m_norm * mean_sq / d)
-                                       if m_norm > 0 and mean_sq > 0 else float("nan"))})
+                     "input_trace_z": input_trace_z(seen, wq, wk)})
     return pd.DataFrame(rows)
 
 

@@ -29,8 +29,12 @@ from .behaviour import relabel
 __all__ = [
     "HYPOTHESES",
     "Hypothesis",
+    "JobAnswer",
     "Separation",
     "hypothesis_family",
+    "hypothesis_reading",
+    "job_answer",
+    "pooled_separation",
     "rank_correlation",
     "run_hypotheses",
     "separation",
@@ -51,15 +55,36 @@ class Separation:
     n_label: int
     n_rest: int
     level: float = 0.95
+    #: for a separation pooled at the model level (:func:`pooled_separation`): each model's own AUC
+    per_model: tuple[float, ...] = ()
 
     def format(self, digits: int = 2) -> str:
         return f"{self.auc:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
     @property
+    def n_models(self) -> int:
+        return len(self.per_model)
+
+    @property
     def interval(self) -> Interval:
-        """``AUC − ½`` as an :class:`~qkgeometry.stats.Interval` over heads (for :func:`qkgeometry.stats.verdict`)."""
+        """``AUC − ½`` as an :class:`~qkgeometry.stats.Interval` (for :func:`qkgeometry.stats.verdict`): over
+        heads, or over models for a separation pooled at the model level."""
+        if self.per_model:
+            return Interval(self.auc - 0.5, self.low - 0.5, self.high - 0.5, self.n_models, self.level,
+                            "bootstrap-percentile", "model")
         return Interval(self.auc - 0.5, self.low - 0.5, self.high - 0.5, self.n_label + self.n_rest, self.level,
                         "bootstrap-percentile", "head")
+
+    def power(self, auc: float = 0.6, alpha: float = 0.05) -> float:
+        """For a separation pooled at the model level: the power of a t-test over models (their own AUCs, with
+        the spread they show) to detect a mean AUC of ``auc``; NaN with fewer than two models or no spread. How
+        much a "not detected" here says."""
+        from ..stats import paired_t_power
+
+        aucs = np.asarray(self.per_model, dtype=float)
+        if len(aucs) < 2 or not np.std(aucs, ddof=1) > 0:
+            return float("nan")
+        return paired_t_power(abs(auc - 0.5), float(np.std(aucs, ddof=1)), len(aucs), alpha)
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -122,6 +147,59 @@ def separation(values, is_label, n_resamples: int = 2000, level: float = 0.95, s
     return Separation(auc, low, high, p, int(y.sum()), int((~y).sum()), level)
 
 
+def _auc_by_rank(ranks: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """AUC of the labelled units from their (tie-averaged) ranks, for each row of ``labels`` (..., n)."""
+    n1 = labels.sum(-1)
+    n0 = labels.shape[-1] - n1
+    return ((labels * ranks).sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def pooled_separation(values, is_label, models, n_resamples: int = 2000, level: float = 0.95,
+                      seed: int = 0) -> Separation | None:
+    """A separation pooled at the level where the evidence replicates, the model: the estimate is the mean of the
+    models' own AUCs (each model counts once, however many heads it has), its interval a two-stage percentile
+    bootstrap (models resampled, then the labelled heads and the rest within each), its p-value a permutation test
+    of "every model's AUC is ½" that permutes labels within models only. Models where either group has fewer than 2
+    heads are left out. Returns None when fewer than two models remain. The heads of one model share its training,
+    so they are not counted as independent draws. Chapter 7."""
+    x = np.asarray(values, dtype=np.float64)
+    y = np.asarray(is_label, dtype=bool)
+    m = np.asarray(models)
+    if not x.shape == y.shape == m.shape:
+        raise ValueError(f"values, is_label and models: must have the same length; got {x.shape}, {y.shape} and "
+                         f"{m.shape}.")
+    ok = np.isfinite(x)
+    parts = []
+    for name in dict.fromkeys(m[ok]):
+        sel = ok & (m == name)
+        if y[sel].sum() >= 2 and (~y[sel]).sum() >= 2:
+            parts.append((x[sel], y[sel]))
+    if len(parts) < 2:
+        return None
+    per_model = [float(_auc_by_rank(rankdata(v), lab)) for v, lab in parts]
+    auc = float(np.mean(per_model))
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_resamples)
+    for b in range(n_resamples):
+        aucs = []
+        for i in rng.integers(0, len(parts), len(parts)):
+            v, lab = parts[i]
+            pos = rng.choice(v[lab], lab.sum())
+            neg = rng.choice(v[~lab], (~lab).sum())
+            both = np.concatenate([pos, neg])
+            aucs.append(float(_auc_by_rank(rankdata(both), np.arange(len(both)) < len(pos))))
+        boot[b] = np.mean(aucs)
+    alpha = (1 - level) / 2
+    low, high = (float(q) for q in np.quantile(boot, [alpha, 1 - alpha]))
+    null = np.zeros(n_resamples)
+    for v, lab in parts:
+        shuffled = rng.permuted(np.broadcast_to(lab, (n_resamples, len(lab))), axis=-1)
+        null += _auc_by_rank(rankdata(v), shuffled)
+    null /= len(parts)
+    return Separation(auc, low, high, _two_sided_p(auc, null), int(sum(lab.sum() for _, lab in parts)),
+                      int(sum((~lab).sum() for _, lab in parts)), level, tuple(per_model))
+
+
 def separation_verdict(sep: Separation | None, larger: str, smaller: str) -> str:
     """One sentence from a :class:`Separation`, by :func:`qkgeometry.stats.verdict` on ``AUC − ½``. Chapter 7."""
     if sep is None:
@@ -146,6 +224,8 @@ class Hypothesis:
     statement: str
     kind: str = "empirical"
     assumption: str = ""
+    #: the hypothesis in a few plain words, for a chapter's opening answer
+    short: str = ""
 
 
 #: The chapter's hypotheses, in the order they are written on the page.
@@ -154,33 +234,42 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
                "Duplicate-token heads need xᵢᵀ M xⱼ large when xⱼ ≈ xᵢ, which only Mₛ "
                "sets: Mₛ should carry mostly positive eigen-energy.", "algebra",
                "the two occurrences of a token enter the head alike (xⱼ ≈ xᵢ: position and context change them "
-               "little)"),
+               "little)",
+               short="duplicate-token heads carry more positive energy in Mₛ"),
     Hypothesis("H2", "duplicate", "trace_z", "higher", "all",
                "Duplicate-token heads have a large positive trace of M (xᵀ M x = xᵀ Mₛ x large "
                "on average).", "algebra",
-               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
+               "xⱼ ≈ xᵢ as in H1, and isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I",
+               short="duplicate-token heads have a larger trace"),
     Hypothesis("H3", "current", "trace_z", "higher", "all",
                "Current-token heads have a large positive trace of M (a token's logit on itself is "
                "xᵀ Mₛ x).", "algebra",
-               "isotropic inputs: E xᵀMx = tr(MΣ) follows tr M only when Σ ∝ I"),
+               "isotropic inputs: a token's advantage on itself, tr(MC) with C the inputs' covariance, follows tr M only when C ∝ I",
+               short="current-token heads have a larger trace"),
     Hypothesis("H4", "current", "symmetry", "higher", "all",
                "Current-token heads compare a token with itself, which only Mₛ can do: their W_qk is more "
                "symmetric.", "algebra",
                "a head that must attend to itself has little use for Mₙ (the algebra asks only for a large xᵀMₛx; "
-               "the symmetry score also counts how much of M is Mₙ)"),
+               "the symmetry score also counts how much of M is Mₙ)",
+               short="current-token heads are more symmetric"),
     Hypothesis("H5", "previous", "trace_gain_m1", "higher", "rotary",
                "Previous-token heads in rotary models show it at Δ = −1: tr M(−1) "
-               "exceeds tr M(0)."),
+               "exceeds tr M(0).",
+               short="previous-token heads of rotary models gain at offset −1"),
     Hypothesis("H6", "previous", "symmetry", "lower", "all",
                "Previous-token heads are order-sensitive: their W_qk is less symmetric (the intuition that "
-               "skew means 'attend by order')."),
+               "skew means 'attend by order').",
+               short="previous-token heads are less symmetric"),
     Hypothesis("H7", "first", "directionality", "lower", "all",
-               "Sink heads are column-dominated: directionality below that of other heads."),
+               "Sink heads are column-dominated: directionality below that of other heads.",
+               short="sink heads are more key-dominated"),
     Hypothesis("H8", "first", "key_bias", "higher", "bias",
-               "In models with a query bias, sink heads carry a larger key-only bias term."),
+               "In models with a query bias, sink heads carry a larger key-only bias term.",
+               short="sink heads carry a larger key-bias term"),
     Hypothesis("H9", "routing", "symmetry", "lower", "all",
                "Routing heads (previous, next, induction) are more skew than the rest, as the routing/filtering "
-               "reading of the split claims."),
+               "reading of the split claims.",
+               short="routing heads are more skew"),
 )
 
 
@@ -209,10 +298,12 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
             if col not in g or g[col].isna().all():
                 continue
             lab = g[col].fillna(False).astype(bool).to_numpy()
-            strata = g["model"].to_numpy() if name == "pooled" else None
             if name == "pooled" and g["model"].nunique() < 2:
                 continue
-            sep = separation(g[hyp.score].to_numpy(), lab, n_resamples, seed=seed, strata=strata)
+            if name == "pooled":
+                sep = pooled_separation(g[hyp.score].to_numpy(), lab, g["model"].to_numpy(), n_resamples, seed=seed)
+            else:
+                sep = separation(g[hyp.score].to_numpy(), lab, n_resamples, seed=seed)
             if hyp.direction == "higher":
                 verdict_text = separation_verdict(sep, "confirmed (higher)", "reversed (lower)")
             else:
@@ -222,7 +313,9 @@ def run_hypotheses(table: pd.DataFrame, hypotheses: Sequence[Hypothesis] = HYPOT
                          "model": name, "n_label": int(lab.sum()), "n_rest": int((~lab).sum()),
                          "auc": np.nan if sep is None else sep.auc, "low": np.nan if sep is None else sep.low,
                          "high": np.nan if sep is None else sep.high,
-                         "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text})
+                         "p_value": np.nan if sep is None else sep.p_value, "verdict": verdict_text,
+                         "n_models": np.nan if sep is None or name != "pooled" else sep.n_models,
+                         "power_0_6": np.nan if sep is None or name != "pooled" else sep.power(0.6)})
     return pd.DataFrame(rows)
 
 
@@ -245,7 +338,36 @@ def hypothesis_family(results: pd.DataFrame, alpha: float = 0.05) -> pd.DataFram
             fam.loc[sel, "p_holm"] = holm_adjusted(fam.loc[sel, "p_value"].to_numpy())
     side = np.where(fam["expected"] == "higher", fam["auc"] > 0.5, fam["auc"] < 0.5)
     fam["holds"] = side & (fam["p_holm"] < alpha)
+    bounds = {c: fam[c] if c in fam else pd.Series(np.nan, index=fam.index) for c in ("low", "high")}
+    fam["reading"] = [hypothesis_reading(e, a, lo, hi, p, alpha) for e, a, lo, hi, p in
+                      zip(fam["expected"], fam["auc"], bounds["low"], bounds["high"], fam["p_holm"])]
     return fam
+
+
+def hypothesis_reading(expected: str, auc: float, low: float, high: float, p_holm: float,
+                       alpha: float = 0.05) -> str:
+    """A hypothesis's verdict in words, with its bound when nothing is detected: "holds", "reversed", "not
+    established" (the interval excludes ½ but Holm's correction does not let the test pass, said with its p), or
+    "not detected" with the AUC the interval still allows on the predicted side. Chapter 7.
+
+    >>> hypothesis_reading("higher", 0.55, 0.45, 0.66, 0.4)
+    'not detected (the interval allows an AUC up to 0.66)'
+    >>> hypothesis_reading("lower", 0.40, 0.31, 0.48, 0.09)
+    'not established (its interval excludes 0.5, but the Holm-adjusted permutation p is 0.09)'
+    """
+    from ..stats import format_number, format_p
+
+    if not np.isfinite(auc):
+        return "not testable"
+    predicted = auc > 0.5 if expected == "higher" else auc < 0.5
+    if np.isfinite(p_holm) and p_holm < alpha:
+        return "holds" if predicted else "reversed"
+    if low > 0.5 or high < 0.5:
+        return (f"not established (its interval excludes 0.5, but the Holm-adjusted permutation "
+                f"{format_p(min(p_holm, 1.0))})").replace("p = ", "p is ")
+    bound = (f"up to {format_number(high, decimals=2)}" if expected == "higher" else
+             f"down to {format_number(low, decimals=2)}")
+    return f"not detected (the interval allows an AUC {bound})"
 
 
 
@@ -291,3 +413,56 @@ def rank_correlation(x, y, n_resamples: int = 2000, level: float = 0.95, seed: i
     alpha = (1 - level) / 2
     low, high = (float(v) for v in np.quantile(dist, [alpha, 1 - alpha]))
     return Interval(rho, low, high, len(a), level, "bootstrap-percentile", unit)
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    """The answer to "what does a head's geometry say about its job?" in the pieces a chapter opens with: ``head``
+    (a few plain words), ``algebra`` and ``readings`` (which predictions of each family hold, and the others with
+    their bound) and ``firmness`` (how many verdicts change with the label thresholds)."""
+
+    head: str
+    algebra: str
+    readings: str
+    firmness: str
+
+
+def _listed(rows: pd.DataFrame) -> str:
+    from ..claims import join_words
+
+    by_key = {h.key: h for h in HYPOTHESES}
+    return join_words([f"{by_key[k].short or by_key[k].statement} ({k})" for k in rows["hypothesis"]])
+
+
+def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> JobAnswer:
+    """:class:`JobAnswer` from the hypothesis family (:func:`hypothesis_family`) and, when given, its threshold
+    sensitivity (:func:`threshold_sensitivity`). "Little" when at most a third of the readings of the split hold;
+    a reading not detected is named with its bound (:func:`hypothesis_reading`). Chapter 7."""
+    from ..claims import join_words
+    from ..formatting import format_number
+
+    algebra, emp = family[family["kind"] == "algebra"], family[family["kind"] == "empirical"]
+    held_alg, held_emp = algebra[algebra["holds"]], emp[emp["holds"]]
+    k, n = len(held_emp), len(emp)
+    flips: list[str] = []
+    firmness = ""
+    if sensitivity is not None and len(sensitivity):
+        stable = sensitivity.groupby("hypothesis")["holds"].agg(lambda v: bool(v.all()) or not bool(v.any()))
+        flips = sorted(stable[~stable].index)
+        factors = sorted(sensitivity["factor"].unique())
+        firmness = (f"{len(flips)} of the {len(stable)} verdicts change when every label threshold is scaled from "
+                    f"×{format_number(factors[0], spec='g')} to ×{format_number(factors[-1], spec='g')}" + (f" ({join_words(flips)})" if flips else "") + ".")
+    amount = "Little" if 3 * k <= n else "Some" if 2 * k <= n else "Much"
+    fragile = [h for h in held_emp["hypothesis"] if h in flips]
+    head = (f"{amount}: beyond what the algebra fixes, {k} of the {n} readings of the split hold"
+            + (f" ({join_words(list(held_emp['hypothesis']))})" if k else "")
+            + (f", and {'it changes' if len(fragile) == 1 and k == 1 else f'{len(fragile)} of them change'} with the "
+               f"label thresholds" if fragile else "")
+            + f"; {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted.")
+    alg = (f"The algebra's predictions that hold: {_listed(held_alg)}." if len(held_alg) else
+           "None of the algebra's predictions holds.")
+    missed = emp[~emp["holds"]]
+    readings = ((f"Readings that hold: {_listed(held_emp)}. " if k else "No reading of the split holds. ")
+                + ("; ".join(f"{h} is {r}" for h, r in zip(missed["hypothesis"], missed["reading"])) + "."
+                   if len(missed) else ""))
+    return JobAnswer(head, alg, readings, firmness)

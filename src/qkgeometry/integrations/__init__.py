@@ -1,15 +1,20 @@
 """Score a model while it trains: callbacks for training loops. Chapters 3 and 5.
 
-* :class:`ScoreCallback` — a ``transformers.TrainerCallback``: every ``every`` optimizer steps (and once before the
-  first) it scores the model in memory, logs the medians through the trainer's own logging (so TensorBoard, W&B
-  or trackio show them) and appends the per-layer (or per-head) rows to a trajectory store that
+* :class:`ScoreCallback` — a ``transformers.TrainerCallback``: every ``every`` optimizer steps (and before the
+  first, and at the last) it scores the model in memory, logs the medians through the trainer's own logging (so
+  TensorBoard, W&B or trackio show them) and appends the per-layer (or per-head) rows to a trajectory store that
   ``qkgeometry plot STORE --trajectory`` draws;
-* :class:`ScoreLightningCallback` — the same for PyTorch Lightning (when Lightning is installed);
+* :class:`ScoreLightningCallback` — the same for PyTorch Lightning (when Lightning is installed), logging through
+  the trainer's loggers at exactly the scored steps;
 * :class:`LiveScorer` — the part they share, for any other training loop: ``scorer.score(model, step)``.
 
-Scoring reads the weights the model already holds (no copy of the model, one layer's Q/K in float64 at a time) with
-the factored kernel, on the model's own device; in a multi-process (DDP) run only the main process scores and
-writes. ``benchmarks/bench_callback.py`` measures the overhead.
+Each start of training is one run (:mod:`qkgeometry.surveying.runs`), stored apart from every other; resuming from
+a checkpoint continues its run. Scoring reads the weights the model already holds (no copy of the model, one
+layer's Q/K in float64 at a time; the wrappers people train with are read through:
+:mod:`qkgeometry.readers.module`) with the factored kernel, on the model's own CUDA device or on the CPU; in a
+multi-process (DDP) run only the main process scores and writes. It never stops training: a failure is a warning,
+and undefined scores (a diverging run) are stored and logged as NaN. ``benchmarks/bench_callback.py`` measures what
+it costs.
 
 ``transformers`` (or Lightning) is imported when the callback is first used, not with this package.
 """

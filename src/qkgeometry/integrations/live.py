@@ -1,8 +1,16 @@
-"""What every training callback shares: score a model held in memory at a training step, keep the rows in a
-trajectory store, and return the medians to log. Chapters 3 and 5."""
+"""What every training callback shares: score a model held in memory at a training step, keep the rows of each
+run in a trajectory store, and return the medians to log. Chapters 3 and 5.
+
+A *run* is one start of training (:class:`~qkgeometry.surveying.runs.RunId`: its name, when it started, its seed
+and a fingerprint of its configuration). :meth:`LiveScorer.start` begins one; :meth:`LiveScorer.score` scores one
+step of it. The callbacks start a run each time training starts, and continue the run a checkpoint came from when
+training resumes from it.
+"""
 
 from __future__ import annotations
 
+import warnings
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +18,9 @@ from .._lazy import LazyModule
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ..surveying.runs import RunId
+    from ..surveying.store import SurveyStore
 else:
     pd = LazyModule("pandas")
 
@@ -21,132 +32,207 @@ LIVE_PREFIX = "live:"
 
 
 class LiveScorer:
-    """Scores a model during training and keeps the rows.
+    """Scores a model while it trains and keeps the rows. Chapter 3.
 
     ``store``: a trajectory store (``.sqlite``, or ``.csv``) to append the rows to, or None to keep them in memory
-    only (:attr:`frames`). ``every``: score every this many steps (the callbacks' interval). ``run``: the run's
-    identity in the store (default: the training's output folder, resolved, plus `` (live)``); two runs are never
-    merged in a figure. ``per``, ``num_std`` and ``input_norm`` as for :func:`qkgeometry.score_model`.
-    ``prefix``: the name of the logged medians (``qkgeometry/symmetry_median``...).
+    only (:attr:`frames`). ``every``: score every this many steps (the callbacks' interval). ``run``: the name of
+    the runs this scorer scores (default: the training's output folder, resolved; the current folder for
+    :meth:`score` alone): each start of training is one run of that name, stored apart from the others.
+    ``per``, ``num_std`` and ``input_norm`` as for :func:`qkgeometry.score_model`. ``prefix``: the name of the
+    logged medians (``qkgeometry/symmetry_median``...).
 
-    Every argument is checked here, before training starts; the store is created when the first rows are written.
+    Every argument is checked here, before training starts; the store is created when the first rows are written,
+    and held open (one connection) until the run ends (:meth:`close`). A step whose Q/K weights hold NaN or Inf,
+    or an all-zero W_qk, is stored and returned as NaN, with one warning per run that names the step and the layer.
+
+    >>> scorer = LiveScorer(every=10)            # doctest: +SKIP
+    >>> for step in range(101):                  # doctest: +SKIP
+    ...     train_one_step(model)
+    ...     if scorer.due(step):
+    ...         medians = scorer.score(model, step)
     """
 
     def __init__(self, store: str | Path | None = None, every: int = 100, *, run: str | None = None,
                  per: str = "layer", num_std: float = 2.0, input_norm: str = "raw", prefix: str = "qkgeometry"):
-        from .._files import check_writable_file
-        from .._validation import check_num_std
-        from ..surveying.store import STORE_SUFFIXES
+        from ..surveying.scoring import check_score_args, check_store_path
 
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"`every` must be a whole number of steps >= 1; got {every!r}.")
-        if per not in ("layer", "head"):
-            raise ValueError(f"`per` must be 'layer' or 'head'; got {per!r}.")
-        if input_norm not in ("raw", "folded"):
-            raise ValueError(f"`input_norm` must be 'raw' or 'folded'; got {input_norm!r}.")
-        check_num_std(num_std)
+        check_score_args(per, num_std, input_norm)
         if run is not None and (not isinstance(run, str) or not run.strip()):
             raise ValueError(f"`run` must be a non-empty name for this training run; got {run!r}.")
-        if store is not None:
-            store = Path(store)
-            if store.suffix.lower() not in (".csv", *STORE_SUFFIXES):
-                raise ValueError(f"`store` must be a .sqlite store or a .csv file; got {str(store)!r}.")
-            check_writable_file(store, "`store`")
-        self.store, self.every, self.run = store, every, run
+        self.store = check_store_path(store, "`store`")
+        self.every, self.name = every, run
         self.per, self.num_std, self.input_norm, self.prefix = per, float(num_std), input_norm, prefix
-        #: the frames scored so far, one per step (also when ``store`` is None)
-        self.frames: list[pd.DataFrame] = []
+        #: the run being scored (None before the first :meth:`start` or :meth:`score`)
+        self.run: RunId | None = None
+        #: the steps scored in this run, in the order they were scored
+        self.scored: list[int] = []
+        self._kept: deque[tuple[pd.DataFrame, dict[str, Any]]] = deque()
+        self._db: SurveyStore | None = None
+        self._warned = False
+        self._failures: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------------------------------------ runs
+    def start(self, name: str | Path | None = None, *, seed: int | None = None, config: str = "-",
+              resume: str | None = None, step: int = 0) -> RunId:
+        """Begin a run (and end the one before): named ``run`` if the scorer has one, else ``name`` (the
+        training's output folder), else the current folder; ``seed`` and ``config`` (a fingerprint of the training's
+        configuration) go into its identity. ``resume``: the identity of a run to continue (training that resumes
+        from a checkpoint it saved), from ``step``; when the store already holds later steps of it (the start it
+        resumes went on past its last checkpoint), one warning says so, and each is replaced when training
+        reaches it again."""
+        from ..surveying.runs import RunId
+
+        self.close()
+        continued = None if resume is None else RunId.parse(resume)
+        if continued is None:
+            label = self.name or (str(Path(name).resolve()) if name is not None else str(Path.cwd()))
+            continued = RunId.start(label, seed, config)
+        self.run, self.scored, self._warned = continued, [], False
+        self._kept = deque(maxlen=1) if self.store is not None else deque()
+        if resume is not None and self.store is not None and self.store.exists():
+            later = [s for s in self._open().steps_of(str(self.run)) if s > step]
+            if later:
+                warnings.warn(f"qkgeometry: {str(self.store)!r} already holds {len(later)} later step(s) of run "
+                              f"{str(self.run)!r} ({later[0]}–{later[-1]}) than step {step}, where training starts "
+                              "again; each is replaced when training reaches it again.", stacklevel=2)
+        return self.run
 
     def due(self, step: int) -> bool:
         """Whether ``step`` is one to score (a multiple of ``every``)."""
         return step % self.every == 0
 
-    def run_of(self, output_dir: str | Path | None) -> str:
-        """The run identity rows are stored under: ``run`` if given, else ``output_dir`` resolved + `` (live)``."""
-        if self.run is not None:
-            return self.run
-        return f"{Path(output_dir or '.').resolve()} (live)"
+    def close(self) -> None:
+        """End the run: close the store's connection (the rows are all written)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
-    def score(self, model: Any, step: int, *, run: str, tokens: int | None = None) -> dict[str, float]:
-        """Score ``model`` (a ``transformers.PreTrainedModel``, or a QKModel) at ``step``: the rows go to the
-        store (replacing any rows this run stored for that step) and to :attr:`frames`; returns the medians over
-        layers (or heads) of both scores, named for logging (one pair per attention stack when there are several)."""
+    def __enter__(self) -> LiveScorer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _open(self) -> SurveyStore:
+        from ..surveying.store import SurveyStore
+
+        if self._db is None:
+            self._db = SurveyStore(self.store, what="`store`")
+        return self._db
+
+    def check(self, model: Any, who: str = "LiveScorer") -> None:
+        """Refuse, in one line naming ``who``, a model that can never be scored (not a ``transformers`` model or a
+        wrapper of one, an architecture without a known Q/K layout, an adapter whose weights are not a sum): its
+        plans are resolved and its first layer read, as :meth:`score` will. Training callbacks call it when
+        training starts, on every process."""
+        from ..errors import first_line
+        from ..readers.module import live_model
+
+        try:
+            with live_model(model, input_norm=self.input_norm) as qk:
+                next(qk.iter_layers(convert=False))
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise ValueError(f"{who}: this model cannot be scored ({type(e).__name__}: {first_line(e)})") from e
+
+    def safely(self, step: int, score: Any) -> Any:
+        """``score()``, or None with a warning when it fails (each kind of failure once per scorer): training never
+        stops because a step could not be scored."""
+        from ..errors import first_line
+
+        try:
+            return score()
+        except Exception as e:
+            seen = (type(e).__name__, first_line(e))
+            if seen not in self._failures:
+                self._failures.add(seen)
+                warnings.warn(f"qkgeometry: step {step} was not scored ({seen[0]}: {seen[1]}); training goes on "
+                              "(this failure is reported once).", stacklevel=2)
+            return None
+
+    # ------------------------------------------------------------------------------------------ scoring
+    def score(self, model: Any, step: int, *, tokens: int | None = None) -> dict[str, float]:
+        """Score ``model`` (a ``transformers`` model, or a wrapper of one: :func:`qkgeometry.load_qk`) at ``step``
+        of the current run (a new one, :meth:`start`, when none was started): the rows go to the store (replacing
+        any this run stored for that step) and to :attr:`frames`; returns the medians over layers (or heads) of
+        both scores, named for logging (one pair per attention stack when there are several), NaN when a layer's
+        scores are undefined."""
         from .._version import __version__
-        from ..readers import load_qk
-        from ..surveying.store import SURVEY_COLUMNS, SurveyStore
+        from ..readers.module import live_model
+        from ..surveying.scoring import score_layers
 
-        with load_qk(model, device=_device_of(model), input_norm=self.input_norm) as qk:
-            rows = _score_layers(qk, self.per, self.num_std)
+        if self.run is None:
+            self.start()
+        step = int(step)
+        undefined: list[tuple[Any, ValueError]] = []
+        with live_model(model, input_norm=self.input_norm) as qk:
+            rows = score_layers(qk, self.per, self.num_std, on_undefined=lambda layer, e: undefined.append((layer, e)))
             qk_norm, input_norm = qk.qk_norm or "", qk.input_norm
-        source = f"{LIVE_PREFIX}{run.removesuffix(' (live)')}/checkpoint-{int(step)}"
-        frame = rows.assign(init="pretrained", modality="language", source=source, revision="live",
-                            qkgeometry_version=__version__, per=self.per, num_std=self.num_std,
-                            qk_norm=qk_norm, input_norm=input_norm)[SURVEY_COLUMNS]
-        frame = frame.assign(run=run, checkpoint=f"checkpoint-{int(step)}", stage=None, step=int(step),
-                             tokens=None if tokens is None else int(tokens))
-        frame["head"] = frame["head"].astype("Int64")
+        if undefined and not self._warned:
+            self._warned = True
+            warnings.warn(_undefined_message(step, *undefined[0]), stacklevel=2)
+        checkpoint = f"checkpoint-{step}"
+        key = {"source": f"{LIVE_PREFIX}{self.run}/{checkpoint}", "per": self.per, "num_std": self.num_std,
+               "qk_norm": qk_norm, "input_norm": input_norm, "revision": "live", "qkgeometry_version": __version__,
+               "init": "pretrained", "modality": "language", "run": str(self.run), "checkpoint": checkpoint,
+               "stage": None, "step": step, "tokens": None if tokens is None else int(tokens)}
         if self.store is not None:
-            with SurveyStore(self.store, what="`store`") as store:
-                store.put(frame)
-        self.frames.append(frame)
-        return self.medians(frame)
+            self._open().append(rows, key)
+        self._kept.append((rows, key))
+        self.scored.append(step)
+        return self.medians(rows)
 
     def medians(self, frame: pd.DataFrame) -> dict[str, float]:
         """``{prefix/symmetry_median, prefix/directionality_median}`` of ``frame`` (per attention stack, suffixed
-        with its name, when the model has several)."""
+        with its name, when the model has several); NaN when any row's score is."""
+        import numpy as np
+
         out = {}
-        stacks = list(dict.fromkeys(frame["component"]))
+        components = frame["component"].to_numpy()
+        stacks = list(dict.fromkeys(components))
         for component in stacks:
-            part = frame[frame["component"] == component]
+            mask = components == component
             suffix = "" if len(stacks) == 1 else f"/{component}"
             for score in ("symmetry", "directionality"):
-                out[f"{self.prefix}/{score}_median{suffix}"] = float(part[score].median())
+                out[f"{self.prefix}/{score}_median{suffix}"] = float(np.median(frame[score].to_numpy(float)[mask]))
+        return out
+
+    @property
+    def frames(self) -> list[pd.DataFrame]:
+        """The rows of this run held in memory, one frame per scored step (the columns of a trajectory store):
+        every step without a store; with one, only the latest (the store holds them all)."""
+        from ..surveying.store import SURVEY_COLUMNS, TRAJECTORY_COLUMNS
+
+        out = []
+        for rows, key in self._kept:
+            frame = rows.assign(**{c: key[c] for c in [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if c in key})
+            frame = frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]]
+            frame["head"] = frame["head"].astype("Int64")
+            out.append(frame)
         return out
 
     def trajectory(self) -> pd.DataFrame:
-        """Every row scored so far by this scorer, in step order."""
+        """Every row scored so far in this run, in step order (from the store when there is one)."""
         from ..surveying.store import empty_frame
+        from ..surveying.trajectories import order_rows, read_trajectory
 
-        return pd.concat(self.frames, ignore_index=True) if self.frames else empty_frame(trajectory=True)
-
-
-def _device_of(model: Any) -> Any:
-    """The CUDA device of the model's first parameter (scoring happens where the weights are), else None (CPU)."""
-    try:
-        device = next(model.parameters()).device
-    except (AttributeError, StopIteration, TypeError):
-        return None
-    return device if device.type == "cuda" else None
+        if self.store is not None and self.run is not None:
+            rows = read_trajectory(self.store)
+            return rows[rows["run"] == str(self.run)].reset_index(drop=True)
+        frames = self.frames
+        return order_rows(pd.concat(frames, ignore_index=True)) if frames else empty_frame(trajectory=True)
 
 
-def _score_layers(model: Any, per: str, num_std: float) -> pd.DataFrame:
-    """:func:`qkgeometry.surveying.scoring.score_layers` of an in-memory model, each CPU layer's weights seen as
-    numpy arrays (no copy): the path a saved checkpoint's weights take, so that a step scored live equals, bit for
-    bit, the checkpoint saved at that step scored afterwards (torch and numpy sum float64 products in different
-    orders)."""
-    import dataclasses
+def _undefined_message(step: int, layer: Any, error: ValueError) -> str:
+    """The one warning of a run whose weights left a layer's scores undefined: where, and what to check."""
+    from ..errors import NonFiniteWeights
 
-    from ..surveying.scoring import score_layer
-    from ..surveying.store import COLUMNS
-
-    rows = []
-    for layer in model.iter_layers(convert=False):
-        layer = dataclasses.replace(layer, wq=_as_numpy(layer.wq), wk_kv=_as_numpy(layer.wk_kv))
-        dims = model.dims(layer.component)
-        for row in score_layer(layer, per, num_std):
-            rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
-                         "d_model": dims.d_model, "head_dim": dims.head_dim, "n_heads": dims.n_heads,
-                         "n_kv_heads": dims.n_kv_heads})
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame["head"] = frame["head"].astype("Int64")
-    return frame
-
-
-def _as_numpy(weights: Any) -> Any:
-    """A CPU torch tensor of a dtype numpy holds, as a numpy view of the same memory; anything else as it is."""
-    import torch
-
-    if isinstance(weights, torch.Tensor) and weights.device.type == "cpu" and weights.dtype in (
-            torch.float32, torch.float64, torch.float16):
-        return weights.detach().numpy()
-    return weights
+    where = f"qkgeometry: at step {step}, {layer.component} layer {layer.index}"
+    if isinstance(error, NonFiniteWeights):
+        what = ("holds NaN or Inf in its Q/K weights: check the loss and the learning rate (a diverging run; "
+                "gradient clipping or a lower rate)")
+    else:
+        what = "has an all-zero W_qk: check how W_Q and W_K are initialised (a zero query or key projection)"
+    return (f"{where} {what}. Undefined scores are stored and logged as NaN, and training goes on; this warning is "
+            "not repeated for this run.")

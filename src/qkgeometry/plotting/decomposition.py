@@ -8,7 +8,7 @@ import seaborn as sns
 
 from .style import DIVERGING, FAMILY_COLORS, plt, require_rows
 
-__all__ = ["attention_parts", "heads_vs_layers", "matrix_triptych", "null_spread", "score_plane"]
+__all__ = ["attention_parts", "heads_vs_layers", "matrix_triptych", "model_name", "null_spread", "score_plane"]
 
 
 def matrix_triptych(M, title: str | None = None, labels: tuple[str, str, str] = ("$M$", "$M_s$", "$M_n$"),
@@ -107,6 +107,24 @@ def null_spread(null, quantiles: tuple[float, float] = (0.05, 0.95)):
     return fig
 
 
+def model_name(source: str) -> str:
+    """The name a reader knows a model by, wherever it was read from: ``offline:minilm-l6`` (the offline package)
+    and ``sentence-transformers/all-MiniLM-L6-v2`` (its Hub id) are both ``all-MiniLM-L6-v2``; a local folder is
+    its last part.
+
+    >>> model_name("offline:minilm-l6"), model_name("sentence-transformers/all-MiniLM-L6-v2"), model_name("m")
+    ('all-MiniLM-L6-v2', 'all-MiniLM-L6-v2', 'm')
+    """
+    from ..catalogue import OFFLINE_MODELS
+    from ..source_names import OFFLINE_PREFIX
+
+    source = str(source)
+    alias = source.removeprefix(OFFLINE_PREFIX)
+    if source.startswith(OFFLINE_PREFIX) and alias in OFFLINE_MODELS:
+        source = OFFLINE_MODELS[alias].hub_id
+    return source.rstrip("/").rsplit("/", 1)[-1]
+
+
 def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None, null_label: str = "random head (90%)"):
     """Per-head scores (dots) and the layer score (black diamond) for each layer, one panel per model.
 
@@ -130,7 +148,7 @@ def heads_vs_layers(heads, layers, score: str = "symmetry", null_band=None, null
                    label="one head")
         ax.scatter(lay["layer"], lay[score], s=40, marker="D", color="black", label="whole layer")
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-        ax.set_title(f"{model} ({family})")
+        ax.set_title(f"{model_name(model)} ({family})")
         ax.set_xlabel("layer")
         ax.set_ylabel(f"{score} score")
     axes[0][0].legend(fontsize=9)

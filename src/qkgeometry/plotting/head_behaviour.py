@@ -94,7 +94,7 @@ def edit_losses(wide: pd.DataFrame, pairs: Sequence[tuple[str, str, str]], label
                 n_annotate: int = 3, linthresh: float = 0.01):
     """One panel per ``(x_edit, y_edit, title)`` of ``pairs``: each head's loss change with one edit against
     another (nats), on symmetric-log axes (linear within ±``linthresh``), so that the hundreds of heads near 0 and
-    the few far out are both visible; the ``n_annotate`` heads farthest from the origin are named "layer.head".
+    the few far out are both visible; the ``n_annotate`` heads farthest from the origin are named "L<layer> H<head>".
     ``wide``: one row per head with ``layer``, ``head`` and a column per edit; ``label_of``: each row's drawn label
     (colours), aligned with ``wide``."""
     require_rows(wide, "wide", "pass one row per head with a column per edit")
@@ -119,8 +119,10 @@ def edit_losses(wide: pd.DataFrame, pairs: Sequence[tuple[str, str, str]], label
                ylabel=f"loss change, {EDIT_NAMES.get(ye, ye)} (nats)")
         far = np.argsort(-np.hypot(np.nan_to_num(x), np.nan_to_num(y)))[:n_annotate]
         for i in far:
-            ax.annotate(f"{int(wide['layer'].iloc[i])}.{int(wide['head'].iloc[i])}", (x[i], y[i]),
-                        textcoords="offset points", xytext=(5, -10), fontsize=8)
+            # "L3 H7", with a leader to its point: "3.7" would read as a value on axes of numbers
+            ax.annotate(f"L{int(wide['layer'].iloc[i])} H{int(wide['head'].iloc[i])}", (x[i], y[i]),
+                        textcoords="offset points", xytext=(10, -14), fontsize=9, color="0.25",
+                        arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6})
     fig.legend(loc="lower center", ncol=5, fontsize=11, frameon=False, markerscale=1.5)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig

@@ -6,7 +6,7 @@ the book's page check. On a book page its HTML never loads anything from the net
 object of the page, which the book serves from its own files (like MathJax). On Colab, which has no such object,
 it loads Plotly from the Plotly CDN; in any other session without it, the static image shows instead.
 
-Every chart here shares one layout (:func:`_layout`): the title on the left and the toolbar standing on the right
+Every chart here shares one layout (:func:`chart_layout`): the title on the left and the toolbar standing on the right
 edge, so that the toolbar never covers the title; the legend under the plot, so that it never narrows the plot on
 a phone; no text smaller than 11 px.
 
@@ -112,7 +112,7 @@ def _plotly_cdn() -> str | None:
     return f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
 
 
-def _numbers(values: Any, decimals: int) -> list[str]:
+def chart_numbers(values: Any, decimals: int) -> list[str]:
     """Numbers as the book writes them (a true minus sign, never −0.00) for hover text: Plotly's own formatting
     writes a hyphen-minus."""
     from ..tables import format_number
@@ -130,7 +130,7 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} into a figure")
 
 
-def _layout(title: str, height: int, top: int = 50, legend: bool = True, **extra: Any) -> dict:
+def chart_layout(title: str, height: int, top: int = 50, legend: bool = True, **extra: Any) -> dict:
     """The layout every chart shares: the title left, the toolbar upright on the right edge (never over the
     title), the legend under the plot, text of at least :data:`SMALL_FONT` px. ``top``: the top margin (larger
     under a row of buttons)."""
@@ -148,7 +148,7 @@ def _layout(title: str, height: int, top: int = 50, legend: bool = True, **extra
     return layout
 
 
-def _buttons(labels_args: list[tuple[str, str, Any]], active: int = 0) -> dict:
+def chart_buttons(labels_args: list[tuple[str, str, Any]], active: int = 0) -> dict:
     """A row of buttons above the plot, under the title: ``(label, method, args)`` each."""
     return {"type": "buttons", "direction": "right", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
             "showactive": True, "active": active, "pad": {"l": 0, "r": 0, "t": 0, "b": 0},
@@ -218,11 +218,11 @@ def interactive_score_plane(frame, names: dict[str, str] | None = None, title: s
             x=sub["symmetry"].to_numpy(), y=sub["directionality"].to_numpy(), mode="markers", name=label,
             marker={"color": color, "size": size, "opacity": opacity, "line": {"color": "white", "width": 0.5}},
             text=[f"{where}<br>symmetry {s}<br>directionality {d}" for where, s, d in
-                  zip(hover, _numbers(sub["symmetry"], 3), _numbers(sub["directionality"], 3))],
+                  zip(hover, chart_numbers(sub["symmetry"], 3), chart_numbers(sub["directionality"], 3))],
             hovertemplate="%{text}<extra></extra>"))
         ax.scatter(sub["symmetry"], sub["directionality"], s=2 * size, color=color, alpha=opacity, linewidths=0,
                    label=html.unescape(label))
-    figure.update_layout(**_layout(
+    figure.update_layout(**chart_layout(
         heading, 540, hovermode="closest",
         xaxis={"title": {"text": "symmetry s (+1 symmetric, −1 skew)"}, "range": [-1.05, 1.05],
                "zeroline": True},
@@ -273,8 +273,8 @@ def interactive_attention_parts(pattern, logits, tokens, title: str | None = Non
     sym, skew = (np.asarray(part) for part in decompose(logits))
     vmax = float(np.abs(logits).max()) or 1.0
     words = [html.escape(str(t)) for t in tokens]
-    shown = [np.reshape(_numbers(np.ravel(m), 2), (n, n)) for m in (logits, sym, skew)]
-    weights = None if pattern is None else np.reshape(_numbers(np.ravel(np.asarray(pattern, dtype=float)), 2), (n, n))
+    shown = [np.reshape(chart_numbers(np.ravel(m), 2), (n, n)) for m in (logits, sym, skew)]
+    weights = None if pattern is None else np.reshape(chart_numbers(np.ravel(np.asarray(pattern, dtype=float)), 2), (n, n))
     cells = [[f"query {i} “{words[i]}” → key {j} “{words[j]}”<br>logit {shown[0][i][j]} = symmetric "
               f"{shown[1][i][j]} + skew {shown[2][i][j]}"
               + ("" if weights is None else f"<br>attention weight {weights[i][j]}") for j in range(n)]
@@ -292,9 +292,9 @@ def interactive_attention_parts(pattern, logits, tokens, title: str | None = Non
     ticks = {"tickmode": "array", "tickvals": list(range(n)), "ticktext": words, "tickfont": {"size": SMALL_FONT},
              "showgrid": False, "zeroline": False}
     heading = title or "One head on one sentence"
-    figure.update_layout(**_layout(
+    figure.update_layout(**chart_layout(
         heading, 640, top=90, legend=False,
-        updatemenus=[_buttons([(label, "update", [{"visible": [j == k for j in range(len(views))]}])
+        updatemenus=[chart_buttons([(label, "update", [{"visible": [j == k for j in range(len(views))]}])
                                for k, (label, _) in enumerate(views)])],
         xaxis={**ticks, "title": {"text": "key token j"}, "tickangle": -90, "constrain": "domain"},
         yaxis={**ticks, "title": {"text": "query token i"}, "autorange": "reversed", "scaleanchor": "x",
@@ -370,7 +370,7 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
             x=steps, y=agg["mean"].to_numpy(), mode="lines", name=f"{key} (n={g['seed'].nunique()})",
             legendgroup=str(key), line={"color": color, "width": 2, "dash": _dash(INIT_STYLES.get(key, "-"))},
             text=[f"{html.escape(str(key))}: {mean} (seeds {low} to {high})" for mean, low, high in
-                  zip(_numbers(agg["mean"], 3), _numbers(agg["min"], 3), _numbers(agg["max"], 3))],
+                  zip(chart_numbers(agg["mean"], 3), chart_numbers(agg["min"], 3), chart_numbers(agg["max"], 3))],
             hovertemplate="%{text}<extra></extra>"))
         if zoom_from is not None:
             late.append(agg[agg.index >= zoom_from])
@@ -385,12 +385,12 @@ def interactive_init_curves(frame, y: str = "val_loss", hue: str = "init", ylabe
         low = float(min(part["min"].min() for part in late))
         high = float(max(part["max"].max() for part in late))
         pad = 0.05 * (high - low or 1.0)
-        extra["updatemenus"] = [_buttons([
+        extra["updatemenus"] = [chart_buttons([
             ("all steps", "relayout", [{"xaxis.autorange": True, "yaxis.autorange": True}]),
             (f"from step {format_number(zoom_from)}", "relayout", [{"xaxis.range": [zoom_from, last],
                                                       "yaxis.range": [low - pad, high + pad]}])])]
     words = ylabel or y
-    figure.update_layout(**_layout(
+    figure.update_layout(**chart_layout(
         title or f"{words} per init", 560, top=90 if late else 50, hovermode="x unified",
         xaxis={"title": {"text": "step"}, "hoverformat": ",d", "tickformat": ",d"},
         yaxis={"title": {"text": words}}, **extra))

@@ -80,6 +80,8 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
     score above the other, so that a phone shows them at a readable size. Returns the Figure.
     """
     require_rows(summary, "summary", "pass qkgeometry.training.objectives.run_medians(...) of at least one run")
+    import textwrap
+
     import numpy as np
 
     fig, axes = stacked_figure(len(scores), 2.6)
@@ -95,7 +97,11 @@ def objective_trajectories(summary, scores=("symmetry", "directionality"), null_
             ax.fill_between(steps, np.clip(lo, -1, 1), np.clip(hi, -1, 1), color=color, alpha=0.2, lw=0)
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.set_xlabel("training step")
-        ax.set_ylabel((ylabels or {}).get(score, f"{score} score of $W_{{qk}}$\n(median over layers and heads)"))
+        # the full name above the panel, a short one along the axis: two-line axis labels of stacked panels are
+        # taller than the panels and run into each other
+        label = (ylabels or {}).get(score, f"{score} score of $W_{{qk}}$ (median over layers and heads)")
+        ax.set_title(textwrap.fill(" ".join(label.split()), 60), fontsize=10)
+        ax.set_ylabel(score.replace("_change", " change").replace("_", " "))
         if full_range:
             ax.set_ylim(-1.05, 1.05)
     stacked_legend(fig, *axes[0][0].get_legend_handles_labels(), max_ncols=1)  # long labels: one per line

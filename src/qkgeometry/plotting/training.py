@@ -47,7 +47,8 @@ def init_curves(frame, y: str = "val_loss", col: str = "arch", hue: str = "init"
         ax.set_title(words if title is None else f"{title}: {words}")
         ax.set_xlabel("step")
     axes[0][0].set_ylabel(ylabel or y)
-    axes[0][0].legend(fontsize=9, loc="lower left" if zoom_from is not None else "best")
+    # below the panels, never on a curve or on the inset
+    axes[0][0].legend(fontsize=9, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -69,7 +70,7 @@ def survival_grid(frame, y: str = "symmetry_mean"):
                 ax.plot(g["step"], g[y], color=INIT_COLORS.get(key), ls=INIT_STYLES.get(key, "-"), lw=1.8,
                         label=key)
             ax.axhline(0, color="0.6", lw=0.8, zorder=0)
-            ax.set_title(f"{arch}, lr = {format_number(lr, spec='g')}")
+            ax.set_title(f"{arch}, learning rate {format_number(lr, spec='g')}")
             if i == len(archs) - 1:
                 ax.set_xlabel("step")
         axes[i][0].set_ylabel("symmetry score")

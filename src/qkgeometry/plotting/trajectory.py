@@ -148,11 +148,19 @@ def trajectory_curves(frame, events: Mapping[str, int] | None = None, band: str 
     if "step" not in frame or frame["step"].isna().all():
         raise ValueError("frame: has no `step` column with values; pass the rows of qkgeometry.trajectory (or a "
                          "store read through surveying.trajectories.read_trajectory).")
+    from ..surveying.identity import one_view
+    from ..surveying.runs import RunId, run_labels
+
     rows = frame[frame["step"].notna()].copy()
     key = "run" if "run" in rows else "model"
     if "component" in rows and rows.groupby(key)["component"].nunique().max() > 1:
         raise ValueError("frame: a run holds several attention stacks; draw one at a time (select rows by "
                          "`component`).")
+    for run, part in rows.groupby(key, sort=False):  # per layer and per head, raw and folded: never one line
+        one_view(part, f"frame (run {run!r})", cli=False)
+    if key == "run":  # runs of a training callback (a start time, a seed...): the shortest label of each
+        labels = run_labels(rows["run"].astype(str))
+        rows["run"] = rows["run"].astype(str).map(lambda r: labels[r] if RunId.parse(r) else r)
     if band is not None and (band not in rows or rows[band].isna().all()):
         band = None
     x_col, x_label = _x_axis(rows, x)
@@ -247,12 +255,15 @@ def run_figure(frame, events: Mapping[str, int] | None = None):
 
 
 def trajectory_figures(frame) -> dict:
-    """``qkgeometry plot STORE --trajectory``: one figure per (run, attention stack) of the rows that are
+    """``qkgeometry plot STORE --trajectory``: one figure per (run, attention stack, setting) of the rows that are
     checkpoints with a known step (a store read with
     :func:`qkgeometry.surveying.trajectories.read_trajectory`), by file stem. Two runs are never merged, whatever
-    their folders' names; each is labelled by the shortest tail of its path that tells it from the others."""
+    their folders' names; each is labelled by the shortest tail of its path (or name) that tells it from the
+    others. A store that holds several settings (per layer and per head, raw and folded gains: the columns of
+    :data:`~qkgeometry.surveying.identity.VIEW_OPTIONS`) gets one figure for each, its stem naming the setting."""
     import re
 
+    from ..surveying.identity import VIEW_OPTIONS
     from ..surveying.trajectories import identical_checkpoints, order_rows, run_labels
 
     rows = order_rows(frame[frame["step"].notna()]) if "step" in frame else frame.iloc[:0]
@@ -260,8 +271,11 @@ def trajectory_figures(frame) -> dict:
         raise ValueError("--trajectory: no row of the store is a checkpoint with a known step; write one with "
                          "`qkgeometry trajectory SOURCE --out STORE`.")
     labels = run_labels(rows["run"].astype(str))
+    varied = [c for c in VIEW_OPTIONS if c in rows and rows[c].fillna("").astype(str).nunique() > 1]
+    keys = [rows["run"].astype(str), "component", *(rows[c].fillna("").astype(str) for c in varied)]
     out = {}
-    for (run, component), part in rows.groupby([rows["run"].astype(str), "component"], sort=False):
-        stem = re.sub(r"[^A-Za-z0-9._]+", "-", f"trajectory-{labels[run]}-{component}").strip("-")
+    for (run, component, *setting), part in rows.groupby(keys, sort=False):
+        named = "".join(f"-{c.replace('_', '-')}-{v}" for c, v in zip(varied, setting) if v)
+        stem = re.sub(r"[^A-Za-z0-9._]+", "-", f"trajectory-{labels[run]}-{component}{named}").strip("-")
         out[stem] = trajectory_curves(part.assign(run=labels[run]), identical=identical_checkpoints(part))
     return out

@@ -13,7 +13,7 @@ module                     reads
 ``gguf``                   a ``.gguf`` file (llama.cpp; any quantisation ``gguf`` dequantises)
 ``ctranslate2``            a CTranslate2 Whisper ``model.bin`` (recognised by its header, never unpickled)
 ``onnx``                   an ``.onnx`` graph (Q/K found from the graph's structure: ``onnx_walk``)
-``module``                 an in-memory ``transformers.PreTrainedModel``
+``module``                 an in-memory ``transformers.PreTrainedModel`` (or a wrapper of one)
 ``hub`` (a package)        a Hugging Face Hub repo id or ``hf://`` path: only the Q/K bytes, by range request
 ``tensors``                named tensors beside Q/K (embeddings, norm gains) or rows of them, by range
 ``hf_config``, ``files``   shared: config.json → plans; file-system checks and fingerprints
@@ -75,7 +75,9 @@ def load_qk(source: Any, *, revision: str | None = None, name: str | None = None
 
     ``source``: a local Hugging Face folder (config.json + safetensors), a ``.gguf`` file, an ONNX graph, a
     CTranslate2 Whisper ``model.bin``, an ``offline:<name>`` alias, a Hub id or ``hf://org/name[@revision]`` (needs
-    network the first time) or a ``transformers.PreTrainedModel``. ``revision`` picks a Hub revision; ``name``
+    network the first time) or a ``transformers.PreTrainedModel`` in memory, also inside the wrappers people use
+    (``torch.compile``, DDP, a PEFT/LoRA model, read with its adapters' deltas added; TransformerLens's
+    ``TransformerBridge``; an nnsight model: :mod:`qkgeometry.readers.module`). ``revision`` picks a Hub revision; ``name``
     labels the model.
 
     ``fetch`` (Hub sources): ``"remote"`` (default) fetches only the tensors scoring reads, by range request, into
@@ -144,7 +146,8 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
         source = os.fspath(source)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a path, an 'offline:<name>' alias, a Hub id or a transformers "
-                        f"PreTrainedModel; got {type(source).__name__}.")
+                        "PreTrainedModel (or a wrapper of one: torch.compile, DDP, PEFT, TransformerLens's "
+                        f"TransformerBridge, nnsight); got {type(source).__name__}.")
     if "\0" in source:
         raise SourceError("`source` contains a NUL byte, which no file name can hold; pass the path as text.")
     if source.startswith(OFFLINE_PREFIX):

@@ -7,6 +7,8 @@
 * :mod:`~qkgeometry.surveying.store` — the survey store (SQLite, or a tidy CSV); its layout on disk in
   :mod:`~qkgeometry.surveying.store_format`, its CSV side (parsing, import and export) in
   :mod:`~qkgeometry.surveying.store_csv`.
+* :mod:`~qkgeometry.surveying.trajectories` and :mod:`~qkgeometry.surveying.runs` — scores across training, and
+  what a training run is.
 
 The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` stays the function.
 """

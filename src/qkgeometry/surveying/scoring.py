@@ -10,7 +10,7 @@ The package is called ``surveying`` (the act), so that ``qkgeometry.survey`` sta
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +20,7 @@ import numpy as np
 from .._lazy import LazyModule
 from .._threads import read_ahead
 from ..architectures import InputNorm
-from ..errors import SurveyInterrupted, first_line
+from ..errors import NonFiniteWeights, SurveyInterrupted, ZeroWeights, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
 from ..readers import open_model
 from ..score_table import layer_rows
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 else:
     pd = LazyModule("pandas")  # imported when the first frame is built
 
-__all__ = ["open_source", "score_layer", "score_layers", "score_model", "summarize", "survey"]
+__all__ = ["check_score_args", "check_store_path", "open_source", "score_layer", "score_layers", "score_model",
+           "summarize", "survey"]
 
 
 Per = Literal["layer", "head"]
@@ -66,14 +67,16 @@ def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress:
     A QKModel is scored in the form it was loaded with; asking ``"folded"`` of a raw one is an error. The caller's
     QKModel is left as it was: ``device`` applies to this call only, and the model is not closed.
     """
-    _check_args(per, num_std, input_norm)
+    check_score_args(per, num_std, input_norm)
     if isinstance(source, QKModel):  # the caller's model: scored on a view, neither moved nor closed
         return score_layers(_open(source, "folded", device, input_norm), per, float(num_std), progress, leave=True)
     with _open(source, "folded", device, input_norm) as model:
         return score_layers(model, per, float(num_std), progress, leave=True)
 
 
-def _check_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
+def check_score_args(per: Any, num_std: Any, input_norm: Any = "raw") -> None:
+    """The scoring settings every entry point takes (:func:`score_model`, :func:`survey`, the training callbacks),
+    checked in one place: ``per``, ``num_std`` and ``input_norm``, each refused by name."""
     from .._validation import check_num_std
 
     if per not in ("layer", "head"):
@@ -126,7 +129,7 @@ def open_source(source: Any, *, qk_norm: str = "folded", input_norm: InputNorm =
     """Open one survey source as :func:`survey` does: anything :func:`qkgeometry.load_qk` accepts, a QKModel (used
     as is; for another ``device``, a view of it on that device, the caller's model unchanged), or
     ``"random:<source>"`` for the random-init twin of ``source``. ``input_norm`` is checked."""
-    _check_args("layer", 2.0, input_norm)
+    check_score_args("layer", 2.0, input_norm)
     return _open(source, qk_norm, device, input_norm)
 
 
@@ -258,18 +261,11 @@ def survey(sources: Iterable[Any], per: Per = "layer", cache: str | Path | None 
 def _check_survey_args(sources: Any, per: Any, num_std: Any, input_norm: Any, cache: Any, executor: Any,
                        device: Any) -> Path | None:
     """Every argument of :func:`survey` checked before any model is opened; returns the cache path (or None)."""
-    from .._files import check_writable_file
-    from .store import STORE_SUFFIXES
-
-    _check_args(per, num_std, input_norm)
+    check_score_args(per, num_std, input_norm)
     if isinstance(sources, (str, QKModel)) or not isinstance(sources, Iterable):
         raise TypeError("`sources` must be a list of sources (e.g. ['offline:minilm-l6']) or "
                         "qkgeometry.catalogue.preset(...); got a single " + type(sources).__name__ + ".")
-    cache_path = None if cache is None else Path(cache)
-    if cache_path is not None and cache_path.suffix.lower() not in (".csv", *STORE_SUFFIXES):
-        raise ValueError(f"`cache` must be a .sqlite store or a .csv path; got {str(cache_path)!r}.")
-    if cache_path is not None:
-        check_writable_file(cache_path, "`cache`")
+    cache_path = check_store_path(cache, "`cache`")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError("`executor` must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor(4), or "
                         f"dask.distributed.Client(...).get_executor()); got {type(executor).__name__}.")
@@ -278,6 +274,21 @@ def _check_survey_args(sources: Any, per: Any, num_std: Any, input_norm: Any, ca
 
         resolve_device(device)  # a clear error now, not one skipped model after another
     return cache_path
+
+
+def check_store_path(path: str | Path | None, what: str) -> Path | None:
+    """``path`` (None: no store) as a :class:`~pathlib.Path` to a ``.sqlite`` store or a ``.csv`` file that can be
+    written; anything else is refused by ``what`` (the argument's name) before any model is scored."""
+    from .._files import check_writable_file
+    from .store import STORE_SUFFIXES
+
+    if path is None:
+        return None
+    path = Path(path)
+    if path.suffix.lower() not in (".csv", *STORE_SUFFIXES):
+        raise ValueError(f"{what} must be a .sqlite store or a .csv file; got {str(path)!r}.")
+    check_writable_file(path, what)
+    return path
 
 
 def _open_checked_store(cache_path: Path | None) -> Any:
@@ -467,12 +478,17 @@ def _check_result(rows: pd.DataFrame, model: QKModel, per: Per) -> None:
 
 
 def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,
-                 label: str | None = None, leave: bool = False) -> pd.DataFrame:
+                 label: str | None = None, leave: bool = False,
+                 on_undefined: Callable[[QKLayer, ValueError], None] | None = None) -> pd.DataFrame:
     """Rows of :data:`COLUMNS` for every layer of an opened QKModel, read one layer at a time with
-    :func:`score_layer`. This is the step :func:`score_model` and :func:`survey` share once a model is open.
+    :func:`score_layer`. This is the step :func:`score_model`, :func:`survey` and the training callbacks
+    (:mod:`qkgeometry.integrations`) share once a model is open.
 
     ``progress`` shows a bar over layers labelled ``label`` (default: the model's name), kept on screen with
-    ``leave=True``. Arguments are not checked here (:func:`score_model` checks them).
+    ``leave=True``. ``on_undefined``: by default a layer whose Q/K weights hold NaN or Inf, or whose W_qk is all
+    zero, raises; with a function, that layer's rows get NaN scores and the function is called with the layer and
+    the error (a model that is training: a diverging step must not end the run). Arguments are not checked here
+    (:func:`score_model` checks them).
     """
     from tqdm.auto import tqdm
 
@@ -485,7 +501,15 @@ def score_layers(model: QKModel, per: Per = "layer", num_std: float = 2.0, progr
         layers = tqdm(layers, total=len(model), desc=label, unit="layer", leave=leave)
     for layer in layers:
         dims = model.dims(layer.component)
-        for row in score_layer(layer, per, num_std):
+        try:
+            scored = score_layer(layer, per, num_std)
+        except (NonFiniteWeights, ZeroWeights) as e:
+            if on_undefined is None:
+                raise
+            on_undefined(layer, e)
+            scored = [{"layer": layer.index, "head": pd.NA if per == "layer" else h, "symmetry": np.nan,
+                       "directionality": np.nan} for h in range(1 if per == "layer" else layer.n_heads)]
+        for row in scored:
             rows.append({"model": model.name, "family": model.family, "component": layer.component, **row,
                          "d_model": dims.d_model, "head_dim": dims.head_dim, "n_heads": dims.n_heads,
                          "n_kv_heads": dims.n_kv_heads})

@@ -32,7 +32,7 @@ Why SQLite in WAL mode rather than append-only Parquet parts with an index:
   several surveys on one machine may share one store (SQLite's locking lets one write at a time).
 
 The store's layout on disk (schema, format version, migration, connections) is
-:mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing, ``qkgeometry export``) is
+:mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing) is
 :mod:`~qkgeometry.surveying.store_csv`; the copies between the two (:func:`migrate_csv`, :func:`export_csv`) are
 here.
 
@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._files import file_stamp
 from .columns import (
     CACHE_KEY,
     COLUMNS,
@@ -67,7 +68,7 @@ from .columns import (
     trajectory_of_sources,
     trajectory_values,
 )
-from .store_csv import file_stamp, parse_survey_csv, write_survey_csv
+from .store_csv import parse_survey_csv, write_survey_csv
 from .store_format import (
     APPLICATION_ID,
     MAGIC,
@@ -196,7 +197,7 @@ class SurveyStore:
             else:
                 self._check()
                 if self._version < STORE_FORMAT:
-                    migrate(conn)
+                    migrate(conn, self._version)
             self._version = STORE_FORMAT
             conn.execute("COMMIT")
         except BaseException:
@@ -283,6 +284,13 @@ class SurveyStore:
         self._write([], (f"UPDATE models SET {sets} WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                           "input_norm = ?", (*values, *ident)))
 
+    def steps_of(self, run: str) -> list[int]:
+        """The steps stored for the training run ``run`` (the ``run`` of :data:`TRAJECTORY_COLUMNS`), in order."""
+        self._import_csv()
+        found = self._conn.execute("SELECT DISTINCT step FROM models WHERE run = ? AND step IS NOT NULL ORDER BY "
+                                   "step", (str(run),))
+        return [int(s) for (s,) in found]
+
     def counts(self) -> tuple[int, int]:
         """``(models, rows)`` held by the store."""
         self._import_csv()
@@ -303,7 +311,19 @@ class SurveyStore:
                 sources = ", ".join(repr(str(s)) for s in dict.fromkeys(models["source"]))
                 raise ValueError(f"`frame` holds the rows of {len(models)} models (sources {sources}); put() stores "
                                  "one model: pass each model's rows alone, or call put_many(frame).")
-            self._write([(frame, key)])
+            self._write([_prepared(frame, key)])
+
+    def append(self, rows: pd.DataFrame, key: dict[str, Any]) -> None:
+        """Add one model's rows as :meth:`put` does, for a model scored while it trains (one step at a time, through
+        a store held open for the run): ``rows`` has the columns of :data:`COLUMNS` (the frame of
+        :func:`~qkgeometry.surveying.scoring.score_layers`), ``key`` the model's other columns (:data:`IDENTITY`,
+        :data:`FINGERPRINT`, ``init``, ``modality`` and its place in the run, :data:`TRAJECTORY_COLUMNS`). The
+        frame is not checked as :meth:`put` checks it, and a score may be NaN (a step whose weights were not
+        finite), stored as missing."""
+        if len(rows):
+            place = {c: key.get(c) for c in TRAJECTORY_COLUMNS}
+            self._write([({**key, "model": rows["model"].iloc[0]}, place,
+                          records(rows, {"init": key["init"], "modality": key["modality"]}))])
 
     def put_many(self, frame: pd.DataFrame) -> int:
         """:meth:`put` every model of a survey frame (grouped by :data:`IDENTITY`, in the frame's order; a model
@@ -315,13 +335,13 @@ class SurveyStore:
         parts = []
         for _, part in frame.groupby(IDENTITY, sort=False, dropna=False):
             last = part.iloc[-1]
-            parts.append((part[(part["revision"] == last["revision"]) &
-                               (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
+            parts.append(_prepared(part[(part["revision"] == last["revision"]) &
+                                        (part["qkgeometry_version"] == last["qkgeometry_version"])], None))
         self._write(parts)
         return len(parts)
 
     # -------------------------------------------------------------------------------------------- CSV
-    def _write(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]],
+    def _write(self, parts: list[tuple[dict[str, Any], dict[str, Any], list[tuple]]],
                statement: tuple[str, tuple] | None = None) -> None:
         """One transaction (models, a statement); with a CSV, under its lock: import what another survey wrote,
         write, export the whole store to the file (:mod:`~qkgeometry.surveying.store_csv`)."""
@@ -345,11 +365,12 @@ class SurveyStore:
         if stamp == self._stamp:
             return
         frame = read_store(self.path, trajectory=True)
-        parts = [(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] if len(frame) else []
+        parts = [_prepared(part, None) for _, part in frame.groupby(IDENTITY, sort=False, dropna=False)] \
+            if len(frame) else []
         self._transaction(parts, clear=True)
         self._stamp = stamp
 
-    def _transaction(self, parts: list[tuple[pd.DataFrame, dict[str, Any] | None]], clear: bool = False,
+    def _transaction(self, parts: list[tuple[dict[str, Any], dict[str, Any], list[tuple]]], clear: bool = False,
                      statement: tuple[str, tuple] | None = None) -> None:
         from ..errors import OutputError
 
@@ -360,8 +381,8 @@ class SurveyStore:
                 if clear:
                     conn.execute("DELETE FROM rows")
                     conn.execute("DELETE FROM models")
-                for frame, key in parts:
-                    self._replace(frame, key)
+                for part in parts:
+                    self._replace(*part)
                 if statement is not None:
                     conn.execute(*statement)
                 conn.execute("COMMIT")
@@ -373,17 +394,16 @@ class SurveyStore:
             raise OutputError(f"could not write {self._what} {str(self.path)!r}: {e}. The models stored before "
                               "are unchanged; free space or pick another path.") from e
 
-    def _replace(self, frame: pd.DataFrame, key: dict[str, Any] | None) -> None:
-        """Inside a transaction: delete the stored version of the frame's model, insert the frame's rows."""
+    def _replace(self, key: dict[str, Any], place: dict[str, Any], values: list[tuple]) -> None:
+        """Inside a transaction: delete the stored version of a model (``key``: its :data:`IDENTITY`,
+        :data:`FINGERPRINT` and ``model``), insert its rows (``values``, from
+        :func:`~qkgeometry.surveying.store_format.records`) and its place in its run."""
         conn = self._conn
-        first = frame.iloc[0]
-        key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
         ident = tuple(float(key[c]) if c == "num_std" else str(key[c]) for c in IDENTITY)
-        rows = records(frame)
         found = conn.execute("SELECT id FROM models WHERE source = ? AND per = ? AND num_std = ? AND qk_norm = ? AND "
                              "input_norm = ?", ident).fetchone()
-        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(first["model"]), len(rows),
-                       *trajectory_values({c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}))
+        fingerprint = (str(key["revision"]), str(key["qkgeometry_version"]), str(key["model"]), len(values),
+                       *trajectory_values(place))
         if found is None:
             model_id = conn.execute("INSERT INTO models (source, per, num_std, qk_norm, input_norm, revision, "
                                     "qkgeometry_version, model, n_rows, " + ", ".join(TRAJECTORY_COLUMNS) +
@@ -396,27 +416,16 @@ class SurveyStore:
                          ", ".join(f"{c} = ?" for c in TRAJECTORY_COLUMNS) + " WHERE id = ?",
                          (*fingerprint, model_id))
         conn.executemany(f"INSERT INTO rows (model_id, {', '.join(ROW_COLUMNS)}) VALUES "
-                         f"({', '.join('?' * (len(ROW_COLUMNS) + 1))})", [(model_id, *r) for r in rows])
+                         f"({', '.join('?' * (len(ROW_COLUMNS) + 1))})", [(model_id, *r) for r in values])
 
 
-def migrate_csv(csv: str | Path, store: str | Path) -> int:
-    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
-    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
-    :func:`read_store` drops them. Returns the number of models copied. Chapter 4."""
-    frame = read_store(csv, trajectory=True)
-    with SurveyStore(store, what="--store") as target:
-        return target.put_many(frame)
-
-
-def export_csv(store: str | Path, csv: str | Path) -> int:
-    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
-    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
-    from .._files import check_writable_file
-
-    check_writable_file(Path(csv), "--csv")
-    frame = read_store(store, trajectory=True)
-    write_survey_csv(frame, Path(csv), "--csv")
-    return len(frame)
+def _prepared(frame: pd.DataFrame, key: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], list[tuple]]:
+    """One model's frame as :meth:`SurveyStore._replace` takes it: its key (``key``, default its first row's
+    :data:`IDENTITY` and :data:`FINGERPRINT`, with its model name), its place in its run and its records."""
+    first = frame.iloc[0]
+    key = {c: first[c] for c in [*IDENTITY, *FINGERPRINT]} if key is None else key
+    place = {c: first[c] for c in TRAJECTORY_COLUMNS if c in frame.columns}
+    return {**key, "model": first["model"]}, place, records(frame)
 
 
 def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFrame:
@@ -448,3 +457,23 @@ def read_store(path: str | Path | None, trajectory: bool = False) -> pd.DataFram
     except OSError as e:
         raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}; check its permissions.") from e
     return parse_survey_csv(data, path, trajectory)
+
+
+def migrate_csv(csv: str | Path, store: str | Path) -> int:
+    """Copy a survey CSV (``qkgeometry survey --out results.csv``) into the SQLite store ``store`` (created when
+    absent; models it already holds are replaced by the CSV's). Damaged rows are dropped as
+    :func:`~qkgeometry.surveying.store.read_store` drops them. Returns the number of models copied. Chapter 4."""
+    frame = read_store(csv, trajectory=True)
+    with SurveyStore(store, what="--store") as target:
+        return target.put_many(frame)
+
+
+def export_csv(store: str | Path, csv: str | Path) -> int:
+    """Write every row of a survey store (or survey CSV) as a tidy, spreadsheet-safe CSV at ``csv``, atomically.
+    Returns the number of rows written. ``qkgeometry export STORE --csv FILE`` runs it."""
+    from .._files import check_writable_file
+
+    check_writable_file(Path(csv), "--csv")
+    frame = read_store(store, trajectory=True)
+    write_survey_csv(frame, Path(csv), "--csv")
+    return len(frame)

@@ -2,7 +2,7 @@
 atomically. Chapter 4.
 
 A :class:`~qkgeometry.surveying.store.SurveyStore` opened on a ``.csv`` path keeps its rows in memory and uses this
-module to import the file (again whenever another survey changed it: :func:`file_stamp`) and to export it after
+module to import the file (again whenever another survey changed it: ``_files.file_stamp``) and to export it after
 every model (:func:`write_survey_csv`); ``qkgeometry export`` copies between the two kinds of file with
 :func:`~qkgeometry.surveying.store.migrate_csv` and :func:`~qkgeometry.surveying.store.export_csv`. This module
 knows nothing of the store itself.
@@ -11,7 +11,6 @@ knows nothing of the store itself.
 from __future__ import annotations
 
 import io
-import os
 import warnings
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from .columns import (
     trajectory_dtypes,
 )
 
-__all__ = ["file_stamp", "parse_survey_csv", "write_survey_csv"]
+__all__ = ["parse_survey_csv", "write_survey_csv"]
 
 
 def parse_survey_csv(data: bytes, path: Path, trajectory: bool = False) -> pd.DataFrame:
@@ -90,14 +89,3 @@ def write_survey_csv(frame: pd.DataFrame, path: Path, what: str = "survey file")
     from .._files import write_csv_atomic
 
     write_csv_atomic(spreadsheet_safe(csv_columns(frame)), path, what)
-
-
-def file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime)`` of ``path``, or None when it does not exist: tells whether a file changed."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ValueError(f"cannot read survey file {str(path)!r}: {e.strerror or e}.") from e
-    return st.st_ino, st.st_size, st.st_mtime_ns

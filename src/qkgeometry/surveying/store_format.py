@@ -25,9 +25,11 @@ STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 MAGIC = b"SQLite format 3\x00"
 APPLICATION_ID = 0x716B6731  # "qkg1": marks the file as a qkgeometry survey store
 #: the store's layout version (``PRAGMA user_version``): 1 had no :data:`TRAJECTORY_COLUMNS`; 2 keeps them in
-#: ``models``. A version-1 store is migrated in place when it is opened for writing (the columns filled from the
-#: checkpoint names its sources carry, as version 1 read them), and read as version 2 when opened read-only.
-STORE_FORMAT = 2
+#: ``models``; 3 lets a row's scores be missing (a training step whose weights were not finite, stored as NaN by
+#: :meth:`~qkgeometry.surveying.store.SurveyStore.append`; surveys never store one). An older store is migrated in
+#: place when it is opened for writing (version 1's trajectory columns filled from the checkpoint names its sources
+#: carry, as version 1 read them), and read as the current version when opened read-only.
+STORE_FORMAT = 3
 #: the per-row columns kept in the ``rows`` table; the identity and fingerprint live once per model in ``models``
 ROW_COLUMNS = ["model", "family", "component", "layer", "head", "symmetry", "directionality", "d_model", "head_dim",
                 "n_heads", "n_kv_heads", "init", "modality"]
@@ -41,7 +43,7 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE TABLE IF NOT EXISTS rows (
     model_id INTEGER NOT NULL REFERENCES models(id),
     model TEXT NOT NULL, family TEXT, component TEXT NOT NULL, layer INTEGER NOT NULL, head INTEGER,
-    symmetry REAL NOT NULL, directionality REAL NOT NULL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
+    symmetry REAL, directionality REAL, d_model INTEGER, head_dim INTEGER, n_heads INTEGER,
     n_kv_heads INTEGER, init TEXT, modality TEXT);
 CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id);
 CREATE INDEX IF NOT EXISTS models_by_source ON models (source);
@@ -50,9 +52,20 @@ PRAGMA user_version = {STORE_FORMAT};
 """
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Inside a write transaction: lay a version-1 store out as version 2 (add :data:`TRAJECTORY_COLUMNS` to
-    ``models``, filled from the checkpoint names of its sources) and mark it version 2."""
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Inside a write transaction: lay an older store out as the current version and mark it so. From version 1:
+    add :data:`TRAJECTORY_COLUMNS` to ``models``, filled from the checkpoint names of its sources. From version 2:
+    rebuild ``rows`` with scores that may be missing (SQLite cannot drop a NOT NULL constraint in place)."""
+    if version < 3:
+        rows = next(s for s in SCHEMA.split(";") if "TABLE IF NOT EXISTS rows" in s)
+        conn.execute("ALTER TABLE rows RENAME TO rows_before")
+        conn.execute(rows)
+        conn.execute("INSERT INTO rows SELECT * FROM rows_before")
+        conn.execute("DROP TABLE rows_before")
+        conn.execute("CREATE INDEX IF NOT EXISTS rows_by_model ON rows (model_id)")
+    if version >= 2:
+        conn.execute(f"PRAGMA user_version = {STORE_FORMAT}")
+        return
     have = {row[1] for row in conn.execute("PRAGMA table_info(models)")}
     for col in TRAJECTORY_COLUMNS:
         if col not in have:
@@ -100,12 +113,14 @@ def connect_readonly(target: Path, what: str, shown: Path) -> sqlite3.Connection
                      "another path.") from last
 
 
-def records(frame: pd.DataFrame) -> list[tuple]:
-    """The ``rows`` columns of ``frame`` as plain Python values (``None`` for a missing head)."""
+def records(frame: pd.DataFrame, constants: dict[str, Any] | None = None) -> list[tuple]:
+    """The ``rows`` columns of ``frame`` (or of ``constants``, the same for every row) as plain Python values
+    (``None`` for a missing head or score)."""
     out = []
-    columns = [frame[c].tolist() for c in ROW_COLUMNS]
+    constants = constants or {}
+    columns = [[constants[c]] * len(frame) if c in constants else frame[c].tolist() for c in ROW_COLUMNS]
     for values in zip(*columns):
-        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v and c == "head")
+        out.append(tuple(None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
                          else int(v) if isinstance(v, (np.integer, bool)) else
                          float(v) if isinstance(v, np.floating) else v
                          for c, v in zip(ROW_COLUMNS, values)))

@@ -17,7 +17,7 @@ stored with its rows (:data:`~qkgeometry.surveying.store.TRAJECTORY_COLUMNS`: th
 checkpoint's name, the stage, the step and the tokens seen), as it was asked for, so a figure drawn from the store
 later shows the steps that were given, never steps guessed back from names.
 
-Order. Checkpoints are ordered by (stage, step): suites that restart the step count at each stage (OLMo's
+Order. Checkpoints are ordered by (stage, step): suites that restart the step count at each stage (OLMo 2's
 ``stage2-…-step10``) are not interleaved with the first stage. Two runs are never merged, even when their folders
 share a name (``expA/out``, ``expB/out``).
 """
@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .checkpoints import LOCAL_CHECKPOINT, Checkpoint, checkpoint_of
+from .runs import run_labels
 
 __all__ = ["Checkpoint", "checkpoint_of", "find_checkpoints", "hub_checkpoints", "identical_checkpoints",
            "local_checkpoints", "order_rows", "read_trajectory", "run_labels", "select_checkpoints", "trajectory",
@@ -204,18 +205,6 @@ def read_trajectory(path: str | Path) -> pd.DataFrame:
 
     frame = read_store(path, trajectory=True)
     return order_rows(frame[frame["step"].notna()])
-
-
-def run_labels(runs: Sequence[str]) -> dict[str, str]:
-    """A short label for each run identity: the shortest tail of its path (or repo id) that tells it from the
-    others (``expA/out``, ``expB/out``)."""
-    runs = [str(r) for r in dict.fromkeys(runs)]
-    parts = [r.rstrip("/").split("/") for r in runs]
-    for k in range(1, max((len(p) for p in parts), default=1) + 1):
-        tails = ["/".join(p[-k:]) for p in parts]
-        if len(set(tails)) == len(tails):
-            return dict(zip(runs, tails))
-    return {r: r for r in runs}
 
 
 def trajectory_plan(source: Any, *, revisions: Sequence[str] | None = None, every: int | None = None,

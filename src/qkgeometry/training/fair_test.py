@@ -12,7 +12,8 @@ each head beside it); contrasts are paired by training seed and read as one Holm
   configuration and data, and the same initialisation for every seed (identical step-0 scores in every arm);
 * :func:`plateaus` and :func:`learning_table` give each objective's plateau and whether it learns by the rule;
 * :func:`contrast_family` judges a family of paired contrasts; :data:`FAMILY` is the recorded plan's family;
-* :func:`mask_or_density` applies the pre-stated decision rule to the family's verdicts;
+* the pre-stated decision rules that read the family (what carries a gap) are in
+  :mod:`qkgeometry.training.carriers`;
 * :func:`matched_steps` and :func:`matched_summaries` give the secondary estimand: each run read at the first
   logged step where its loss is :data:`MATCHED_LEVEL` of its plateau below it.
 """
@@ -49,18 +50,15 @@ __all__ = [
     "UNVERIFIABLE",
     "WAYS",
     "Contrast",
-    "Decision",
     "change_claims",
     "contrast_family",
     "family_table",
     "learning_table",
-    "mask_or_density",
     "matched_steps",
     "matched_summaries",
     "plateaus",
     "read_fair_test",
     "read_supervision_arm",
-    "share_or_supervision",
     "specification_claims",
     "trajectory_rows",
 ]
@@ -143,10 +141,12 @@ def read_fair_test(*folders: str | os.PathLike) -> tuple[pandas.DataFrame, panda
     grads = pd.concat([g[g["seed"].isin(seeds)] for _, g, _ in read], ignore_index=True)
     start = scores[scores["step"] == 0].set_index(["seed", "layer", "head", "objective"])[list(SCORES)]
     spread = start.groupby(level=["seed", "layer", "head"]).agg(lambda v: float(np.ptp(v.to_numpy())))
-    if float(spread.to_numpy().max()) > 1e-5:  # the CSVs keep six significant digits
-        worst = spread.max(axis=1).groupby(level="seed").max()
-        raise ValueError(f"folders: the arms do not share their initialisation (step-0 scores differ for seeds "
-                         f"{worst[worst > 1e-5].index.tolist()}), so they cannot be paired by seed.")
+    values = spread.to_numpy()
+    if np.isnan(values).any() or float(np.nanmax(values, initial=0.0)) > 1e-5:  # CSVs keep six significant digits
+        off = (spread.isna() | (spread > 1e-5)).any(axis=1).to_numpy()
+        bad = sorted({int(v) for v in spread.index.get_level_values("seed")[off]})
+        raise ValueError(f"folders: the arms do not share their initialisation (step-0 scores differ, or are "
+                         f"missing, for seeds {bad}), so they cannot be paired by seed.")
     merged = dict(provs[0])
     merged.update(objectives=[o for o in ALL_OBJECTIVES if o in objectives], seeds=seeds,
                   runs_done=sum(p["runs_done"] for p in provs), runs_total=sum(p["runs_total"] for p in provs),
@@ -283,9 +283,9 @@ def change_claims(a: str, b: str, score: str, mean_a: float, mean_b: float) -> t
     each arm moves (:func:`qkgeometry.claims.change_words`, with the arms' names and the score's directions).
 
     >>> change_claims("causal", "mlm", "symmetry", 0.016, 0.19)[1]
-    'the causal LM moves symmetry less toward symmetric than the masked LM'
+    "the causal LM's symmetry rises less than the masked LM's (toward symmetric)"
     >>> change_claims("causal", "mlm", "directionality", -0.46, -0.16)[1]
-    'the causal LM moves directionality further toward the key side than the masked LM'
+    "the causal LM's directionality falls further than the masked LM's (toward the key side)"
     """
     return change_words(OBJECTIVE_PROSE[a], OBJECTIVE_PROSE[b], score, *WAYS[score], mean_a, mean_b)
 
@@ -337,103 +337,6 @@ def family_table(family: Mapping[tuple[str, str, str], Contrast],
             row.update(head=h.difference.interval.format(), holm_head=_p_text(h.verdict.p_adjusted))
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The pre-stated reading of a gap for one score: ``outcome`` is one of the rule's outcomes (``"mask"``,
-    ``"density"``, ``"both"``, ``"undecided"`` for :func:`mask_or_density`; ``"share"``, ``"supervision"``,
-    ``"both"``, ``"undecided"``, ``"nothing to split"`` for :func:`share_or_supervision`); ``sentence`` says it in
-    words, with the two contrasts it rests on."""
-
-    score: str
-    outcome: str
-    sentence: str
-
-    @property
-    def brief(self) -> str:
-        """What carries the gap, in a few words (for a box of key results)."""
-        return _DECISION_WORDS[self.outcome]
-
-
-#: The outcomes of the two pre-stated rules, in a few words.
-_DECISION_WORDS = {
-    "mask": "the causal mask, not the loss density", "density": "the loss density (or the learning it brings), not "
-    "the mask", "both": "both of the two", "undecided": "undecided at this number of seeds",
-    "share": "the share of positions with loss, not the supervision per step",
-    "supervision": "the supervision per step (targets, gradient noise and the learning they bring), not the share of "
-                   "positions", "nothing to split": "nothing to split: the density gap is not established here"}
-
-
-def _counts(c: Contrast, sign: float) -> bool:
-    """A contrast counts for a reading when it is a difference in its family with the sign of the gap it splits."""
-    return c.is_difference and np.sign(c.difference.interval.estimate) == sign
-
-
-def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str) -> Decision:
-    """What drives the causal − masked LM gap in ``score``, by the rule fixed before the runs.
-
-    A contrast *counts* when it is a difference in the family (interval excludes 0 and Holm p < 0.05) with the sign
-    of the causal − masked LM estimate. The mask drives the gap when causal-sparse − masked LM counts and causal −
-    causal-sparse does not; the loss density (or the learning it brings) when the reverse holds; both when both
-    count; otherwise the reading is undecided at this n. The sentence names the gap by its own claim (where each
-    arm moves), never by a direction neither arm takes.
-    """
-    head = family[("causal", "mlm", score)]
-    mask = family[(SPARSE_CAUSAL, "mlm", score)]
-    density = family[("causal", SPARSE_CAUSAL, score)]
-    sign = np.sign(head.difference.interval.estimate)
-    gap = f"the gap in {score} ({head.direction})"
-    parts = (f"with the loss density matched, the causal mask against the masked LM gives "
-             f"{mask.verdict.estimate_text}; with the mask held causal, the dense loss against the sparse one gives "
-             f"{density.verdict.estimate_text}")
-    if _counts(mask, sign) and _counts(density, sign):
-        return Decision(score, "both", f"Both the mask and the loss density carry {gap}: {parts}.")
-    if _counts(mask, sign):
-        return Decision(score, "mask", f"The causal mask, not the loss density, carries {gap}: {parts}.")
-    if _counts(density, sign):
-        return Decision(score, "density", f"The loss density (or the learning it brings), not the mask, carries "
-                                          f"{gap}: {parts}.")
-    return Decision(score, "undecided", f"Neither the mask nor the loss density is established as the source of "
-                                        f"{gap}: {parts}.")
-
-
-def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score: str,
-                         targets: tuple[int, int] | None = None) -> Decision:
-    """What carries the loss-density gap (causal − causal-sparse) in ``score``, by the rule fixed before the runs of
-    the supervision-matched arm (:data:`SUPERVISED_CAUSAL`).
-
-    The share of positions with loss carries it when the supervision-matched dense arm − causal-sparse counts
-    (a difference in the family with the sign of causal − causal-sparse) and causal − the supervision-matched arm
-    does not; the supervision per step (targets, gradient noise, the learning they bring) in the reverse case; both
-    when both count; undecided otherwise. When causal − causal-sparse is itself no difference, there is nothing to
-    split. ``targets``: the supervised targets per step of the dense arm and of the supervision-matched arm, named in
-    the sentence when given.
-    """
-    gap = family[("causal", SPARSE_CAUSAL, score)]
-    share = family[(SUPERVISED_CAUSAL, SPARSE_CAUSAL, score)]
-    amount = family[("causal", SUPERVISED_CAUSAL, score)]
-    sign = np.sign(gap.difference.interval.estimate)
-    parts = (f"at matched supervision, every position against 15% of them gives {share.verdict.estimate_text}; with "
-             f"every position carrying loss, "
-             + (f"{targets[0]:,} targets per step against {targets[1]:,}" if targets else "the full batch against the cut one")
-             + f" give {amount.verdict.estimate_text}")
-    if not gap.is_difference:
-        return Decision(score, "nothing to split", f"The dense and the sparse causal LM do not differ in {score} "
-                                                   f"in this family ({gap.verdict.estimate_text}), so there is "
-                                                   f"no density gap to split: {parts}.")
-    what = f"the density gap in {score} ({gap.direction})"
-    if _counts(share, sign) and _counts(amount, sign):
-        return Decision(score, "both", f"Both the share of positions with loss and the supervision per step carry "
-                                       f"{what}: {parts}.")
-    if _counts(share, sign):
-        return Decision(score, "share", f"The share of positions with loss, not the supervision per step, carries "
-                                        f"{what}: {parts}.")
-    if _counts(amount, sign):
-        return Decision(score, "supervision", f"The supervision per step (targets, gradient noise and the learning "
-                                              f"they bring), not the share of positions, carries {what}: {parts}.")
-    return Decision(score, "undecided", f"Neither the share of positions nor the supervision per step is "
-                                        f"established as the source of {what}: {parts}.")
 
 
 # ======================================================================================= matched learning

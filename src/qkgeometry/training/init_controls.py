@@ -45,10 +45,14 @@ __all__ = [
     "PLANNED_SEEDS",
     "TARGET_FRACTIONS",
     "ControlReading",
+    "GainAnswer",
     "brief",
+    "cause_line",
     "control_family",
+    "gain_answer",
     "loss_gap_claim",
     "planned_controls",
+    "power_text",
     "read_controls",
     "target_claim",
 ]
@@ -77,17 +81,24 @@ def planned_controls(logs: pd.DataFrame, planned: dict[str, Sequence[int]] | Non
 
 
 def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTROL_PAIRS, loss: str = "val_loss",
-                   alpha: float = 0.05) -> pd.DataFrame:
+                   alpha: float = 0.05, groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per ``(control, baseline)`` pair present in ``logs`` with at least two shared seeds: the columns of
     :func:`qkgeometry.training.metrics.paired_table` plus ``judged`` replaced by the verdict within the Holm family
     of all these contrasts (``holm`` the adjusted p-value). ``logs``: recorded runs of one arch, every init, cut at a
-    common step."""
+    common step. ``groups``: the runs' data groups (:func:`qkgeometry.training.pairing.data_groups`); each contrast
+    is then paired only over the training seeds at which both inits read the same data."""
+    from .pairing import paired_seeds
+
     rows = []
     for control, baseline in pairs:
         if not {control, baseline} <= set(logs["init"]):
             continue
-        part = tm.paired_table(logs[logs["init"].isin([control, baseline])], treatments=(control,), baseline=baseline,
-                               loss=loss)
+        part = logs[logs["init"].isin([control, baseline])]
+        if groups is not None:
+            part = part[part["seed"].isin(paired_seeds(groups, control, baseline))]
+            if part["seed"].nunique() < 2:
+                continue
+        part = tm.paired_table(part, treatments=(control,), baseline=baseline, loss=loss)
         rows.extend(r for r in part.to_dict("records") if r["result"] is not None)
     if not rows:
         return pd.DataFrame()
@@ -118,7 +129,8 @@ def _lookup(family: pd.DataFrame, control: str, baseline: str):
 
 
 def _est(v: stats.Verdict) -> str:
-    return f"{v.interval.estimate:+.3f} nats"
+    sign = "+" if v.interval.estimate > 0 else ""
+    return f"{sign}{stats.format_number(v.interval.estimate, decimals=3)} nats"
 
 
 def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str, like_symmetric: str,
@@ -146,11 +158,70 @@ def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str
     return f"{name} {neither} at n = {vs_def.interval.n} seeds: {where}, and {status}{tail}."
 
 
-def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
-    """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds each control
-    would need for 80% power against a gap of size ``effect`` (the symmetric init's own), from its spread, at the
-    level of Holm's first step over the family (5% divided by the number of contrasts: the level the strongest
-    contrast must pass).
+def _seeds_needed(effect: float, sd: float, level: float) -> float:
+    """Seeds for 80% power of the paired t-test at ``level`` (inf beyond 1,000; nan for a spread of 0, which no
+    number of seeds sizes)."""
+    if not sd > 0:
+        return float("nan")
+    try:
+        return float(stats.seeds_for_power(abs(effect), sd, alpha=level))
+    except ValueError:
+        return float("inf")
+
+
+def _count(n: float) -> str:
+    return "more than 1,000" if n == float("inf") else stats.format_number(n, decimals=0)
+
+
+def power_text(family: pd.DataFrame, effect: float, gap_differences: Sequence[float] | None = None) -> str:
+    """How many training seeds would settle the control contrasts, said with what it rests on: each control's own
+    paired spread (standard deviation of its per-seed differences), the level of Holm's first step over the family,
+    the symmetric − default spread for comparison (``gap_differences``, its per-seed differences), how uncertain a
+    spread from so few seeds is (its 95% chi-square interval turned into seeds), what attributing half the gap
+    would take, and that each new seed needs new default and symmetric runs. Chapter 5, "What the controls say"."""
+    from scipy.stats import chi2
+
+    if family.empty:
+        return ""
+    level = 0.05 / len(family)
+    needed, spread = {}, {}
+    for r in family.itertuples():
+        diffs = np.asarray(r.result.differences, dtype=float)
+        sd = float(np.std(diffs, ddof=1))
+        n = _seeds_needed(effect, sd, level)
+        if r.treatment not in needed or n > needed[r.treatment] or np.isnan(needed[r.treatment]):
+            needed[r.treatment], spread[r.treatment] = n, (sd, len(diffs))
+    def word(n: float) -> str:
+        return "none (its differences do not vary)" if np.isnan(n) else _count(n)
+    parts = [f"{c} {word(n)}" for c, n in needed.items()]
+    text = (f"From each control's own paired spread, telling a gap the size of the symmetric init's "
+            f"({stats.format_number(abs(effect), decimals=4)} nats) from zero with 80% power at the level of "
+            f"Holm's first step over these {len(family)} contrasts ({stats.format_number(100 * level, decimals=2)}%) "
+            f"would take, per control and for the harder of its two contrasts: " + ", ".join(parts) + " seeds.")
+    if gap_differences is not None and len(gap_differences) >= 2:
+        sd_gap = float(np.std(np.asarray(gap_differences, dtype=float), ddof=1))
+        text += (f" With the spread of the symmetric − default differences instead, {word(_seeds_needed(effect, sd_gap, level))} "
+                 "would do.")
+    finite = {c: n for c, n in needed.items() if np.isfinite(n)}
+    if finite:
+        worst = max(finite, key=finite.get)
+        sd, n_seeds = spread[worst]
+        df = n_seeds - 1
+        low = sd * np.sqrt(df / chi2.ppf(0.975, df))
+        high = sd * np.sqrt(df / chi2.ppf(0.025, df))
+        text += (f" A spread measured on {n_seeds} seeds is itself uncertain: its 95% interval puts the need for "
+                 f"{worst} anywhere from {_count(_seeds_needed(effect, low, level))} to "
+                 f"{_count(_seeds_needed(effect, high, level))} seeds. Telling apart a cause that carries half the "
+                 f"gap takes about four times as many ({_count(_seeds_needed(effect / 2, sd, level))} for {worst}).")
+    return text + (" Every new seed also needs new default and symmetric runs, since a control is paired only with "
+                   "the runs of its own seed.")
+
+
+def read_controls(family: pd.DataFrame, effect: float,
+                  gap_differences: Sequence[float] | None = None) -> ControlReading:
+    """The reading of ``family`` (:func:`control_family`) against the predictions, and how many seeds would settle
+    each control (:func:`power_text`; ``effect`` is the symmetric init's own gap, ``gap_differences`` its per-seed
+    differences).
 
     A contrast is *established* when it is a difference in the family; "like" means not established. Outcomes that
     fit no prediction are called undecided, never read as equality.
@@ -170,22 +241,7 @@ def read_controls(family: pd.DataFrame, effect: float) -> ControlReading:
                             like_symmetric="the pattern the initial scale predicts",
                             neither="fits neither prediction",
                             tail=", so the initial scale is neither shown nor ruled out as the cause")
-    level = 0.05 / max(len(family), 1)
-    needed = {}
-    for r in family.itertuples():
-        sd = float(np.std(r.result.differences, ddof=1))
-        try:
-            needed[r.treatment] = max(needed.get(r.treatment, 0), stats.seeds_for_power(abs(effect), sd, alpha=level))
-        except ValueError:
-            needed[r.treatment] = np.inf
-    power = ""
-    if needed:
-        parts = [f"{c} {'more than 1,000' if not np.isfinite(n) else f'{n:,.0f}'}" for c, n in needed.items()]
-        power = (f"From each control's own spread, telling a gap the size of the symmetric init's "
-                 f"({abs(effect):.3f} nats) from zero with 80% power at the level of Holm's first step over these "
-                 f"{len(family)} contrasts ({level:.2%}) would take, per control, up to: " + ", ".join(parts)
-                 + " seeds.")
-    return ControlReading(rotated, indefinite, power, norm_matched)
+    return ControlReading(rotated, indefinite, power_text(family, effect, gap_differences), norm_matched)
 
 
 def brief(family: pd.DataFrame) -> str:
@@ -207,6 +263,26 @@ def brief(family: pd.DataFrame) -> str:
     if not any(v.outcome == "difference" for v in family["judged"]):
         return head + ": none of them decides what causes the gap."
     return head + "."
+
+
+def cause_line(family: pd.DataFrame) -> str:
+    """What the controls say about the cause of the gain, in one plain sentence for a chapter's opening answer:
+    whether any control start differs detectably from the default or the symmetric start after Holm's correction
+    over ``family`` (:func:`control_family`), with n. Chapter 5."""
+    if family.empty:
+        return "Which property of the symmetric start helps is not tested yet: no control start has run."
+    controls = list(dict.fromkeys(family["treatment"]))
+    seeds = sorted({int(v.interval.n) for v in family["judged"]})
+    n = f"n = {seeds[0]} seeds each" if len(seeds) == 1 else f"n = {seeds[0]} to {seeds[-1]} seeds"
+    found = [f"{c} from {b}" for c in controls for b in ("default", "symmetric")
+             if (v := _lookup(family, c, b)) is not None and v.outcome == "difference"]
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}.get(len(controls), str(len(controls)))
+    if not found:
+        return (f"Which property of the symmetric start helps is not settled: none of the {words} control starts, "
+                f"each changing one property of it, differs detectably from the default or the symmetric start "
+                f"({n}; Holm's correction over {len(family)} contrasts).")
+    return (f"Of the {words} control starts, each changing one property of the symmetric one, these differ "
+            f"detectably after Holm's correction over {len(family)} contrasts: {', '.join(found)} ({n}).")
 
 
 # ================================================================================== specification curves
@@ -256,3 +332,63 @@ def target_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str
                          "no interval.")
     return Claim(f"{treatment} − {baseline} steps to the target", f"{treatment} gets there later",
                  f"{treatment} gets there sooner", tuple(specs), tuple(missing), decimals=0)
+
+
+def _step_of(spec: Specification) -> int:
+    """The step of a horizon of :func:`loss_gap_claim` (its label is ``"step 2,100"``)."""
+    return int(spec.label.rsplit(" ", 1)[-1].replace(",", ""))
+
+
+@dataclass(frozen=True)
+class GainAnswer:
+    """The answer to "does the symmetric init speed up training?" in the pieces a page shows: ``head`` (the answer
+    in a few plain words), ``loss`` (the final-loss gap), ``speed`` (the pre-stated measure of speed), ``horizons``
+    (where along the schedule the loss gap is established) and ``text`` (all of it, as one paragraph)."""
+
+    head: str
+    loss: str
+    speed: str
+    horizons: str
+    text: str
+
+
+def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: float,
+                early_step: int = 5000) -> GainAnswer:
+    """The answer to "does the symmetric init speed up training?", from the numbers: the final-loss verdict
+    (``final``, with the gap as a share of ``baseline_loss``), the pre-stated measure of speed (``target``, steps to
+    the default runs' final loss, :func:`target_claim`) and the loss gap over the horizons (``gap``,
+    :func:`loss_gap_claim`: where its interval includes 0, and how many of those horizons come before
+    ``early_step``). "Speed-up" is said only when the steps to the target are established as fewer; the horizons are
+    checkpoints of one learning-rate schedule, which the answer says. Chapter 5."""
+    f = stats.format_number
+    gain = final.interval
+    lower = final.outcome == "difference" and gain.estimate < 0
+    faster = target.primary.established and target.primary.interval.estimate < 0
+    slower = target.primary.established and target.primary.interval.estimate > 0
+    tp = target.primary.interval
+    steps = (f"{f(tp.estimate, decimals=0)} steps [{f(tp.low, decimals=0)}, {f(tp.high, decimals=0)}], "
+             f"n = {tp.n} seeds that reach it")
+    share = f(100 * abs(gain.estimate) / baseline_loss, decimals=1)
+    loss_value = (f"{f(gain.estimate, decimals=4)} nats [{f(gain.low, decimals=4)}, {f(gain.high, decimals=4)}], "
+                  f"{share}% of the loss, n = {gain.n} seeds")
+    open_ = [s for s in gap.curve if not s.established]
+    early = sum(_step_of(s) < early_step for s in open_)
+    horizons = (f"the loss gap's interval includes 0 at {len(open_)} of the {len(gap.curve)} logged horizons after "
+                f"step {f(CURVE_FIRST_STEP, decimals=0)}" + (f" ({early} of them before step {f(early_step, decimals=0)})"
+                                                              if open_ else ""))
+    if lower:
+        loss = f"The symmetric start ends with a slightly lower validation loss ({loss_value})."
+    elif final.outcome == "difference":
+        loss = f"The symmetric start ends with a higher validation loss ({loss_value})."
+    else:
+        loss = f"The final validation losses do not differ detectably ({loss_value})."
+    if faster:
+        head = "Yes, on the measure of speed stated before the runs."
+        speed = f"It reaches the default start's final loss sooner ({steps})."
+    else:
+        head = "Not shown as a speed-up at our scale." if lower else "No, not at our scale."
+        speed = ("It reaches the default start's final loss later" if slower else
+                 "It does not reach the default start's final loss detectably sooner") + f" ({steps})."
+    text = (f"{head} {loss} {speed} Along the schedule, {horizons}; those horizons are checkpoints of one decaying "
+            "learning-rate schedule, not shorter runs, so they do not show what a shorter training would gain.")
+    return GainAnswer(head, loss, speed, horizons, text)
