@@ -234,10 +234,6 @@ NOT_TEXT = {
     "heads/hypotheses.py": {"self.auc", "self.low", "self.high"},  # an AUC and its interval lie in [0, 1]
 }
 
-#: Book-text modules still formatting numbers by hand while they are being rewritten: the test below is expected to
-#: fail for each (strict: it reports when one is fixed, so that its name leaves this list).
-PENDING = ("training/init_controls.py", "training/fair_test.py")
-
 
 def hand_formatted(text: str) -> list[tuple[int, str, str]]:
     """``(line, expression, spec)`` of every f-string field of ``text`` (source code) that formats a number with a
@@ -270,15 +266,8 @@ def test_book_text_formats_numbers_through_the_one_formatter():
     """A number a page shows goes through :func:`qkgeometry.formatting.format_number` (``spec=`` for a format
     string's ``+.3f`` or ``.0%``): a hand-written ``f"{x:+.3f}"`` prints a hyphen-minus and ``−0.000``."""
     found = {str(p.relative_to(PACKAGE)): f for p in SOURCES
-             if not str(p.relative_to(PACKAGE)).startswith(NOT_BOOK_TEXT)
-             and str(p.relative_to(PACKAGE)) not in PENDING and (f := _book_text_findings(p))}
+             if not str(p.relative_to(PACKAGE)).startswith(NOT_BOOK_TEXT) and (f := _book_text_findings(p))}
     assert not found, f"write these numbers with format_number(value, spec=...) (file: line, expression, spec): {found}"
-
-
-@pytest.mark.parametrize("name", PENDING)
-@pytest.mark.xfail(strict=True, reason="formats numbers by hand; being rewritten through format_number")
-def test_pending_book_text_goes_through_the_formatter(name):
-    assert not _book_text_findings(PACKAGE / name)
 
 
 @pytest.mark.parametrize("code, found", [
