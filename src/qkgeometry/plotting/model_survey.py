@@ -395,9 +395,9 @@ def raw_vs_folded(forms, score: str = "symmetry"):
     """Chapter 4, "Which bilinear form": each layer's ``score`` in the raw form (x) against the form with the
     normalisation gains folded in (y), one marker per model, coloured by attention stack, with the diagonal.
 
-    ``forms``: :func:`qkgeometry.analyses.anatomy.input_norm_comparison` (columns ``model, family, component,
+    ``forms``: :func:`qkgeometry.surveying.input_norm_comparison` (columns ``model, family, component,
     <score>_raw, <score>_folded``). The legend sits below the axes. Returns the Figure."""
-    require_rows(forms, "forms", "pass qkgeometry.analyses.anatomy.input_norm_comparison(...) of at least one model")
+    require_rows(forms, "forms", "pass qkgeometry.surveying.input_norm_comparison(...) of at least one model")
     import numpy as np
 
     x_col, y_col = f"{score}_raw", f"{score}_folded"
