@@ -365,3 +365,19 @@ def test_tests_import_no_private_name_of_the_package():
                 if private:
                     found.setdefault(str(path.relative_to(root)), []).extend(private)
     assert not found, f"import these through public names: {found}"
+
+
+def test_every_test_that_needs_a_gpu_carries_the_device_mark():
+    """A test skipped where CUDA is absent is marked ``device``, so that ``pytest -m device`` on a GPU machine runs
+    every one of them (and only them)."""
+    root = PACKAGE.parents[1] / "tests"
+    found = []
+    for path in sorted(root.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            needs_gpu = any("skipif(not torch.cuda.is_available()" in m for m in marks)
+            if needs_gpu and "pytest.mark.device" not in marks:
+                found.append(f"{path.relative_to(root)}::{node.name}")
+    assert not found, f"mark these @pytest.mark.device: {found}"
