@@ -107,8 +107,8 @@ test: lint test-unit test-notebooks test-book test-browser
 test-colab: install
 	$(BIN)/python -m pytest -q -m colab tests/book/test_colab_like.py
 
-# The floors of pyproject.toml, checked: a fresh venv with every runtime dependency and the `cluster` extra's at its
-# floor (tools/floors.py turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with
+# The floors of pyproject.toml, checked: a fresh venv with every runtime dependency and the `cluster` and `train`
+# extras' at its floor (tools/floors.py turns each `name>=X` into `name==X`; uv resolves the rest, where pip gives up with
 # resolution-too-deep), torch from the CPU wheel, the offline packages; then the reader, Hub, CLI, survey, stats,
 # heads and integrations tests (the dask ones included: a skipped dask test fails the target). Needs PyPI; a few minutes.
 # (each checkout keeps its own venvs under .cache/, so two checkouts never share one)
@@ -122,7 +122,7 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m pip install --quiet torch==2.13.0
 	$(FLOORS_VENV)/bin/python -m tools.floors pins lowest > $(FLOORS_VENV)/floors.txt
 	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python -c $(FLOORS_VENV)/floors.txt \
-	  -e ".[dev,cluster]"
+	  -e ".[dev,cluster,train]"
 	$(FLOORS_VENV)/bin/uv pip install --quiet --python $(FLOORS_VENV)/bin/python --no-deps \
 	  $(call OFFLINE_PACKAGES,$(FLOORS_VENV)/bin/python)
 	$(FLOORS_VENV)/bin/python -m tools.floors check lowest
@@ -134,7 +134,7 @@ test-floors:
 test-colab-versions: install
 	rm -rf $(COLAB_VENV)
 	$(BIN)/python tests/colab_like.py --overlay $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -m pip install --quiet -e ".[dev,cluster]"
+	$(COLAB_VENV)/bin/python -m pip install --quiet -e ".[dev,cluster,train]"
 	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps $(call OFFLINE_PACKAGES,$(COLAB_VENV)/bin/python)
 	$(COLAB_VENV)/bin/python -m tools.floors report colab
 	QKG_REQUIRE_DASK=1 $(COLAB_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)

@@ -55,12 +55,12 @@ def test_score_and_survey_input_norm(capsys, tmp_path):
 def test_a_bug_is_not_reported_as_a_user_error(monkeypatch, capsys):
     """A KeyError (or IndexError, TypeError, RuntimeError) from inside the package is a bug: it is reported as
     unexpected (status 1), and QKGEOMETRY_DEBUG=1 shows its traceback."""
-    import qkgeometry.surveying.scoring as scoring
+    import qkgeometry.score_table as score_table
 
     def broken(*args, **kwargs):
         raise KeyError("internal")
 
-    monkeypatch.setattr(scoring, "score_model", broken)
+    monkeypatch.setattr(score_table, "layer_rows", broken)
     monkeypatch.delenv("QKGEOMETRY_DEBUG", raising=False)
     assert main(["score", "offline:minilm-l6"]) == 1
     assert "unexpected KeyError" in capsys.readouterr().err

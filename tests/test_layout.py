@@ -21,7 +21,7 @@ MAX_LINES = 600
 #: role (analyses, heads, surveying, training, ...). ``stats`` and ``power`` are the statistics every chapter reads.
 ROOT_MODULES = {"__init__", "__main__", "_arrays", "_files", "_lazy", "_threads", "_validation", "_version", "claims",
                 "cli", "decomposition", "devices", "errors", "formatting", "limits", "model", "power", "recorded_runs",
-                "scores", "source_names", "stats", "tables"}
+                "score_table", "scores", "source_names", "stats", "tables"}
 
 
 def _where(pattern: str) -> list[str]:
@@ -69,6 +69,10 @@ def test_the_package_root_holds_only_the_core():
     (r"^def migrate\(", "surveying/store_format.py"),
     (r"^def parse_survey_csv\(", "surveying/store_csv.py"),  # the store's CSV side
     (r"argparse\.ArgumentParser\(", "cli.py"),  # one command line
+    (r"^def projection_names\(", "architectures/registry.py"),  # which modules are attention: the registry says
+    (r"^def attention_paths\(", "readers/module.py"),
+    (r"^def open_model\(", "readers/__init__.py"),  # a source, a QKModel or a random twin, opened one way
+    (r"^def layer_rows\(", "score_table.py"),  # the one per-layer scoring path
 ])
 def test_each_concept_has_one_definition(pattern, home):
     assert _where(pattern) == [home]
@@ -218,7 +222,7 @@ _NUMBER_SPEC = re.compile(r"[eEfFgG%n]$|^[+\- ]|,")
 
 #: Modules whose text reaches a terminal or an error, never a page (their f-strings may format numbers freely):
 #: the readers' and installers' messages, the command lines and progress lines, the exercise checkers' feedback.
-NOT_BOOK_TEXT = ("readers/", "catalogue/", "exercises/", "cli.py", "_files.py", "training/cli.py",
+NOT_BOOK_TEXT = ("readers/", "catalogue/", "exercises/", "cli.py", "score_table.py", "_files.py", "training/cli.py",
                  "training/objective_runs.py", "training/loop.py", "formatting.py")
 
 #: Formats in book-text modules that write no text a reader sees (a key, a CSS length) or only values that cannot be
@@ -229,10 +233,6 @@ NOT_TEXT = {
     "plotting/interactive.py": {"2 * length"},  # a CSS dash length
     "heads/hypotheses.py": {"self.auc", "self.low", "self.high"},  # an AUC and its interval lie in [0, 1]
 }
-
-#: Book-text modules still formatting numbers by hand while they are being rewritten: the test below is expected to
-#: fail for each (strict: it reports when one is fixed, so that its name leaves this list).
-PENDING = ("training/init_controls.py", "training/fair_test.py")
 
 
 def hand_formatted(text: str) -> list[tuple[int, str, str]]:
@@ -266,15 +266,8 @@ def test_book_text_formats_numbers_through_the_one_formatter():
     """A number a page shows goes through :func:`qkgeometry.formatting.format_number` (``spec=`` for a format
     string's ``+.3f`` or ``.0%``): a hand-written ``f"{x:+.3f}"`` prints a hyphen-minus and ``−0.000``."""
     found = {str(p.relative_to(PACKAGE)): f for p in SOURCES
-             if not str(p.relative_to(PACKAGE)).startswith(NOT_BOOK_TEXT)
-             and str(p.relative_to(PACKAGE)) not in PENDING and (f := _book_text_findings(p))}
+             if not str(p.relative_to(PACKAGE)).startswith(NOT_BOOK_TEXT) and (f := _book_text_findings(p))}
     assert not found, f"write these numbers with format_number(value, spec=...) (file: line, expression, spec): {found}"
-
-
-@pytest.mark.parametrize("name", PENDING)
-@pytest.mark.xfail(strict=True, reason="formats numbers by hand; being rewritten through format_number")
-def test_pending_book_text_goes_through_the_formatter(name):
-    assert not _book_text_findings(PACKAGE / name)
 
 
 @pytest.mark.parametrize("code, found", [
@@ -372,3 +365,19 @@ def test_tests_import_no_private_name_of_the_package():
                 if private:
                     found.setdefault(str(path.relative_to(root)), []).extend(private)
     assert not found, f"import these through public names: {found}"
+
+
+def test_every_test_that_needs_a_gpu_carries_the_device_mark():
+    """A test skipped where CUDA is absent is marked ``device``, so that ``pytest -m device`` on a GPU machine runs
+    every one of them (and only them)."""
+    root = PACKAGE.parents[1] / "tests"
+    found = []
+    for path in sorted(root.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            needs_gpu = any("skipif(not torch.cuda.is_available()" in m for m in marks)
+            if needs_gpu and "pytest.mark.device" not in marks:
+                found.append(f"{path.relative_to(root)}::{node.name}")
+    assert not found, f"mark these @pytest.mark.device: {found}"

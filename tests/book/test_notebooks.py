@@ -131,6 +131,27 @@ def test_imports_only_from_qkgeometry_and_libraries(path: Path):
         assert not defined & api, f"{path.name}: re-implements {defined & api}; call qkgeometry instead"
 
 
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_imports_name_each_function_where_it_lives(path: Path):
+    """A chapter imports a name from the module that defines it or a package that exports it (``__all__``, lazily
+    or not), never through an old name a module's ``__getattr__`` keeps for old imports: each fact has one home, and
+    readers copy the chapters' imports."""
+    import importlib
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(_as_python(cell.source))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "qkgeometry":
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    held = (alias.name in vars(module) or alias.name in getattr(module, "__all__", ())
+                            or importlib.util.find_spec(f"{node.module}.{alias.name}") is not None)
+                    assert held, (f"{path.name}: `from {node.module} import {alias.name}`: {node.module} does not "
+                                  f"hold {alias.name}; import it from its home, {getattr(module, alias.name).__module__}")
+
 def _write_notebook(path: Path, sources: list[str]) -> Path:
     cells = [nbformat.v4.new_code_cell("QUICK = False", metadata={"tags": ["parameters"]})]
     cells += [nbformat.v4.new_code_cell(s) for s in sources]

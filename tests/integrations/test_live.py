@@ -53,6 +53,7 @@ def test_the_path_weights_on_a_gpu_take_scores_as_the_cpu_path_does(monkeypatch)
     assert len(scorer.frames[0]) == 2 * 4 and scorer.frames[0]["symmetry"].between(-1, 1).all()
 
 
+@pytest.mark.device
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_a_model_on_a_gpu_is_scored_there_as_on_the_cpu():
     model = _tiny_bert()

@@ -83,6 +83,20 @@ def test_scores_that_are_not_scores_are_refused(value):
         plotting.survey_figures(frame)
 
 
+def test_check_results_file_reads_the_cells_as_written_and_names_the_file(tmp_path):
+    from qkgeometry.plotting.model_survey import check_results_file
+
+    frame = survey_frame(2).assign(source="s", revision="r", qkgeometry_version="0", per="layer", num_std=2.0,
+                                   qk_norm="folded", input_norm="raw", modality="text")
+    path = tmp_path / "results.csv"
+    frame[SURVEY_COLUMNS].to_csv(path, index=False)
+    check_results_file(path)  # every score in [-1, 1]: nothing to say
+    frame.loc[2, "symmetry"] = 1.5  # read_store would keep this row; the figure would draw it off the axes
+    frame[SURVEY_COLUMNS].to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"results file .*results\.csv.*symmetry = '1\.5'.*not a score"):
+        check_results_file(str(path))
+
+
 @pytest.mark.parametrize("cell", ["1e300", "inf", "nan", "-2"])
 def test_plot_cli_refuses_a_results_file_with_a_bad_score(tmp_path, capsys, cell):
     frame = survey_frame(2).assign(source="s", revision="r", qkgeometry_version="0", per="layer", num_std=2.0,

@@ -80,6 +80,17 @@ def test_the_floors_include_the_cluster_extra_so_the_dask_tests_run_there():
     assert floors.lowest()["distributed"] == distributed.partition(">=")[2]
 
 
+def test_the_floors_include_the_train_extra_that_the_heads_and_integrations_tests_need():
+    """transformers' Trainer and its GGUF loading import accelerate: the floor run installs the train extra at its
+    floors, which are at least what the floor of transformers (5.15) itself requires: ``tokenizers>=0.22.0`` and,
+    for its Trainer, ``accelerate>=1.1.0`` (its METADATA; in fact 1.3, whose unwrap_model takes keep_torch_compile=)."""
+    from packaging.version import Version
+
+    lowest = floors.lowest()
+    assert "train" in floors.EXTRAS and Version(lowest["transformers"]) == Version("5.15")
+    assert Version(lowest["tokenizers"]) >= Version("0.22.1") and Version(lowest["accelerate"]) >= Version("1.3")
+
+
 def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
     monkeypatch.setattr(floors.metadata, "version", lambda name: {"a": "1.0rc1", "b": "2.0.0", "c": "1.10"}[name])
     assert floors.mismatches({"a": "1.0"}) == ["a: 1.0rc1 installed, 1.0 wanted"]  # a pre-release is not the release
@@ -88,7 +99,7 @@ def test_pre_releases_and_trailing_zeros_are_compared_as_versions(monkeypatch):
 
 
 @pytest.mark.parametrize("target", ["test-floors", "test-colab-versions"])
-def test_the_version_runs_install_the_cluster_extra_and_fail_a_skipped_dask_test(target):
+def test_the_version_runs_install_the_cluster_and_train_extras_and_fail_a_skipped_dask_test(target):
     makefile = (floors.ROOT / "Makefile").read_text()
     recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
-    assert '-e ".[dev,cluster]"' in recipe and "QKG_REQUIRE_DASK=1" in recipe
+    assert '-e ".[dev,cluster,train]"' in recipe and "QKG_REQUIRE_DASK=1" in recipe

@@ -166,12 +166,3 @@ def layer_anatomy(sources: Iterable[Any], progress: bool = False, *, input_norm:
                              "input_norm": model.input_norm})
     return pd.DataFrame(rows, columns=ANATOMY_COLUMNS)
 
-
-def __getattr__(name: str) -> Any:
-    """``input_norm_comparison`` runs two surveys, so it lives with them now
-    (:func:`qkgeometry.surveying.input_norm_comparison`); the old name still resolves."""
-    if name == "input_norm_comparison":
-        from ..surveying.forms import input_norm_comparison
-
-        return input_norm_comparison
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,7 +32,8 @@ from .style import (
     stacked_legend,
 )
 
-__all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_scores", "curve_label",
+__all__ = ["MAX_LABEL_CHARS", "MAX_LEGEND_ENTRIES", "MAX_PANELS", "MAX_TEXT_LABELS", "check_results_file", "check_scores",
+           "curve_label",
            "head_pair_terms", "label_text", "modality_planes", "paired_stacks", "raw_vs_folded", "stack_of",
            "survey_figures", "survey_head_heatmaps", "survey_layer_curves", "survey_scatter", "survey_twins"]
 
@@ -86,6 +87,31 @@ def check_scores(frame, name: str = "frame") -> None:
                              f"{int(bad.sum()) - 1} more rows) is not a score in [-1, 1]; the file was edited or "
                              "damaged: rerun the survey for that model.")
 
+
+def check_results_file(path) -> None:
+    """Refuse a results file (a survey store or CSV, what ``qkgeometry plot`` draws) with a score cell that is not a
+    number in [−1, 1] (``inf``, ``nan``, ``1e300``, text), naming the file: a figure would otherwise drop the row or
+    draw it off the axes without a word. A CSV is checked as written, before :func:`~qkgeometry.surveying.read_store`
+    repairs it; a store holds numbers only, each checked when it was written (or missing: a training step whose
+    weights were not finite)."""
+    import io
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..surveying.store import is_store_file, read_store
+
+    path = Path(path)
+    if is_store_file(path):
+        scores = read_store(path)[["model", "symmetry", "directionality"]]
+        check_scores(scores.dropna(subset=["symmetry", "directionality"]), f"results file {str(path)!r}")
+        return
+    text = path.read_bytes().decode("utf-8")
+    text = text[: text.rfind("\n") + 1]  # a partial last line is the survey's to repair, not a score
+    raw = pd.read_csv(io.StringIO(text), usecols=["model", "symmetry", "directionality"], dtype=str,
+                      keep_default_na=False)
+    raw = raw[(raw["symmetry"].str.strip() != "") & (raw["directionality"].str.strip() != "")]
+    check_scores(raw.reset_index(drop=True), f"results file {str(path)!r}")
 
 def stack_of(family: str, component: str) -> str:
     """The attention stack of a survey row: ``family`` for ``self`` attention (``encoder`` or ``decoder``), else
@@ -369,9 +395,9 @@ def raw_vs_folded(forms, score: str = "symmetry"):
     """Chapter 4, "Which bilinear form": each layer's ``score`` in the raw form (x) against the form with the
     normalisation gains folded in (y), one marker per model, coloured by attention stack, with the diagonal.
 
-    ``forms``: :func:`qkgeometry.analyses.anatomy.input_norm_comparison` (columns ``model, family, component,
+    ``forms``: :func:`qkgeometry.surveying.input_norm_comparison` (columns ``model, family, component,
     <score>_raw, <score>_folded``). The legend sits below the axes. Returns the Figure."""
-    require_rows(forms, "forms", "pass qkgeometry.analyses.anatomy.input_norm_comparison(...) of at least one model")
+    require_rows(forms, "forms", "pass qkgeometry.surveying.input_norm_comparison(...) of at least one model")
     import numpy as np
 
     x_col, y_col = f"{score}_raw", f"{score}_folded"

@@ -28,18 +28,28 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._files import check_regular_file, path_exists
 from ..architectures import InputNorm, QKNorm
 from ..errors import SourceError
 from ..model import QKModel, SourcePlans
-from ..source_names import OFFLINE_PREFIX, RANDOM_PREFIX
-from . import ctranslate2, hub, module, onnx, safetensors
+from ..source_names import HF_PREFIX, OFFLINE_PREFIX, RANDOM_PREFIX
+from . import ctranslate2, module, onnx, safetensors
+
+if TYPE_CHECKING:
+    from .hub import FetchMode
 
 __all__ = ["PATH_READERS", "load_qk", "open_model"]
 
 Opener = Callable[[Path, "str | None", QKNorm], SourcePlans]
+
+
+def _hub() -> Any:
+    """The Hub reader, imported when a source is not a local path (its HTTP client is not needed to read files)."""
+    from . import hub
+
+    return hub
 
 
 def _gguf() -> Any:
@@ -60,7 +70,7 @@ PATH_READERS: tuple[tuple[str, Callable[[Path], bool], Opener], ...] = (
 
 def load_qk(source: Any, *, revision: str | None = None, name: str | None = None,
             qk_norm: QKNorm = "folded", input_norm: InputNorm = "raw", device: Any = None,
-            fetch: hub.FetchMode = "remote") -> QKModel:
+            fetch: FetchMode = "remote") -> QKModel:
     """Open ``source`` and return a lazy :class:`~qkgeometry.QKModel` that reads one layer at a time.
 
     ``source``: a local Hugging Face folder (config.json + safetensors), a ``.gguf`` file, an ONNX graph, a
@@ -128,7 +138,7 @@ def open_model(source: Any, *, qk_norm: QKNorm = "folded", input_norm: InputNorm
 
 
 def open_source_plans(source: Any, *, revision: str | None = None, name: str | None = None,
-                      qk_norm: QKNorm = "folded", fetch: hub.FetchMode = "remote") -> SourcePlans:
+                      qk_norm: QKNorm = "folded", fetch: FetchMode = "remote") -> SourcePlans:
     """Resolve ``source`` into the plans of its reader (see :func:`load_qk` for the kinds of source)."""
     if module.sniff(source):
         return module.open_module(source, name, qk_norm)
@@ -144,8 +154,8 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
         from ..catalogue.offline import offline_path
 
         return open_path(offline_path(source[len(OFFLINE_PREFIX):]), name or source, qk_norm)
-    if source.startswith(hub.HF_PREFIX):
-        return hub.open_hub(source, revision, name, qk_norm, fetch)
+    if source.startswith(HF_PREFIX):
+        return _hub().open_hub(source, revision, name, qk_norm, fetch)
     try:
         path = Path(source).expanduser()
     except RuntimeError as e:  # "~nosuchuser/...": Python cannot expand an unknown user's home
@@ -153,10 +163,10 @@ def open_source_plans(source: Any, *, revision: str | None = None, name: str | N
                           "pass the full path instead.") from e
     if path_exists(path, "`source`"):
         return open_path(path, name, qk_norm)
-    if hub.looks_like_path(source):
+    if _hub().looks_like_path(source):
         raise SourceError(f"`source` {source!r} does not exist. Pass an existing model folder (config.json + "
                           "*.safetensors), a .gguf file, an 'offline:<name>' alias or a Hub id.")
-    return hub.open_hub(source, revision, name, qk_norm, fetch)
+    return _hub().open_hub(source, revision, name, qk_norm, fetch)
 
 
 def open_path(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> SourcePlans:

@@ -29,6 +29,7 @@ import os
 import stat
 import struct
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -309,4 +310,4 @@ def open_ctranslate2(path: Path, name: str | None, qk_norm: QKNorm = "folded") -
     effect: Whisper has no QK-norm)."""
     index = CT2Index(path)
     return SourcePlans(name or path.parent.name, get_architecture("whisper"), whisper_blocks(index), str(path),
-                       fingerprint([path]))
+                       partial(fingerprint, [path]))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +275,7 @@ def open_gguf(path: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePlans:
     # llama.cpp stores every norm gain as applied (its converter adds Gemma's 1 to each norm weight): no offset
     block = AttentionBlock("self", spec.q, spec.k, q_norm=spec.q_norm, k_norm=spec.k_norm, input_norm=spec.input_norm)
     plan = BlockPlan(block, dims, split, get, lambda name: name in index.tensors)
-    return SourcePlans(name, arch, [plan], str(path), fingerprint([path]),
+    return SourcePlans(name, arch, [plan], str(path), partial(fingerprint, [path]),
                        config=rope_config(index.fields, gguf_arch, arch.model_type, dims.head_dim, dims.n_layers))
 
 

@@ -4,6 +4,7 @@ graphs."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from .._files import check_regular_file, fingerprint, os_error, path_exists
@@ -52,4 +53,4 @@ def open_onnx(path: Path, name: str | None, qk_norm: QKNorm = "folded") -> Sourc
                         notes="An ONNX graph: Q/K projections found from the graph structure.")
     plans = blocks
     files = [path, *(p for p in external_files(graph) if p.is_file())]
-    return SourcePlans(name or path.stem, arch, plans, str(path), fingerprint(files))
+    return SourcePlans(name or path.stem, arch, plans, str(path), partial(fingerprint, files))

@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def open_folder(folder: Path, name: str, qk_norm: QKNorm = "folded") -> SourcePl
         handles.clear()
         raise
     meta = [config_path] + ([index_file] if index_file is not None else [])
-    return SourcePlans(name, arch, plans, str(folder), fingerprint(files, meta), close=handles.clear,
+    return SourcePlans(name, arch, plans, str(folder), partial(fingerprint, files, meta), close=handles.clear,
                        config=config.data)
 
 

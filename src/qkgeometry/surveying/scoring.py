@@ -23,7 +23,7 @@ from ..architectures import InputNorm
 from ..errors import NonFiniteWeights, SurveyInterrupted, ZeroWeights, first_line
 from ..model import RANDOM_PREFIX, QKLayer, QKModel
 from ..readers import open_model
-from ..scores import layer_scores
+from ..score_table import layer_rows
 from .identity import distinct_labels, source_identity
 from .store import (
     CACHE_KEY,
@@ -49,20 +49,11 @@ def score_layer(layer: QKLayer, per: Per = "layer", num_std: float = 2.0) -> lis
     """Scores of one layer: one dict for ``per="layer"``, one per query head for ``per="head"``.
 
     All heads in a few batched float64 products (:func:`qkgeometry.scores.layer_scores`), on the layer's device;
-    the KV heads are never expanded per query head. This is the only scoring path: :func:`score_model` and
-    :func:`survey` both use it.
+    the KV heads are never expanded per query head. This is the only scoring path
+    (:func:`qkgeometry.score_table.layer_rows`, with ``<NA>`` for the head of a layer row): :func:`score_model`,
+    :func:`survey` and ``qkgeometry score`` all use it.
     """
-    try:
-        s = layer_scores(layer.wq, layer.wk_kv, num_std, heads=per == "head", layer=per == "layer")
-    except ValueError as e:  # name the model's layer (the kernel counts within the stack it was given); keep
-        kind = type(e) if isinstance(e, (NonFiniteWeights, ZeroWeights)) else ValueError  # what kind of error
-        raise kind(f"{layer.component} layer {layer.index}: {e}") from e
-    if per == "layer":
-        return [{"layer": layer.index, "head": pd.NA, "symmetry": s.layer.symmetry,
-                 "directionality": s.layer.directionality}]
-    sym, dirn = np.atleast_1d(s.heads.symmetry), np.atleast_1d(s.heads.directionality)
-    return [{"layer": layer.index, "head": h, "symmetry": float(sym[h]), "directionality": float(dirn[h])}
-            for h in range(layer.n_heads)]
+    return [{**row, "head": pd.NA if row["head"] is None else row["head"]} for row in layer_rows(layer, per, num_std)]
 
 
 def score_model(source: Any, per: Per = "layer", num_std: float = 2.0, progress: bool = False, *,

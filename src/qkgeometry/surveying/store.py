@@ -32,8 +32,9 @@ Why SQLite in WAL mode rather than append-only Parquet parts with an index:
   several surveys on one machine may share one store (SQLite's locking lets one write at a time).
 
 The store's layout on disk (schema, format version, migration, connections) is
-:mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing, ``qkgeometry export``) is
-:mod:`~qkgeometry.surveying.store_csv`.
+:mod:`~qkgeometry.surveying.store_format`; its CSV side (parsing, writing) is
+:mod:`~qkgeometry.surveying.store_csv`; the copies between the two (:func:`migrate_csv`, :func:`export_csv`) are
+here.
 
 Limits: keep the store on a local disk of the machine that runs :func:`qkgeometry.survey`. SQLite's locking is
 not reliable on network file systems, and it does not need to be: workers (processes or the machines of a

@@ -1,9 +1,11 @@
-"""The survey store's CSV side: a ``.csv`` cache parsed (its damage repaired, not trusted), written whole and
-atomically, and the copies between a CSV and an SQLite store (``qkgeometry export``). Chapter 4.
+"""The survey store's CSV side: a ``.csv`` cache parsed (its damage repaired, not trusted) and written whole and
+atomically. Chapter 4.
 
 A :class:`~qkgeometry.surveying.store.SurveyStore` opened on a ``.csv`` path keeps its rows in memory and uses this
-module to import the file (again whenever another survey changed it: :func:`file_stamp`) and to export it after
-every model (:func:`write_survey_csv`).
+module to import the file (again whenever another survey changed it: ``_files.file_stamp``) and to export it after
+every model (:func:`write_survey_csv`); ``qkgeometry export`` copies between the two kinds of file with
+:func:`~qkgeometry.surveying.store.migrate_csv` and :func:`~qkgeometry.surveying.store.export_csv`. This module
+knows nothing of the store itself.
 """
 
 from __future__ import annotations

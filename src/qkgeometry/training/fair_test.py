@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import stats
 from ..claims import Claim, Specification, change_words
+from ..formatting import format_number
 from .config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
 
 if TYPE_CHECKING:
@@ -457,10 +458,11 @@ def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
 
             for unit in UNITS:
                 points = [(per_run[unit][per_run[unit]["step"] == step], f"horizon, per {unit}",
-                           f"step {step:,}, per {unit}", unit == "layer" and step == primary_step)
+                           f"step {format_number(step)}, per {unit}", unit == "layer" and step == primary_step)
                           for step in horizons]
                 points += [(matched[(unit, level)], f"matched learning, per {unit}",
-                            f"matched at {level:.0%} below the plateau, per {unit}", False) for level in levels]
+                            f"matched at {format_number(level, spec='.0%')} below the plateau, per {unit}", False)
+                           for level in levels]
                 for frame, axis, label, primary in points:
                     point = _curve_point(frame, a, b, column, axis, label, primary, min_pairs)
                     (specs if isinstance(point, Specification) else missing).append(point)

@@ -36,6 +36,7 @@ import pandas as pd
 
 from .. import stats
 from ..claims import Claim, Specification
+from ..formatting import format_number
 from . import metrics as tm
 
 __all__ = [
@@ -129,8 +130,7 @@ def _lookup(family: pd.DataFrame, control: str, baseline: str):
 
 
 def _est(v: stats.Verdict) -> str:
-    sign = "+" if v.interval.estimate > 0 else ""
-    return f"{sign}{stats.format_number(v.interval.estimate, decimals=3)} nats"
+    return f"{format_number(v.interval.estimate, spec='+.3f')} nats"
 
 
 def _reading(family: pd.DataFrame, control: str, missing: str, like_default: str, like_symmetric: str,
@@ -170,7 +170,7 @@ def _seeds_needed(effect: float, sd: float, level: float) -> float:
 
 
 def _count(n: float) -> str:
-    return "more than 1,000" if n == float("inf") else stats.format_number(n, decimals=0)
+    return "more than 1,000" if n == float("inf") else format_number(n, decimals=0)
 
 
 def power_text(family: pd.DataFrame, effect: float, gap_differences: Sequence[float] | None = None) -> str:
@@ -195,8 +195,8 @@ def power_text(family: pd.DataFrame, effect: float, gap_differences: Sequence[fl
         return "none (its differences do not vary)" if np.isnan(n) else _count(n)
     parts = [f"{c} {word(n)}" for c, n in needed.items()]
     text = (f"From each control's own paired spread, telling a gap the size of the symmetric init's "
-            f"({stats.format_number(abs(effect), decimals=4)} nats) from zero with 80% power at the level of "
-            f"Holm's first step over these {len(family)} contrasts ({stats.format_number(100 * level, decimals=2)}%) "
+            f"({format_number(abs(effect), decimals=4)} nats) from zero with 80% power at the level of "
+            f"Holm's first step over these {len(family)} contrasts ({format_number(100 * level, decimals=2)}%) "
             f"would take, per control and for the harder of its two contrasts: " + ", ".join(parts) + " seeds.")
     if gap_differences is not None and len(gap_differences) >= 2:
         sd_gap = float(np.std(np.asarray(gap_differences, dtype=float), ddof=1))
@@ -305,7 +305,7 @@ def loss_gap_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: s
     specs = []
     for r in curve[(curve["step"] > first_step) | (curve["step"] == last)].itertuples():
         iv = stats.Interval(r.diff_mean, r.ci_low, r.ci_high, int(r.n), unit="seed")
-        specs.append(Specification("horizon", f"step {r.step:,}", iv, primary=r.step == last))
+        specs.append(Specification("horizon", f"step {format_number(int(r.step))}", iv, primary=r.step == last))
     return Claim(f"{treatment} − {baseline} validation loss, nats", f"{treatment} has the higher loss",
                  f"{treatment} has the lower loss", tuple(specs))
 
@@ -322,7 +322,8 @@ def target_claim(logs: pd.DataFrame, treatment: str = "symmetric", baseline: str
     table = tm.targets_table(logs, fractions, treatment, baseline, loss, arch)
     specs, missing = [], []
     for r in table.itertuples():
-        label = "the baseline's final loss" if r.fraction == 1.0 else f"its loss at {r.fraction:.0%} of the horizon"
+        share = format_number(r.fraction, spec=".0%")
+        label = "the baseline's final loss" if r.fraction == 1.0 else f"its loss at {share} of the horizon"
         if r.diff is None:
             missing.append(f"{label} ({r.reached} of {r.n} seeds reach it)")
             continue
@@ -360,7 +361,7 @@ def gain_answer(final: stats.Verdict, gap: Claim, target: Claim, baseline_loss: 
     :func:`loss_gap_claim`: where its interval includes 0, and how many of those horizons come before
     ``early_step``). "Speed-up" is said only when the steps to the target are established as fewer; the horizons are
     checkpoints of one learning-rate schedule, which the answer says. Chapter 5."""
-    f = stats.format_number
+    f = format_number
     gain = final.interval
     lower = final.outcome == "difference" and gain.estimate < 0
     faster = target.primary.established and target.primary.interval.estimate < 0

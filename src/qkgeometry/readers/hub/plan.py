@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...errors import SourceError
+from ...source_names import HF_PREFIX
 from ..hf_config import resolve_plans
 from ..safetensors_format import RANGE_GAP, SCALE_SUFFIXES, join_ranges, returned_dtype
 
@@ -33,7 +34,6 @@ __all__ = [
 
 FetchMode = Literal["remote", "snapshot"]
 
-HF_PREFIX = "hf://"
 
 #: a commit id: 40 hexadecimal digits (it names cache folders, so nothing else is accepted where one is expected)
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
