@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.stats import ortho_group
 
 import qkgeometry as qg
-from qkgeometry.scores import directionality_from_norms
+from qkgeometry.scores import directionality_from_norms, outlier_threshold
 
 SEEDS = range(20)
 
@@ -97,6 +97,15 @@ def test_directionality_hand_computed():
     er = 10 - (rows.mean() + rows.std(ddof=1))
     ec = 4 - (cols2.mean() + cols2.std(ddof=1))
     assert directionality_from_norms(rows, cols2, 1.0) == pytest.approx((er - ec) / (er + ec))
+
+
+def test_outlier_threshold_is_mean_plus_num_std_unbiased_sd_over_the_last_axis():
+    norms = np.abs(rand(3, 4, 7))
+    for num_std in (0.0, 1.5, 2.0):
+        expected = norms.mean(axis=-1) + num_std * norms.std(axis=-1, ddof=1)
+        np.testing.assert_allclose(outlier_threshold(norms, num_std), expected, rtol=1e-14)
+    tensor = outlier_threshold(torch.tensor(norms[0]))  # a tensor stays a tensor
+    assert isinstance(tensor, torch.Tensor) and float(tensor) == pytest.approx(float(outlier_threshold(norms[0])))
 
 
 def test_directionality_zero_when_no_outliers():

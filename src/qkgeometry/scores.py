@@ -57,6 +57,7 @@ __all__ = [
     "directionality_score",
     "directionality_score_factored",
     "layer_scores",
+    "outlier_threshold",
     "scores_factored",
     "symmetry_score",
     "symmetry_score_factored",
@@ -171,10 +172,24 @@ def directionality_from_squared_norms(row_sq: ArrayLike, col_sq: ArrayLike, num_
     return directionality_from_norms(xp.sqrt(xp.clip(row_sq, min=0.0)), xp.sqrt(xp.clip(col_sq, min=0.0)), num_std)
 
 
-def _outlier_excess(norms: Any, num_std: float) -> Any:
-    """``Σ_{x > τ} (x − τ)`` over the last axis with ``τ = mean + num_std · std(ddof=1)``."""
+def outlier_threshold(norms: ArrayLike, num_std: float = 2.0) -> Any:
+    """The directionality score's threshold ``τ = mean + num_std · std`` (unbiased std, ddof=1) of norms (..., d),
+    over the last axis: a row (or column) counts as an outlier by how far its norm exceeds τ. Returns shape (...).
+
+    Chapter 2 ("The two scores") draws it over the norms of a 6 × 6 example.
+
+    >>> float(outlier_threshold([1.0, 2.0, 3.0]))  # mean 2, std 1
+    4.0
+    """
+    norms = _float64_array(norms)
     xp = array_namespace(norms)
-    threshold = xp.mean(norms, axis=-1) + num_std * xp.std(norms, axis=-1, correction=1)
+    return xp.mean(norms, axis=-1) + num_std * xp.std(norms, axis=-1, correction=1)
+
+
+def _outlier_excess(norms: Any, num_std: float) -> Any:
+    """``Σ_{x > τ} (x − τ)`` over the last axis with τ from :func:`outlier_threshold`."""
+    xp = array_namespace(norms)
+    threshold = outlier_threshold(norms, num_std)
     return xp.sum(xp.clip(norms - threshold[..., None], min=0.0), axis=-1)
 
 

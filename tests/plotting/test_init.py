@@ -50,6 +50,8 @@ FULL = pd.DataFrame({c: [0.0] for c in ("symmetry", "directionality", "layer", "
 EMPTY_CALLS = {
     "score_plane": ((_empty("model", "family", "symmetry", "directionality"),), "frame"),
     "attention_parts": ((np.zeros((0, 0)), np.zeros((0, 0)), []), "logits"),
+    "quadratic_form_and_signed_area": (([], np.zeros((2, 2)), [1.0, 0.0], [0.0, 1.0]), "symmetric"),
+    "directionality_bars": ((np.zeros((0, 0)),), "M"),
     "null_spread": ((_empty("d", "r", "symmetry", "directionality"),), "null"),
     "heads_vs_layers": ((_empty(*SURVEY), FULL), "heads"),
     "one_step_distributions": ((_empty("setting", "objective", "symmetry"),), "frame"),

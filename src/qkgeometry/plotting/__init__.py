@@ -4,6 +4,9 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.decomposition`: chapters 1-2 (:func:`attention_parts`, :func:`matrix_triptych`,
   :func:`score_plane`,
   :func:`null_spread`, :func:`heads_vs_layers`);
+* :mod:`~qkgeometry.plotting.intuition`: pictures where chapters 1-2's algebra starts
+  (:func:`quadratic_form_and_signed_area`, :func:`directionality_bars`; :func:`quadratic_form_kind` and
+  :func:`signed_area` give the numbers they draw);
 * :mod:`~qkgeometry.plotting.objectives`: chapter 3 (:func:`one_step_distributions`,
   :func:`objective_trajectories`, :func:`objective_losses`, :func:`paper_training_curves`);
 * :mod:`~qkgeometry.plotting.model_survey`: chapter 4 and ``qkgeometry plot`` (:func:`survey_layer_curves`,
@@ -47,6 +50,7 @@ from .interactive import (
     interactive_init_curves,
     interactive_score_plane,
 )
+from .intuition import directionality_bars, quadratic_form_and_signed_area, quadratic_form_kind, signed_area
 from .model_survey import (
     MAX_LABEL_CHARS,
     MAX_LEGEND_ENTRIES,
@@ -98,10 +102,11 @@ from .training import PANEL_WORDS, init_curves, paired_difference_curve, surviva
 from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
-FIGURES = ("attention_parts", "head_pair_terms", "heads_vs_layers", "init_curves", "matrix_triptych", "modality_planes",
-           "null_spread",
+FIGURES = ("attention_parts", "directionality_bars", "head_pair_terms", "heads_vs_layers", "init_curves",
+           "matrix_triptych", "modality_planes", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
-           "paired_stacks", "paper_training_curves", "raw_vs_folded", "score_plane", "specification_curve",
+           "paired_stacks", "paper_training_curves", "quadratic_form_and_signed_area", "raw_vs_folded", "score_plane",
+           "specification_curve",
            "survey_head_heatmaps",
            "survey_layer_curves", "survey_scatter", "survey_twins", "survival_grid", "trajectories_vs_paper",
            "trajectory_curves")
@@ -130,6 +135,7 @@ __all__ = [
     "attention_parts",
     "check_scores",
     "curve_label",
+    "directionality_bars",
     "edit_losses",
     "geometry_by_label",
     "head_pair_terms",
@@ -154,11 +160,14 @@ __all__ = [
     "paper_training_curves",
     "plt",
     "primary_label",
+    "quadratic_form_and_signed_area",
+    "quadratic_form_kind",
     "raw_vs_folded",
     "require_rows",
     "run_figure",
     "score_plane",
     "shown_text_px",
+    "signed_area",
     "specification_curve",
     "stack_of",
     "stacked_figure",
