@@ -155,6 +155,10 @@ def test_the_opening_answer_counts_what_holds_and_bounds_what_does_not():
     assert "H7 is not detected (the interval allows an AUC down to 0.41)" in answer.readings
     assert "H9 is reversed" in answer.readings
     assert answer.firmness.startswith("1 of the 2 verdicts change") and "(H6)" in answer.firmness
+    # a prediction of the algebra that holds only at some thresholds is named in the opening answer too
+    sens_alg = pd.concat([sens, pd.DataFrame({"hypothesis": ["H1"], "factor": [2.0], "holds": [False]})])
+    assert "1 of the 2 predictions of the algebra come out as predicted (H1 only at some of the label thresholds)." \
+        in hypotheses.job_answer(fam, sens_alg).head
 
 
 def _recorded_heads(*aliases: str) -> pd.DataFrame:

@@ -454,11 +454,13 @@ def job_answer(family: pd.DataFrame, sensitivity: pd.DataFrame | None = None) ->
                     f"×{format_number(factors[0], spec='g')} to ×{format_number(factors[-1], spec='g')}" + (f" ({join_words(flips)})" if flips else "") + ".")
     amount = "Little" if 3 * k <= n else "Some" if 2 * k <= n else "Much"
     fragile = [h for h in held_emp["hypothesis"] if h in flips]
+    fragile_alg = [h for h in held_alg["hypothesis"] if h in flips]
     head = (f"{amount}: beyond what the algebra fixes, {k} of the {n} readings of the split hold"
             + (f" ({join_words(list(held_emp['hypothesis']))})" if k else "")
             + (f", and {'it changes' if len(fragile) == 1 and k == 1 else f'{len(fragile)} of them change'} with the "
                f"label thresholds" if fragile else "")
-            + f"; {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted.")
+            + f"; {len(held_alg)} of the {len(algebra)} predictions of the algebra come out as predicted"
+            + (f" ({join_words(fragile_alg)} only at some of the label thresholds)" if fragile_alg else "") + ".")
     alg = (f"The algebra's predictions that hold: {_listed(held_alg)}." if len(held_alg) else
            "None of the algebra's predictions holds.")
     missed = emp[~emp["holds"]]
