@@ -69,6 +69,8 @@ SESSIONS = (
             predict="The hypotheses, stated before the numbers", results_table="tbl-ch7-hypotheses",
             opening_poll="Which part of $W_{qk}$ should a previous-token head need: the symmetric part, the skew "
                          "part, or both? Write the class's answer on the board."),
+    Session(5, "Does geometry come before function?", "08_geometry_before_function",
+            predict="What the algebra predicts", results_table="tbl-ch8-predictions"),
 )
 
 #: Figures shown per deck (the first ones of the chapter), so that a deck stays a session's worth.

@@ -519,10 +519,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plot(sub)
     _add_offline(sub)
     _add_export(sub)
-    from .training.cli import add_objectives_parser, add_train_parser  # chapters 5 and 3
+    from .training.cli import (  # chapters 5, 3, 8
+        add_induction_parser,
+        add_objectives_parser,
+        add_train_parser,
+    )
 
     add_train_parser(sub)
     add_objectives_parser(sub)
+    add_induction_parser(sub)
     return parser
 
 

@@ -291,7 +291,7 @@ def test_course_module_lists_every_exercise_and_keeps_answer_keys_off_the_studen
 
 
 #: Chapters whose visible code is held to the column and whose verdicts and captions follow the book's rules.
-PRESENTED = ["04_model_survey.ipynb", "05_symmetric_init.ipynb"]
+PRESENTED = ["04_model_survey.ipynb", "05_symmetric_init.ipynb", "08_geometry_before_function.ipynb"]
 HIDDEN = {"remove-cell", "remove-input", "hide-input"}
 
 

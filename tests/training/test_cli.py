@@ -210,7 +210,7 @@ def test_train_objectives_records_runs(tmp_path, monkeypatch, capsys):
     assert scores["step"].max() == 2
 
 
-@pytest.mark.parametrize("command", ["train", "train-objectives"])
+@pytest.mark.parametrize("command", ["train", "train-objectives", "train-induction"])
 def test_a_batch_too_large_for_one_step_is_refused_at_once(tmp_path, capsys, command):
     import time
 

@@ -342,3 +342,74 @@ def run_objectives(args: argparse.Namespace) -> int:
     record_runs(args.out, cfg, args.seeds, args.objectives, args.vocab_size, args.gradient_batches,
                 cache=args.cache, eval_sequences=args.eval_sequences)
     return 0
+
+
+# --------------------------------------------------------------------------------- qkgeometry train-induction
+_INDUCTION_TEXT = """Train a small GPT-2 (attention only, or with MLPs) on sequences in which a random segment is copied
+(or, with --data no-repeat, on the control without copies), and record every head's geometry and behaviour every
+--log-every steps into --out: log.csv, steps.csv and provenance.json (chapter 8).
+
+    qkgeometry train-induction --data repeat --seed 0 --out runs/ch8/attn-repeat-s0
+"""
+_INDUCTION_GROUPS = {
+    "what to train": ("data", "seed"),
+    "sequences": ("vocab_size", "seq_len", "min_segment", "max_segment", "skip"),
+    "model shape": ("d_model", "n_layers", "n_heads", "d_mlp", "init_std"),
+    "optimisation": ("batch_size", "steps", "lr", "weight_decay"),
+    "logging": ("log_every", "dense_until", "dense_every", "eval_sequences"),
+}
+
+
+def configure_induction_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add to ``p`` one option per :class:`~qkgeometry.training.config.InductionConfig` field plus ``--out``,
+    ``--threads`` and ``--progress``; return ``p``."""
+    from .config import InductionConfig
+
+    _add_config_options(p, InductionConfig, _INDUCTION_GROUPS)
+    g = p.add_argument_group("running")
+    g.add_argument("--out", required=True, help="run folder (log.csv, steps.csv, provenance.json)")
+    g.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    g.add_argument("--progress", action="store_true", help="print the in-context loss at every logged step")
+    return p
+
+
+def induction_config_from_args(args: argparse.Namespace):
+    """The :class:`~qkgeometry.training.config.InductionConfig` of ``args``; ValueError naming the option."""
+    from .config import InductionConfig
+
+    out = _check_out(str(args.out))
+    _check_threads(args.threads)
+    fields = dataclasses.fields(InductionConfig)
+    try:
+        cfg = InductionConfig(**{f.name: getattr(args, f.name) for f in fields})
+    except ValueError as e:  # "`n_layers` must be ..." -> "--layers must be ..."
+        message = str(e)
+        for f in fields:
+            message = message.replace(f"`{f.name}`", _field_flag(f))
+        raise ValueError(message) from None
+    if (out / "provenance.json").is_file() or (out / "log.csv").is_file():
+        raise ValueError(f"--out {str(out)!r} already holds a run; choose a new folder, or delete that one to "
+                         "start over.")
+    return cfg
+
+
+def add_induction_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``train-induction`` subcommand (chapter 8); its ``func`` is :func:`run_induction`."""
+    p = subparsers.add_parser("train-induction", help="train a small transformer on sequences with copied segments, "
+                                                      "scoring its heads as it learns (chapter 8)",
+                              description=_INDUCTION_TEXT, formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure_induction_parser(p)
+    p.set_defaults(func=run_induction)
+    return p
+
+
+def run_induction(args: argparse.Namespace) -> int:
+    """Run the ``train-induction`` subcommand: :func:`~qkgeometry.training.induction_runs.train_induction`."""
+    cfg = induction_config_from_args(args)  # validate everything before any work
+    from .induction_runs import train_induction
+
+    steps = train_induction(cfg, args.out, threads=args.threads, progress=args.progress)
+    last = steps[steps["step"] == steps["step"].max()].iloc[0]
+    print(f"{cfg.name}: step {int(last['step'])}, in-context loss {last['in_context_loss']:.3f}, "
+          f"{last['seconds']:.0f} s")
+    return 0

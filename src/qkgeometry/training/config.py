@@ -212,3 +212,85 @@ class ObjectiveConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+#: What the sequences of chapter 8 hold: a copied segment, or (the control) none.
+INDUCTION_DATA = ("repeat", "no-repeat")
+
+
+@dataclass(frozen=True)
+class InductionConfig:
+    """One run of chapter 8 (goes verbatim into ``provenance.json``): a small GPT-2 (``d_mlp = 0``: attention-only
+    blocks) trained on sequences with a copied segment (``data="repeat"``) or without (``"no-repeat"``, the
+    control), scored every ``log_every`` steps. AdamW at a constant learning rate. Each field's metadata holds the
+    help text of its ``qkgeometry train-induction`` option. Chapter 8.
+    """
+
+    data: str = _option("repeat", "repeat: sequences with a copied segment; no-repeat: the control, same lengths "
+                        "and positions, no copy", choices=INDUCTION_DATA)
+    seed: int = _option(0, "seed of the init and of the batches")
+    vocab_size: int = _option(64, "token types (uniform random tokens)")
+    seq_len: int = _option(32, "tokens per sequence")
+    min_segment: int = _option(8, "shortest copied segment")
+    max_segment: int = _option(16, "longest copied segment (two copies must fit in seq_len)")
+    skip: float = _option(0.5, "rate of the skip-bigram language: a token is F(token two back) with this probability")
+    d_model: int = _option(64, "model width d (a multiple of the number of heads)")
+    n_layers: int = _option(2, "number of blocks", flag="--layers")
+    n_heads: int = _option(4, "attention heads per block", flag="--heads")
+    d_mlp: int = _option(0, "MLP width (0: attention-only blocks; else GPT-2's MLP of width 4·d)")
+    batch_size: int = _option(32, "sequences per batch")
+    steps: int = _option(2000, "AdamW steps")
+    lr: float = _option(3e-3, "AdamW learning rate (constant)")
+    weight_decay: float = _option(0.0, "AdamW weight decay")
+    init_std: float = _option(0.02, "standard deviation of GPT-2's N(0, std) initialisation")
+    log_every: int = _option(20, "score and measure behaviour every N steps (and at step 0)")
+    dense_until: int = _option(200, "before this step, score and measure every --dense-every steps instead")
+    dense_every: int = _option(5, "the logging interval before --dense-until")
+    eval_sequences: int = _option(64, "sequences of each evaluation set (behaviour and in-context loss)")
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "seq_len", "min_segment", "max_segment", "d_model", "n_layers", "n_heads",
+                     "batch_size", "steps", "log_every", "eval_sequences", "dense_every"):
+            v = getattr(self, name)
+            if not _positive_int(v):
+                raise ValueError(f"`{name}` must be a positive integer; got {v!r}.")
+        if isinstance(self.dense_until, bool) or not isinstance(self.dense_until, int) or self.dense_until < 0:
+            raise ValueError(f"`dense_until` must be a whole number of steps >= 0; got {self.dense_until!r}.")
+        if self.data not in INDUCTION_DATA:
+            raise ValueError(f"`data` must be one of {', '.join(INDUCTION_DATA)}; got {self.data!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"`seed` must be a whole number >= 0; got {self.seed!r}.")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `n_heads` ({self.n_heads}).")
+        if self.d_mlp not in (0, 4 * self.d_model):
+            raise ValueError(f"`d_mlp` must be 0 (attention only) or 4·d_model = {4 * self.d_model}; got "
+                             f"{self.d_mlp!r}.")
+        if not 2 <= self.min_segment <= self.max_segment or 2 * self.max_segment > self.seq_len:
+            raise ValueError(f"`min_segment` and `max_segment` must satisfy 2 <= min <= max <= seq_len / 2 = "
+                             f"{self.seq_len // 2}; got {self.min_segment} and {self.max_segment}.")
+        if self.seq_len // 2 >= self.vocab_size:
+            raise ValueError(f"`vocab_size` must exceed seq_len / 2 = {self.seq_len // 2} (the behaviour probes "
+                             f"draw half a sequence of distinct tokens); got {self.vocab_size}.")
+        _check_batch_tokens(self.batch_size, self.seq_len)
+        if not (math.isfinite(self.lr) and self.lr > 0) or not (math.isfinite(self.weight_decay)
+                                                                  and self.weight_decay >= 0):
+            raise ValueError(f"`lr` must be a finite number > 0 and `weight_decay` finite and >= 0; got "
+                             f"{self.lr!r}, {self.weight_decay!r}.")
+        if not (math.isfinite(self.init_std) and self.init_std > 0):
+            raise ValueError(f"`init_std` must be a finite number > 0; got {self.init_std!r}.")
+        if not (math.isfinite(self.skip) and 0.0 <= self.skip < 1.0):
+            raise ValueError(f"`skip` must lie in [0, 1); got {self.skip!r}.")
+
+    def logged(self, step: int) -> bool:
+        """Whether ``step`` is one the run scores and measures: every ``log_every`` steps, every ``dense_every``
+        steps before ``dense_until``, and the last step."""
+        return (step % self.log_every == 0 or (step < self.dense_until and step % self.dense_every == 0)
+                or step == self.steps)
+
+    @property
+    def name(self) -> str:
+        """The run's folder name: ``attn-repeat-s3``, ``mlp-no-repeat-s0``."""
+        return f"{'mlp' if self.d_mlp else 'attn'}-{self.data}-s{self.seed}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
