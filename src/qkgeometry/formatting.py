@@ -64,7 +64,7 @@ def format_number(value: float, scale: float | None = None, *, decimals: int | N
     >>> format_number(-0.119, decimals=2), format_number(10033), format_number(-1234.5, decimals=1)
     ('−0.12', '10,033', '−1,234.5')
     >>> format_number(-0.054, spec=".1%"), format_number(0.61, spec=".0%"), format_number(-2.3e-06, spec=".2g")
-    ('−5.4%', '61%', '−2.3e−06')
+    ('−5.4%', '61%', '−2.3 × 10⁻⁶')
     >>> format_number(-0.0321, spec="+.3f"), format_number(0.0321, spec="+.3f"), format_number(-0.0001, spec="+.3f")
     ('−0.032', '+0.032', '+0.000')
     """

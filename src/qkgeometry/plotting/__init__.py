@@ -35,7 +35,14 @@ package changes no global state: the style is applied only when :func:`use_style
 from __future__ import annotations
 
 from .claims import specification_curve
-from .decomposition import attention_parts, heads_vs_layers, matrix_triptych, null_spread, score_plane
+from .decomposition import (
+    attention_parts,
+    heads_vs_layers,
+    matrix_triptych,
+    model_name,
+    null_spread,
+    score_plane,
+)
 from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
 from .interactive import (
     InteractiveFigure,
@@ -143,6 +150,7 @@ __all__ = [
     "legend_overlaps",
     "matrix_triptych",
     "modality_planes",
+    "model_name",
     "null_spread",
     "objective_losses",
     "objective_trajectories",
