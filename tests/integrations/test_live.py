@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -101,9 +102,11 @@ def test_a_run_holds_one_store_connection_and_memory_keeps_only_the_latest_step(
         assert len(opened) == 1 and len(scorer.frames) == 1 and scorer.frames[0]["step"].iloc[0] == 4
         assert scorer.trajectory()["step"].drop_duplicates().tolist() == [0, 1, 2, 3, 4]
     unstored = LiveScorer(every=1)
+    assert unstored.latest is None
     for step in range(3):
         unstored.score(model, step)
     assert [int(f["step"].iloc[0]) for f in unstored.frames] == [0, 1, 2]
+    pd.testing.assert_frame_equal(unstored.latest, unstored.frames[-1])
 
 
 @pytest.mark.parametrize("kwargs", [{"per": "block"}, {"num_std": -1}, {"input_norm": "both"},

@@ -69,8 +69,8 @@ def test_scored_form_gives_the_models_own_logits(trained, layer):
 def test_live_scorer_scores_every_head(trained):
     model, _ = trained
     scorer = LiveScorer(None, 1, per="head", run="test")
-    scorer.score(model, 0, run="test")
-    frame = scorer.frames[-1]
+    scorer.score(model, 0)
+    frame = scorer.latest
     assert len(frame) == 4 and set(frame["layer"]) == {0, 1}
     assert np.all(np.abs(frame["symmetry"].to_numpy(dtype=float)) <= 1)
 

@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from qkgeometry.cli import main
 from qkgeometry.training.config import InductionConfig
@@ -44,6 +45,73 @@ def test_snapshots_reproduce_the_recorded_run(run):
     assert np.allclose(found["symmetry"], recorded.loc[[0, 6]].to_numpy(), atol=1e-6)
     assert found["pattern"].shape == (2, 12, 12) and found["sym"].shape == found["skew"].shape
     assert np.allclose(found["skew"][1], -found["skew"][1].T)
+
+
+def _kernel_scores(model, n_heads):
+    """Each head's and each layer's symmetry and directionality from GPT-2's fused weights, read here by hand
+    (``c_attn.weight`` is (d, 3d), blocked [Q | K | V]) and scored by the dense kernel."""
+    import qkgeometry as qg
+
+    heads, layers = [], []
+    for layer, block in enumerate(model.transformer.h):
+        w = block.attn.c_attn.weight.detach().to(torch.float64).numpy()
+        d = w.shape[0]
+        dh = d // n_heads
+        forms = [w[:, h * dh:(h + 1) * dh] @ w[:, d + h * dh:d + (h + 1) * dh].T for h in range(n_heads)]
+        heads += [(layer, h, qg.symmetry_score(m), qg.directionality_score(m)) for h, m in enumerate(forms)]
+        total = sum(forms)
+        layers.append((layer, qg.symmetry_score(total), qg.directionality_score(total)))
+    return (pd.DataFrame(heads, columns=["layer", "head", "symmetry", "directionality"]),
+            pd.DataFrame(layers, columns=["layer", "symmetry", "directionality"]))
+
+
+def test_measured_geometry_is_the_kernels_scores_of_the_same_weights():
+    """What a run records as a head's (and a layer's) geometry is the symmetry and directionality of its form, as
+    the package's scores define them, whichever way the live scorer reads the weights."""
+    from qkgeometry.integrations import LiveScorer
+    from qkgeometry.training.induction_model import build_model
+    from qkgeometry.training.induction_runs import make_probes, measure
+
+    cfg = InductionConfig(**TINY)
+    model = build_model(cfg.vocab_size, cfg.seq_len, cfg.d_model, cfg.n_layers, cfg.n_heads, False, cfg.seed,
+                        cfg.init_std)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ids = torch.randint(0, cfg.vocab_size, (4, cfg.seq_len), generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        loss = model(ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    scorers = (LiveScorer(None, 1, per="head", run="t"), LiveScorer(None, 1, per="layer", run="t"))
+    heads, layers = measure(model, make_probes(cfg), 3, scorers)
+    want_heads, want_layers = _kernel_scores(model, cfg.n_heads)
+    for found, want in ((heads, want_heads), (layers, want_layers)):
+        np.testing.assert_allclose(found[["symmetry", "directionality"]].to_numpy(dtype=float),
+                                   want[["symmetry", "directionality"]].to_numpy(), rtol=1e-9, atol=1e-12)
+        assert found["layer"].tolist() == want["layer"].tolist()
+    assert heads["head"].tolist() == want_heads["head"].tolist()
+
+
+def test_a_run_measured_again_gives_the_recorded_numbers(tmp_path):
+    """The first logged steps of a recorded run, trained and measured again with today's code, give the numbers
+    its log holds (recorded with the code of the time, to the six significant digits the files keep)."""
+    import qkgeometry as qg
+
+    recorded = qg.recorded("ch8-induction").runs["attn-repeat-s0"]
+    config = json.loads((recorded / "provenance.json").read_text())["config"]
+    cfg = InductionConfig(**{**config, "steps": 10})  # constant learning rate: steps 0-10 as in the full run
+    threads = torch.get_num_threads()
+    try:
+        train_induction(cfg, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    for name in ("log.csv", "steps.csv"):
+        again = pd.read_csv(tmp_path / name)
+        then = pd.read_csv(recorded / name)
+        then = then[then["step"].isin(again["step"])].reset_index(drop=True)
+        assert again["step"].unique().tolist() == [0, 5, 10] and list(again.columns) == list(then.columns)
+        columns = [c for c in again.columns if c != "seconds"]
+        pd.testing.assert_frame_equal(again[columns], then[columns], check_exact=False, rtol=1e-5, atol=1e-7)
 
 
 def test_logging_steps_are_dense_early():

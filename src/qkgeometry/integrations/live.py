@@ -202,15 +202,13 @@ class LiveScorer:
     def frames(self) -> list[pd.DataFrame]:
         """The rows of this run held in memory, one frame per scored step (the columns of a trajectory store):
         every step without a store; with one, only the latest (the store holds them all)."""
-        from ..surveying.store import SURVEY_COLUMNS, TRAJECTORY_COLUMNS
+        return [_frame(rows, key) for rows, key in self._kept]
 
-        out = []
-        for rows, key in self._kept:
-            frame = rows.assign(**{c: key[c] for c in [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if c in key})
-            frame = frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]]
-            frame["head"] = frame["head"].astype("Int64")
-            out.append(frame)
-        return out
+    @property
+    def latest(self) -> pd.DataFrame | None:
+        """The rows of the step scored last (the last of :attr:`frames`, without building the others), or None
+        before the first. Chapter 8 reads each step's per-head rows from it."""
+        return _frame(*self._kept[-1]) if self._kept else None
 
     def trajectory(self) -> pd.DataFrame:
         """Every row scored so far in this run, in step order (from the store when there is one)."""
@@ -222,6 +220,16 @@ class LiveScorer:
             return rows[rows["run"] == str(self.run)].reset_index(drop=True)
         frames = self.frames
         return order_rows(pd.concat(frames, ignore_index=True)) if frames else empty_frame(trajectory=True)
+
+
+def _frame(rows: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+    """One scored step's rows with the columns of a trajectory store."""
+    from ..surveying.store import SURVEY_COLUMNS, TRAJECTORY_COLUMNS
+
+    frame = rows.assign(**{c: key[c] for c in [*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS] if c in key})
+    frame = frame[[*SURVEY_COLUMNS, *TRAJECTORY_COLUMNS]]
+    frame["head"] = frame["head"].astype("Int64")
+    return frame
 
 
 def _undefined_message(step: int, layer: Any, error: ValueError) -> str:

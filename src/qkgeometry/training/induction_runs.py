@@ -76,17 +76,17 @@ def _losses(model: Any, probes: Probes) -> dict[str, float]:
     return {"in_context_loss": float(nll[mask].mean()), "other_loss": float(nll[~mask].mean())}
 
 
-def measure(model: Any, probes: Probes, step: int, scorers: tuple[Any, Any], run: str
-            ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Everything a run records at ``step``: ``(heads, layers)`` frames (see the module's notes). Chapter 8."""
+def measure(model: Any, probes: Probes, step: int, scorers: tuple[Any, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Everything a run records at ``step``: ``(heads, layers)`` frames (see the module's notes). ``scorers``: two
+    :class:`~qkgeometry.integrations.LiveScorer` of the run, ``per="head"`` and ``per="layer"``. Chapter 8."""
     from ..heads.behaviour import attention_patterns, pattern_scores, repeat_scores, uniform_scores
     from ..heads.form_views import view_scores
 
     per_head, per_layer = scorers
-    per_head.score(model, step, run=run)
-    per_layer.score(model, step, run=run)
-    geometry = per_head.frames[-1][["layer", "head", "symmetry", "directionality"]].astype({"head": int})
-    layers = per_layer.frames[-1][["layer", "symmetry", "directionality"]].reset_index(drop=True)
+    per_head.score(model, step)
+    per_layer.score(model, step)
+    geometry = per_head.latest[["layer", "head", "symmetry", "directionality"]].astype({"head": int})
+    layers = per_layer.latest[["layer", "symmetry", "directionality"]].reset_index(drop=True)
     model.eval()
     text = attention_patterns(model, probes.text, batch_size=len(probes.text))
     rep = attention_patterns(model, probes.repeat, batch_size=len(probes.repeat))
@@ -180,11 +180,13 @@ def train_induction(cfg: InductionConfig, out: str | os.PathLike, threads: int =
     probes = make_probes(cfg)
     scorers = (LiveScorer(None, cfg.log_every, per="head", run=cfg.name),
                LiveScorer(None, cfg.log_every, per="layer", run=cfg.name))
+    for scorer in scorers:
+        scorer.start(seed=cfg.seed)
     heads, steps, losses = [], [], []
     start = time.perf_counter()
     for step in range(cfg.steps + 1):
         if cfg.logged(step):
-            h, s = measure(model, probes, step, scorers, cfg.name)
+            h, s = measure(model, probes, step, scorers)
             s["train_loss"] = float(np.mean(losses)) if losses else float("nan")
             s["seconds"] = time.perf_counter() - start
             heads.append(h)
