@@ -73,6 +73,9 @@ EMPTY_CALLS = {
     "trajectories_vs_paper": ((_empty("fraction", "init", "seed", "symmetry"), FULL), "ours"),
     "trajectory_curves": ((_empty("run", "step", "layer", "symmetry", "directionality"),), "frame"),
     "specification_curve": (([],), "claims"),
+    "change_snapshots": (([], [], [], []), "patterns"),
+    "normalised_trajectories": (({"previous-token": _empty("run", "step", "geometry", "behaviour")}, {}), "curves"),
+    "lag_dots": ((_empty("run", "role", "labelled", "geometry_step", "behaviour_step"), {}), "table"),
 }
 
 

@@ -22,7 +22,9 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.claims`: chapters 3-5, each headline's specification curve
   (:func:`specification_curve`);
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
-  :func:`edit_losses`).
+  :func:`edit_losses`);
+* :mod:`~qkgeometry.plotting.emergence`: chapter 8 (:func:`change_snapshots`, :func:`normalised_trajectories`,
+  :func:`lag_dots`, :func:`interactive_head_trajectories`).
 
 Every figure function takes tidy data and returns the matplotlib Figure (it never calls ``plt.show``), so that a
 notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. A figure meant to
@@ -42,6 +44,13 @@ from .decomposition import (
     model_name,
     null_spread,
     score_plane,
+)
+from .emergence import (
+    SCORE_WORDS,
+    change_snapshots,
+    interactive_head_trajectories,
+    lag_dots,
+    normalised_trajectories,
 )
 from .head_behaviour import edit_losses, geometry_by_label, label_colours, label_map, primary_label
 from .interactive import (
@@ -102,8 +111,8 @@ from .training import PANEL_WORDS, init_curves, paired_difference_curve, surviva
 from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
-FIGURES = ("attention_parts", "directionality_bars", "head_pair_terms", "heads_vs_layers", "init_curves",
-           "matrix_triptych", "modality_planes", "null_spread",
+FIGURES = ("attention_parts", "change_snapshots", "directionality_bars", "head_pair_terms", "heads_vs_layers",
+           "init_curves", "lag_dots", "matrix_triptych", "modality_planes", "normalised_trajectories", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
            "paired_stacks", "paper_training_curves", "quadratic_form_and_signed_area", "raw_vs_folded", "score_plane",
            "specification_curve",
@@ -127,12 +136,14 @@ __all__ = [
     "PANEL_WORDS",
     "PHONE_COLUMN_PX",
     "PHONE_TEXT_PX",
+    "SCORE_WORDS",
     "STACKED_FONT",
     "STACKED_WIDTH",
     "STACK_COLORS",
     "STACK_WORDS",
     "InteractiveFigure",
     "attention_parts",
+    "change_snapshots",
     "check_scores",
     "curve_label",
     "directionality_bars",
@@ -142,15 +153,18 @@ __all__ = [
     "heads_vs_layers",
     "init_curves",
     "interactive_attention_parts",
+    "interactive_head_trajectories",
     "interactive_init_curves",
     "interactive_score_plane",
     "label_colours",
     "label_map",
     "label_text",
+    "lag_dots",
     "legend_overlaps",
     "matrix_triptych",
     "modality_planes",
     "model_name",
+    "normalised_trajectories",
     "null_spread",
     "objective_losses",
     "objective_trajectories",

@@ -51,8 +51,9 @@ def change_snapshots(patterns: Sequence[np.ndarray], sym: Sequence[np.ndarray], 
     """Three rows (attention pattern; symmetric part of the logits; skew part) by one column per snapshot (before,
     during, after a head's change). Each snapshot's two parts share one zero-centred colour scale, so that their
     sizes compare. Chapter 8, "A head as it learns"."""
+    require_rows(patterns, "patterns", "pass one attention pattern per snapshot")
     k = len(patterns)
-    if not k or not len(sym) == len(skew) == len(titles) == k:
+    if not len(sym) == len(skew) == len(titles) == k:
         raise ValueError(f"patterns, sym, skew and titles: one of each per snapshot; got {len(patterns)}, {len(sym)}, "
                          f"{len(skew)} and {len(titles)}.")
     fig, axes = plt.subplots(3, k, figsize=(STACKED_WIDTH * 1.5, 5.6), squeeze=False, layout="constrained")
