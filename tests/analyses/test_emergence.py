@@ -61,7 +61,7 @@ def test_a_head_without_its_label_has_no_lag():
     log, steps = _runs(induction=False)
     table = lags(log, steps, "induction", specifications()[0])
     assert not table["labelled"].any() and table["lag"].isna().all()
-    with pytest.raises(ValueError, match="fewer than 3 seeds"):
+    with pytest.raises(ValueError, match="fewer than 3 training seeds"):
         lag_claim(log, steps, "induction")
 
 

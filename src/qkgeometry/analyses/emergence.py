@@ -1,11 +1,11 @@
-"""Does a head's geometry change before its behaviour? The lags of chapter 8, their intervals over seeds and their
-specification curve.
+"""Does a head's geometry change before its behaviour? The lags of chapter 8, their intervals over training seeds and
+their specification curve.
 
 For each run and role (the previous-token head of layer 0, the induction head of layer 1; picked by
 :func:`qkgeometry.analyses.change_points.head_roles`), the **lag** is the step of the geometric change point minus
-the step of the behavioural change point, both read from the same run (so the comparison is paired by seed). The
-primary geometric score of each role is fixed in :data:`GEOMETRY`; the behaviour is the role's chapter-7 score.
-Its mean over the seeds whose head earned its label, with a t-interval, is the estimate of one
+the step of the behavioural change point, both read from the same run (so the comparison is paired by training
+seed). The primary geometric score of each role is fixed in :data:`GEOMETRY`; the behaviour is the role's chapter-7
+score. Its mean over the training seeds whose head earned its label, with a t-interval, is the estimate of one
 :class:`qkgeometry.claims.Specification`; :func:`lag_claim` gathers every specification of :func:`specifications`
 into one :class:`qkgeometry.claims.Claim`, whose sentence says where the sign holds and where it reverses.
 
@@ -22,6 +22,7 @@ import pandas as pd
 
 from .. import stats
 from ..claims import Claim, Specification
+from ..formatting import count, plural
 from .change_points import (
     ROLES,
     fraction_step,
@@ -32,8 +33,8 @@ from .change_points import (
     threshold_step,
 )
 
-__all__ = ["GEOMETRY", "GEOMETRY_SCORES", "LagSpec", "control_summary", "lag_claim", "lags", "score_changes",
-           "specifications"]
+__all__ = ["GEOMETRY", "GEOMETRY_SCORES", "UNIT", "LagSpec", "control_summary", "lag_claim", "lags",
+           "score_changes", "specifications"]
 
 #: The primary geometric score of each role: the table of the head's form that its job needs (chapter 8, "What the
 #: algebra predicts").
@@ -42,6 +43,8 @@ GEOMETRY = {"previous-token": "position_contrast", "induction": "composition_con
 GEOMETRY_SCORES = ("symmetry", "directionality", "energy_sym", "energy_skew", "position_symmetry",
                    "position_skew_share", "position_contrast", "token_symmetry", "token_contrast",
                    "composition_symmetry", "composition_contrast")
+#: The unit of every interval of chapter 8: one run per training seed (a run with copies and its control share one).
+UNIT = "training seed"
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def lags(log: pd.DataFrame, steps: pd.DataFrame, role: str, spec: LagSpec, bands
 
 def lag_claim(log: pd.DataFrame, steps: pd.DataFrame, role: str, level: float = 0.95) -> tuple[Claim, pd.DataFrame]:
     """The :class:`~qkgeometry.claims.Claim` of one role's lag across :func:`specifications` (mean lag in steps
-    over seeds, t-interval), and the per-run lags of every specification (column ``spec``). Chapter 8."""
+    over training seeds, t-interval), and the per-run lags of every specification (column ``spec``). Chapter 8."""
     bands = {score: null_band(log, score, ROLES[role][0]) for score in {GEOMETRY[role]}}
     roles = head_roles(log)
     curve, skipped, tables = [], [], []
@@ -141,12 +144,12 @@ def lag_claim(log: pd.DataFrame, steps: pd.DataFrame, role: str, level: float = 
         tables.append(table)
         values = table["lag"].dropna().to_numpy()
         if len(values) < 3:
-            skipped.append(f"{spec.label}: a change point in fewer than 3 seeds")
+            skipped.append(f"{spec.label}: a change point in fewer than 3 {plural(UNIT)}")
             if spec.primary:
-                raise ValueError(f"the primary lag of the {role} head has fewer than 3 seeds with both change points "
-                                 f"({len(values)}); no claim can be stated.")
+                raise ValueError(f"the primary lag of the {role} head has fewer than 3 {plural(UNIT)} with both change "
+                                 f"points ({len(values)}); no claim can be stated.")
             continue
-        curve.append(Specification(spec.axis, spec.label, stats.t_interval(values, level, unit="seed"),
+        curve.append(Specification(spec.axis, spec.label, stats.t_interval(values, level, unit=UNIT),
                                    primary=spec.primary))
     geometry = GEOMETRY[role].replace("_", " ")
     claim = Claim(f"lag of the {role} head ({geometry} − behaviour, steps)",
@@ -161,8 +164,8 @@ def lag_claim(log: pd.DataFrame, steps: pd.DataFrame, role: str, level: float = 
 def score_changes(log: pd.DataFrame, role: str, scores: tuple[str, ...] = GEOMETRY_SCORES,
                   level: float = 0.95, roles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Which scores of the role's head move: per score, the net change from the first to the last logged step
-    (smoothed, mean over the seeds whose head earned its label, t-interval), the null band of freshly initialised
-    heads, and whether the interval lies wholly outside the band. ``roles``: the :func:`head_roles` of ``log``,
+    (smoothed, mean over the training seeds whose head earned its label, t-interval), the null band of freshly
+    initialised heads, and whether the interval lies wholly outside the band. ``roles``: the :func:`head_roles` of ``log``,
     when already computed. Chapter 8."""
     layer = ROLES[role][0]
     roles = head_roles(log) if roles is None else roles
@@ -179,7 +182,7 @@ def score_changes(log: pd.DataFrame, role: str, scores: tuple[str, ...] = GEOMET
             changes.append(net_change(head["step"].to_numpy(dtype=float), head[score].to_numpy()))
         if len(changes) < 2:
             continue
-        iv = stats.t_interval(changes, level, unit="seed")
+        iv = stats.t_interval(changes, level, unit=UNIT)
         rows.append({"score": score, "change": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "band": band,
                      "moves": bool(iv.low > band or iv.high < -band)})
     return pd.DataFrame(rows)
@@ -266,7 +269,7 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
     def words(row: pd.Series) -> str:
         return (f"net change {stats.format_number(row['change'], decimals=2)} "
                 f"[{stats.format_number(row['low'], decimals=2)}, {stats.format_number(row['high'], decimals=2)}], "
-                f"band ±{stats.format_number(row['band'], decimals=2)}, n = {int(row['n'])} seeds")
+                f"band ±{stats.format_number(row['band'], decimals=2)}, {count(int(row['n']), UNIT)}")
 
     labelled = roles.groupby("role")["labelled"].sum()
     n_runs = roles["run"].nunique()
@@ -278,7 +281,7 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
             ("induction", "composition_symmetry", 1, "2c", "the induction head's composition table turns more "
                                                           "symmetric")):
         if labelled.get(role, 0) < (min_seeds if role == "induction" else 2):
-            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} seeds have a labelled "
+            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} {plural(UNIT)} have a labelled "
                                               f"{role} head")
             continue
         row = change(role, score)
@@ -301,19 +304,19 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
         add("1b", text, "not testable", "the position table's symmetry was not recorded")
     elif len(finals) >= 2:
         band = null_band(log, "position_symmetry", 0)
-        iv = stats.t_interval(finals, unit="seed")
+        iv = stats.t_interval(finals, unit=UNIT)
         ok = -band < iv.low and iv.high < band
         add("1b", text, "right" if ok else "wrong",
             f"final symmetry {stats.format_number(iv.estimate, decimals=2)} [{stats.format_number(iv.low, decimals=2)}, "
             f"{stats.format_number(iv.high, decimals=2)}] against the band ±{stats.format_number(band, decimals=2)}, "
-            f"n = {iv.n} seeds")
+            f"{count(iv.n, UNIT)}")
     else:
         add("1b", text, "not testable", "fewer than 2 labelled previous-token heads")
     # 3: geometry first, for each role
     for role, number in (("previous-token", "3a"), ("induction", "3b")):
         text = f"the {role} head's geometry changes before its behaviour (lag < 0)"
         if labelled.get(role, 0) < (min_seeds if role == "induction" else 3):
-            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} seeds have a labelled "
+            add(number, text, "not testable", f"{int(labelled.get(role, 0))} of {n_runs} {plural(UNIT)} have a labelled "
                                               f"{role} head")
             continue
         claim = (claims or {}).get(role) or lag_claim(log, steps, role)[0]
@@ -321,18 +324,18 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
         verdict = "right" if iv.high < 0 else "wrong" if iv.low > 0 else "not detected"
         add(number, text, verdict, f"mean lag {stats.format_number(iv.estimate, decimals=0)} "
                                    f"[{stats.format_number(iv.low, decimals=0)}, {stats.format_number(iv.high, decimals=0)}] "
-                                   f"steps, n = {iv.n} seeds; the curve {claim.brief}")
+                                   f"steps, {count(iv.n, UNIT)}; the curve {claim.brief}")
     # 4: across layers
     cross = cross_layer_lags(log, steps)["lag"].dropna()
     text = "the induction head's composition changes after the previous-token head's behaviour"
     if len(cross) >= 3 and labelled.get("induction", 0) >= min_seeds:
-        iv = stats.t_interval(cross.to_numpy(), unit="seed")
+        iv = stats.t_interval(cross.to_numpy(), unit=UNIT)
         verdict = "right" if iv.low > 0 else "wrong" if iv.high < 0 else "not detected"
         add("4", text, verdict, f"{stats.format_number(iv.estimate, decimals=0)} "
                                 f"[{stats.format_number(iv.low, decimals=0)}, {stats.format_number(iv.high, decimals=0)}] "
-                                f"steps, n = {iv.n} seeds")
+                                f"steps, {count(iv.n, UNIT)}")
     else:
-        add("4", text, "not testable", f"{int(labelled.get('induction', 0))} of {n_runs} seeds have a labelled "
+        add("4", text, "not testable", f"{int(labelled.get('induction', 0))} of {n_runs} {plural(UNIT)} have a labelled "
                                        "induction head")
     # 5: the control
     if control_log is not None and control_steps is not None and len(control_log):
