@@ -64,6 +64,13 @@ GLANCES = (
            "{glue:text}`n_heads_all` heads of {glue:text}`n_models_all` models, hypotheses written before the "
            "numbers, Holm's correction within each family.",
            "{glue:text}`front7_firm`"),
+    Glance("08_geometry_before_function", "Does a head's geometry change before it starts doing its job?",
+           "{glue:text}`plain_answer`",
+           "{glue:text}`n_repeat` small transformers trained from scratch, one per training seed, every head's "
+           "geometry and behaviour recorded at the same steps; the lag read as stated before the runs, with its "
+           "specification curve.",
+           "Two-layer attention-only models on synthetic sequences; heads that form later, or in larger models, "
+           "may change in another order."),
 )
 
 
