@@ -16,7 +16,7 @@ def test_every_init_has_a_colour_and_a_line_style_including_the_rotated_control(
 
 
 def test_objectives_and_stacks_have_colours_and_labels():
-    from qkgeometry.training.fair_test import ARMS
+    from qkgeometry.analyses.fair_test import ARMS
 
     assert set(style.OBJECTIVE_LABELS) == set(style.OBJECTIVE_COLORS) == set(ARMS)  # every arm of chapter 3
     assert set(style.STACK_WORDS) <= set(style.STACK_COLORS)

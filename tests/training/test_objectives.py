@@ -344,7 +344,7 @@ def test_the_sparse_loss_arm_is_complete_and_shares_the_initialisation_of_the_fo
     seed; its notes list exactly the seeds it holds."""
     import re
 
-    from qkgeometry.training import fair_test as ft
+    from qkgeometry.analyses import fair_test as ft
 
     sparse = qg.recorded("ch3-objectives-4k-sparse")
     scores, _, prov = ob.read_recorded(sparse)
@@ -368,7 +368,7 @@ def test_the_supervision_arm_is_the_planned_batch_cut_and_shares_the_initialisat
     holds, all of them from the planned 0-11."""
     import re
 
-    from qkgeometry.training import fair_test as ft
+    from qkgeometry.analyses import fair_test as ft
 
     folder = qg.recorded("ch3-objectives-4k-supervision")
     listed = re.search(r"Seeds recorded so far[^:]*:\s*([0-9, ]+|none yet)\.", (folder / "README.md").read_text())

@@ -56,7 +56,7 @@ def test_chapter_5_pairs_only_runs_that_read_the_same_data():
     """The main contrast (symmetric − default) pairs runs that read the same data at every seed; every run recorded
     with the hashes of its token streams reads the same data as every run of its seed recorded with the shipped
     tokenizer; and the control contrasts the chapter reports are paired only over seeds where both runs agree."""
-    from qkgeometry.training import init_controls as ic
+    from qkgeometry.analyses import init_controls as ic
 
     starts = _expb_starts()
     groups = data_groups(starts)

@@ -11,7 +11,7 @@ the offline Wikipedia leads, once per objective. This module gathers the experim
   :func:`objective_loss`, :func:`unigram_probs`);
 * :mod:`.objective_gradients`: the exact logit gradients of every layer and their pairs
   (:func:`attention_gradients`, :func:`gradient_rows`);
-* :mod:`.fair_test`: the recorded plan's family of contrasts, the mask-or-density decision and matched learning;
+* :mod:`qkgeometry.analyses.fair_test`: the recorded plan's family of contrasts, the mask-or-density decision and matched learning;
 * :mod:`.objective_runs`: training, pairing by seed, summaries and recorded runs (:func:`compare_objectives`,
   :func:`run_medians`, :func:`seed_summaries`, :func:`record_runs`, :func:`read_recorded`).
 

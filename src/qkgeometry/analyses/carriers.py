@@ -3,7 +3,7 @@ and across the specification curve. Chapter 3, "Mask or loss density?" and "Shar
 step?".
 
 Each rule splits a gap between two arms into two candidate carriers, each measured by a contrast of the family
-(:func:`qkgeometry.training.fair_test.contrast_family`): a carrier *counts* when its contrast is a difference in the
+(:func:`qkgeometry.analyses.fair_test.contrast_family`): a carrier *counts* when its contrast is a difference in the
 family with the sign of the gap. A carrier that does not count is **not detected**, never "not the cause": the
 sentence says how much of the gap its interval still allows (:func:`share_bound`). A decision is stated without
 qualification only where the same rule, applied at every specification of the curve
@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import stats
 from ..claims import Claim, Specification, join_words  # noqa: F401 - Specification: the doctests build claims
-from .config import SPARSE_CAUSAL
+from ..training.config import SPARSE_CAUSAL
 from .fair_test import SUPERVISED_CAUSAL, Contrast
 
 __all__ = ["Decision", "decision_curve", "decision_line", "gap_answer", "mask_or_density", "share_bound",
@@ -116,7 +116,7 @@ def mask_or_density(family: Mapping[tuple[str, str, str], Contrast], score: str)
 def share_or_supervision(family: Mapping[tuple[str, str, str], Contrast], score: str,
                          targets: tuple[int, int] | None = None) -> Decision:
     """What carries the loss-density gap (causal − causal-sparse) in ``score``, by the rule fixed before the runs of
-    the supervision-matched arm (:data:`~qkgeometry.training.fair_test.SUPERVISED_CAUSAL`).
+    the supervision-matched arm (:data:`~qkgeometry.analyses.fair_test.SUPERVISED_CAUSAL`).
 
     The share of positions with loss carries it when the supervision-matched dense arm − causal-sparse counts
     (a difference in the family with the sign of causal − causal-sparse) and causal − the supervision-matched arm
@@ -168,7 +168,7 @@ RULES = {
 
 def decision_curve(claims: Mapping[tuple[str, str, str], Claim], rule: str, score: str) -> dict[str, list[str]]:
     """The rule ``rule`` ("mask or density" or "share or supervision") applied at every specification of the curve
-    where its three contrasts are all computed (:func:`qkgeometry.training.fair_test.specification_claims`), with
+    where its three contrasts are all computed (:func:`qkgeometry.analyses.fair_test.specification_claims`), with
     each specification's unadjusted interval in place of the family's verdict: ``{outcome: [labels]}``. A
     description of how the decision moves with the choice, not a second test."""
     gap_pair, first_pair, second_pair, names = RULES[rule]
@@ -224,7 +224,7 @@ def decision_line(decision: Decision, curve: Mapping[str, list[str]],
 
 def gap_answer(claim: Claim, paper: str = "as the paper predicts") -> str:
     """The answer to "does causal training make the form more directional?" in a few plain words, from the causal −
-    masked LM claim on directionality (:func:`qkgeometry.training.fair_test.specification_claims`): yes where it
+    masked LM claim on directionality (:func:`qkgeometry.analyses.fair_test.specification_claims`): yes where it
     holds across its curve, "partly" where it holds at the pre-stated specification only, "not detected" where it
     is not established there. ``paper``: how the direction relates to the paper's prediction (said only when the
     causal LM's directionality ends further toward the key side). Chapter 3.

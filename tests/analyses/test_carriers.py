@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from qkgeometry import stats
+from qkgeometry.analyses import carriers
+from qkgeometry.analyses.fair_test import SUPERVISED_CAUSAL, Contrast
 from qkgeometry.claims import Claim, Specification
-from qkgeometry.training import carriers
 from qkgeometry.training.config import SPARSE_CAUSAL
-from qkgeometry.training.fair_test import SUPERVISED_CAUSAL, Contrast
 
 
 def _iv(e: float, lo: float, hi: float) -> stats.Interval:

@@ -37,7 +37,7 @@ import pandas as pd
 from .. import stats
 from ..claims import Claim, Specification
 from ..formatting import format_number
-from . import metrics as tm
+from ..training import metrics as tm
 
 __all__ = [
     "CONTROLS",
@@ -88,7 +88,7 @@ def control_family(logs: pd.DataFrame, pairs: Sequence[tuple[str, str]] = CONTRO
     of all these contrasts (``holm`` the adjusted p-value). ``logs``: recorded runs of one arch, every init, cut at a
     common step. ``groups``: the runs' data groups (:func:`qkgeometry.training.pairing.data_groups`); each contrast
     is then paired only over the training seeds at which both inits read the same data."""
-    from .pairing import paired_seeds
+    from ..training.pairing import paired_seeds
 
     rows = []
     for control, baseline in pairs:

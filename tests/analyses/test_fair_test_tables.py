@@ -1,4 +1,4 @@
-"""The page's tables of the fair test (qkgeometry.training.fair_test): the family table and the trajectory rows."""
+"""The page's tables of the fair test (qkgeometry.analyses.fair_test): the family table and the trajectory rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qkgeometry.training import fair_test as ft
+from qkgeometry.analyses import fair_test as ft
 from qkgeometry.training import objectives as ob
 
 SPARSE = "causal-sparse"

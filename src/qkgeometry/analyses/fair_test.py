@@ -13,7 +13,7 @@ each head beside it); contrasts are paired by training seed and read as one Holm
 * :func:`plateaus` and :func:`learning_table` give each objective's plateau and whether it learns by the rule;
 * :func:`contrast_family` judges a family of paired contrasts; :data:`FAMILY` is the recorded plan's family;
 * the pre-stated decision rules that read the family (what carries a gap) are in
-  :mod:`qkgeometry.training.carriers`;
+  :mod:`qkgeometry.analyses.carriers`;
 * :func:`matched_steps` and :func:`matched_summaries` give the secondary estimand: each run read at the first
   logged step where its loss is :data:`MATCHED_LEVEL` of its plateau below it.
 """
@@ -30,7 +30,7 @@ import numpy as np
 from .. import stats
 from ..claims import Claim, Specification, change_words
 from ..formatting import format_number
-from .config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
+from ..training.config import ALL_OBJECTIVES, AUTHORS_DECODER, SPARSE_CAUSAL
 
 if TYPE_CHECKING:
     import pandas
@@ -119,7 +119,7 @@ def read_fair_test(*folders: str | os.PathLike) -> tuple[pandas.DataFrame, panda
     """
     import pandas as pd
 
-    from .objective_runs import read_recorded
+    from ..training.objective_runs import read_recorded
 
     if not folders:
         raise ValueError("folders: name at least one recording of the fair test.")
@@ -167,7 +167,7 @@ def read_supervision_arm(folder: str | os.PathLike, scores: pandas.DataFrame, pr
     seeds both recordings hold, with ``val_loss`` where it was logged. Chapter 3, "Share of positions or
     supervision per step?".
     """
-    from .objective_runs import read_recorded
+    from ..training.objective_runs import read_recorded
 
     arm, grads, prov = read_recorded(folder)
     if prov.get("objectives") != ["causal"]:
@@ -208,8 +208,8 @@ def plateaus(data, cfg, n_batches: int = 20) -> dict[str, float]:
     tokens for the language-model objectives, and for replaced-token detection the binary entropy of its
     replacement rate (measured on ``n_batches`` batches of seed 0). ``data``: a
     :class:`~qkgeometry.training.data.TokenData`; ``cfg``: the runs' :class:`ObjectiveConfig`."""
-    from .data import train_block
-    from .objective_batches import make_objective_batch, unigram_probs
+    from ..training.data import train_block
+    from ..training.objective_batches import make_objective_batch, unigram_probs
 
     unigram = unigram_probs(data.train, data.vocab_size)
     rate = float(np.mean([
@@ -440,7 +440,7 @@ def specification_claims(scores: pandas.DataFrame, plateau: Mapping[str, float],
     reaches) is listed in the claim's ``not_computed`` with the reason, never imputed. The direction words come
     from where each arm moves at the primary (:func:`change_claims`).
     """
-    from .objective_runs import UNITS, seed_summaries
+    from ..training.objective_runs import UNITS, seed_summaries
 
     per_run = {unit: seed_summaries(scores, unit, step="all") for unit in UNITS}
     logged = sorted(int(s) for s in per_run["layer"]["step"].unique())

@@ -1,4 +1,4 @@
-"""Tests for qkgeometry.training.fair_test: joining recordings, the learning rule, the family, the mask-or-density
+"""Tests for qkgeometry.analyses.fair_test: joining recordings, the learning rule, the family, the mask-or-density
 decision and the matched-learning estimand."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import qkgeometry as qg
-from qkgeometry.training import carriers
-from qkgeometry.training import fair_test as ft
+from qkgeometry.analyses import carriers
+from qkgeometry.analyses import fair_test as ft
 from qkgeometry.training import objectives as ob
 
 SPARSE = "causal-sparse"

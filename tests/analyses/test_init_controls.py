@@ -1,4 +1,4 @@
-"""Tests for qkgeometry.training.init_controls: the control family and its reading against the predictions."""
+"""Tests for qkgeometry.analyses.init_controls: the control family and its reading against the predictions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qkgeometry.training import init_controls as ic
+from qkgeometry.analyses import init_controls as ic
 
 
 def _logs(final: dict[str, float], n_seeds: int = 8, noise: float = 0.002, seed: int = 3) -> pd.DataFrame:
