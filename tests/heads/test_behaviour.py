@@ -196,11 +196,12 @@ def test_copy_offset_profile_finds_the_offset_a_head_looks_at():
     np.testing.assert_allclose(got, [[0, 0, 1], [0, 1, 0]])
     assert set(f["queries"]) == {3}
     # only the copy queries count: the uniform rows elsewhere leave the profile unchanged
-    half = copies.copy()
     uniform = np.repeat(_uniform_causal()[None, None], 2, 0)
-    g = behaviour.copy_offset_profile(uniform, half, offsets=(0,))
+    g = behaviour.copy_offset_profile(uniform, copies, offsets=(0,))
     # uniform rows: query i spreads 1/(i + 1) on each key; the mean over queries 7, 8, 9
     assert g["attention"].iloc[0] == pytest.approx(np.mean([1 / 8, 1 / 9, 1 / 10]))
+    assert g["chance"].iloc[0] == pytest.approx(np.mean([1 / 8, 1 / 9, 1 / 10]))
+    assert (f["chance"] == g["chance"].iloc[0]).all()
 
 
 def test_repeat_offset_profile_at_zero_and_one_is_the_duplicate_and_induction_score():

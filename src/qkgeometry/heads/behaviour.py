@@ -183,8 +183,9 @@ def _profile(a: np.ndarray, seq: np.ndarray, query: np.ndarray, src: np.ndarray,
     att = a[seq[:, None], :, query[:, None], keys].transpose(0, 2, 1)
     mean = att.mean(0)
     h = a.shape[1]
+    chance = float(np.mean(1.0 / (query + 1.0)))  # uniform attention over the query's visible keys 0 … i
     return pd.DataFrame({"head": np.repeat(np.arange(h), len(r)), "offset": np.tile(r, h),
-                         "attention": mean.reshape(-1), "queries": len(query)})
+                         "attention": mean.reshape(-1), "chance": chance, "queries": len(query)})
 
 
 def copy_offset_profile(patterns, copies, offsets: Sequence[int] = COPY_OFFSETS) -> pd.DataFrame:
@@ -197,7 +198,8 @@ def copy_offset_profile(patterns, copies, offsets: Sequence[int] = COPY_OFFSETS)
     ``i = v + 1 … v + L − 2`` of the copy (the copy's first token is left out, and so is its last, whose
     earlier occurrence has no successor inside the segment); ``src = i − (v − u)`` is the earlier occurrence of the
     query's token, so ``r = 0`` is chapter 7's duplicate target and ``r = 1`` its induction target. Returns one
-    row per (head, offset): columns ``head``, ``offset``, ``attention`` (a share of the row's attention) and
+    row per (head, offset): columns ``head``, ``offset``, ``attention`` (a share of the row's attention),
+    ``chance`` (the same mean for uniform attention over each query's visible keys, the same at every offset) and
     ``queries`` (how many were averaged). Chapter 8."""
     a = _patterns(patterns)
     n, _, t, _ = a.shape

@@ -57,7 +57,7 @@ def offset_profiles(model: Any, held_ids: torch.Tensor, copies: np.ndarray, repe
         frames.append(copy_offset_profile(held[layer], copies, offsets).assign(layer=layer, inputs="copies"))
         frames.append(repeat_offset_profile(rep[layer], half, offsets).assign(layer=layer, inputs="repeat"))
     out = pd.concat(frames, ignore_index=True)
-    return out[["inputs", "layer", "head", "offset", "attention", "queries"]]
+    return out[["inputs", "layer", "head", "offset", "attention", "chance", "queries"]]
 
 
 def head_ablation_losses(model: Any, ids: torch.Tensor, mask: torch.Tensor) -> pd.DataFrame:
@@ -91,7 +91,7 @@ def head_ablation_losses(model: Any, ids: torch.Tensor, mask: torch.Tensor) -> p
 def retrain_offsets(cfg: InductionConfig, every: int = 100, offsets: Sequence[int] | None = None, threads: int = 1,
                     progress: bool = False) -> dict[str, pd.DataFrame]:
     """Train the run of ``cfg`` again and measure where its heads look (see the module's notes). Returns frames
-    ``offsets`` (step, inputs, layer, head, offset, attention, queries), ``losses`` (step, in_context_loss,
+    ``offsets`` (step, inputs, layer, head, offset, attention, chance, queries), ``losses`` (step, in_context_loss,
     other_loss; at every measured step) and ``ablation`` (the last step, each head zeroed). Chapter 8."""
     from ..heads.behaviour import COPY_OFFSETS
     from .induction_model import build_model
