@@ -130,9 +130,9 @@ def test_copy_offset_summary_averages_heads_then_seeds():
     half = sps.t.ppf(0.975, 1) * np.std([0.4, 0.2], ddof=1) / np.sqrt(2)
     assert row["attention"] == pytest.approx(0.3) and row["high"] - row["attention"] == pytest.approx(half)
     assert row["n"] == 2 and row["chance"] == pytest.approx(0.05)
-    with pytest.raises(ValueError, match="^step: 7 was not recorded"):
+    with pytest.raises(ValueError, match=r"^step: 7 was not recorded"):
         copy_offset_summary(_offsets_frame(), step=7)
-    with pytest.raises(ValueError, match="^offsets: no rows for layer 0"):
+    with pytest.raises(ValueError, match=r"^offsets: no rows for layer 0"):
         copy_offset_summary(_offsets_frame(), layer=0)
 
 
@@ -150,7 +150,7 @@ def test_ablation_summary_is_the_rise_over_the_unablated_loss():
     assert layer["rise"] == pytest.approx(0.2) and layer["n"] == 2
     assert (layer["smallest"], layer["largest"]) == (pytest.approx(0.1), pytest.approx(0.3))
     assert layer["other_rise"] == pytest.approx(0.02)
-    with pytest.raises(ValueError, match="^ablation: needs"):
+    with pytest.raises(ValueError, match=r"^ablation: needs"):
         ablation_summary(pd.DataFrame(rows).dropna(subset=["layer"]))
 
 

@@ -68,5 +68,5 @@ def test_copy_offsets_draws_each_seed_the_mean_and_its_interval():
     assert len(top.lines) == 3 + 1 + 2                     # one line per seed, the chance line, two rows of caps
     assert [t.get_text() for t in top.get_xticklabels()] == ["−1", "0", "+1", "+2", "+3"]
     assert len(bottom.lines) == 3 * 2 + 1
-    with pytest.raises(ValueError, match="^trajectory has no rows"):
+    with pytest.raises(ValueError, match=r"^trajectory has no rows"):
         figures.copy_offsets(per_seed, over, trajectory.iloc[:0], chance=0.04)

@@ -160,7 +160,7 @@ def copy_offsets(per_seed: pd.DataFrame, over: pd.DataFrame, trajectory: pd.Data
     top.scatter(over["offset"], over["attention"], c=colours, s=30, zorder=3, edgecolors="black", linewidths=0.5)
     top.axhline(chance, color="0.4", lw=0.8, ls=":")
     top.set_xticks(over["offset"], [format_number(int(r), spec="+d") if r else "0" for r in over["offset"]])
-    top.set_xlabel("key at src + r (src: the earlier occurrence of the query's token)")
+    top.set_xlabel("key at src + r (src: earlier occurrence of the query's token)")
     top.set_ylabel("mean attention")
     top.set_ylim(bottom=0)
     for (_, offset), run in trajectory.groupby(["run", "offset"], sort=False):
