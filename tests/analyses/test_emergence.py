@@ -103,3 +103,73 @@ def test_predictions_are_judged_from_the_numbers():
     assert late.loc["3a", "verdict"] == "wrong"
     few = predictions(*_runs(n=6, lead=-80.0), None, None, min_seeds=8).set_index("prediction")
     assert few.loc["3b", "verdict"] == "not testable" and "6 of 6" in few.loc["3b", "observed"]
+
+
+def _offsets_frame():
+    """Two runs, two layer-1 heads: run a looks at +2 (0.3 and 0.5), run b at +2 (0.1 and 0.3); +1 at 0.1."""
+    rows = []
+    for run, seed, twos in (("a", 0, (0.3, 0.5)), ("b", 1, (0.1, 0.3))):
+        for head, two in enumerate(twos):
+            for offset in (1, 2):
+                rows.append({"run": run, "seed": seed, "step": 100, "inputs": "copies", "layer": 1, "head": head,
+                             "offset": offset, "attention": two if offset == 2 else 0.1, "chance": 0.05,
+                             "queries": 10})
+    return pd.DataFrame(rows)
+
+
+def test_copy_offset_summary_averages_heads_then_seeds():
+    from scipy import stats as sps
+
+    from qkgeometry.analyses.emergence import copy_offset_summary
+
+    per_seed, over = copy_offset_summary(_offsets_frame())
+    two = per_seed[per_seed["offset"] == 2].set_index("run")
+    assert two.loc["a", "attention"] == pytest.approx(0.4) and two.loc["b", "attention"] == pytest.approx(0.2)
+    assert two.loc["a", "lowest_head"] == pytest.approx(0.3) and two.loc["a", "highest_head"] == pytest.approx(0.5)
+    row = over.set_index("offset").loc[2]
+    half = sps.t.ppf(0.975, 1) * np.std([0.4, 0.2], ddof=1) / np.sqrt(2)
+    assert row["attention"] == pytest.approx(0.3) and row["high"] - row["attention"] == pytest.approx(half)
+    assert row["n"] == 2 and row["chance"] == pytest.approx(0.05)
+    with pytest.raises(ValueError, match=r"^step: 7 was not recorded"):
+        copy_offset_summary(_offsets_frame(), step=7)
+    with pytest.raises(ValueError, match=r"^offsets: no rows for layer 0"):
+        copy_offset_summary(_offsets_frame(), layer=0)
+
+
+def test_ablation_summary_is_the_rise_over_the_unablated_loss():
+    from qkgeometry.analyses.emergence import ablation_summary
+
+    rows = []
+    for run, base, rises in (("a", 2.0, (0.1, 0.3)), ("b", 1.0, (0.2, 0.2))):
+        rows.append({"run": run, "layer": pd.NA, "head": pd.NA, "in_context_loss": base, "other_loss": 3.0})
+        rows += [{"run": run, "layer": 1, "head": h, "in_context_loss": base + r, "other_loss": 3.0 + r / 10}
+                 for h, r in enumerate(rises)]
+    per_head, per_layer = ablation_summary(pd.DataFrame(rows))
+    assert per_head["rise"].round(12).tolist() == [0.1, 0.3, 0.2, 0.2]
+    layer = per_layer.set_index("layer").loc[1]
+    assert layer["rise"] == pytest.approx(0.2) and layer["n"] == 2
+    assert (layer["smallest"], layer["largest"]) == (pytest.approx(0.1), pytest.approx(0.3))
+    assert layer["other_rise"] == pytest.approx(0.02)
+    with pytest.raises(ValueError, match=r"^ablation: needs"):
+        ablation_summary(pd.DataFrame(rows).dropna(subset=["layer"]))
+
+
+def test_the_recorded_copy_offsets_are_the_recorded_runs():
+    """Each recorded copy-offset run was trained again from a clean tree and found to be the recorded run, and its
+    probe profile at offsets 0 and +1 is the recorded duplicate and induction score of every head at the last step."""
+    from qkgeometry.analyses.emergence import load_copy_offsets, load_runs
+
+    offsets, ablation, provenance = load_copy_offsets()
+    log, _, recorded = load_runs()
+    assert sorted(provenance) == [f"attn-repeat-s{s}" for s in range(4)]
+    for run, prov in provenance.items():
+        assert prov["src_dirty"] is False and len(prov["commit"]) == 40
+        assert prov["recorded_check"]["same"] is True and prov["recorded_check"]["steps_compared"] >= 20
+        assert prov["training_batches_sha256"] == recorded[run]["data"]["training_batches_sha256"]
+        last = prov["config"]["steps"]
+        probe = offsets[(offsets["run"] == run) & (offsets["step"] == last) & (offsets["inputs"] == "repeat")]
+        want = log[(log["run"] == run) & (log["step"] == last)].set_index(["layer", "head"])
+        for offset, score in ((0, "duplicate"), (1, "induction")):
+            got = probe[probe["offset"] == offset].set_index(["layer", "head"])["attention"]
+            np.testing.assert_allclose(got.to_numpy(), want.loc[got.index, score].to_numpy(), rtol=2e-5, atol=1e-7)
+        assert len(ablation[ablation["run"] == run]) == 1 + 2 * 4

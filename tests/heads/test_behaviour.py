@@ -174,3 +174,66 @@ def test_a_bad_window_or_skip_is_refused_naming_it(kw):
     patterns = _causal_rows(np.tril(np.ones((T, T))))[None, None]
     with pytest.raises(ValueError, match=rf"^{next(iter(kw))}: must be a whole number between"):
         behaviour.pattern_scores(patterns, causal=True, **kw)
+
+
+def _looking_at(offset: int, copies, t=T, n_heads=1):
+    """Patterns (sequences, heads, T, T) whose copy queries put all their attention on ``src + offset`` (every other
+    row uniform over the visible keys)."""
+    a = np.repeat(np.repeat(_uniform_causal(t)[None, None], len(copies), 0), n_heads, 1).copy()
+    for k, (length, u, v) in enumerate(copies):
+        for i in range(v + 1, v + length - 1):
+            a[k, :, i] = 0.0
+            a[k, :, i, i - (v - u) + offset] = 1.0
+    return a
+
+
+def test_copy_offset_profile_finds_the_offset_a_head_looks_at():
+    copies = np.array([[4, 1, 6], [3, 0, 8]])          # queries 7, 8 (src 2, 3) and 9 (src 1)
+    two = _looking_at(2, copies)
+    one = _looking_at(1, copies)
+    f = behaviour.copy_offset_profile(np.concatenate([two, one], axis=1), copies, offsets=(0, 1, 2))
+    got = f.pivot(index="head", columns="offset", values="attention").to_numpy()
+    np.testing.assert_allclose(got, [[0, 0, 1], [0, 1, 0]])
+    assert set(f["queries"]) == {3}
+    # only the copy queries count: the uniform rows elsewhere leave the profile unchanged
+    uniform = np.repeat(_uniform_causal()[None, None], 2, 0)
+    g = behaviour.copy_offset_profile(uniform, copies, offsets=(0,))
+    # uniform rows: query i spreads 1/(i + 1) on each key; the mean over queries 7, 8, 9
+    assert g["attention"].iloc[0] == pytest.approx(np.mean([1 / 8, 1 / 9, 1 / 10]))
+    assert g["chance"].iloc[0] == pytest.approx(np.mean([1 / 8, 1 / 9, 1 / 10]))
+    assert (f["chance"] == g["chance"].iloc[0]).all()
+
+
+def test_repeat_offset_profile_at_zero_and_one_is_the_duplicate_and_induction_score():
+    rng = np.random.default_rng(0)
+    w = np.tril(rng.random((3, 2, T, T)))
+    a = w / w.sum(-1, keepdims=True)
+    half = T // 2
+    f = behaviour.repeat_offset_profile(a, half, offsets=(-1, 0, 1, 2))
+    s = behaviour.repeat_scores(a, half)
+    wide = f.pivot(index="head", columns="offset", values="attention")
+    np.testing.assert_allclose(wide[0].to_numpy(), s["duplicate"].to_numpy())
+    np.testing.assert_allclose(wide[1].to_numpy(), s["induction"].to_numpy())
+    i = np.arange(half + 1, T)
+    np.testing.assert_allclose(wide[2].to_numpy(), a[:, :, i, i - half + 2].mean((0, 2)))
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6]])), "copies: expected whole numbers of shape"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4.0, 1, 6], [3, 0, 8]])), "copies: expected whole"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 3, 6], [3, 0, 8]])), "copies: need L >= 3"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 10], [3, 0, 8]])), "copies: need L >= 3"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6], [3, 0, 8]]), offsets=(0, 6)), "offsets: the key"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6], [3, 0, 8]]), offsets=(-3,)), "offsets: the key"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6], [3, 0, 8]]), offsets=()), "offsets: must be"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6], [3, 0, 8]]), offsets=(1, 1)), "offsets: must"),
+    (lambda a: behaviour.copy_offset_profile(a, np.array([[4, 1, 6], [3, 0, 8]]), offsets=(1.0,)), "offsets: must"),
+    (lambda a: behaviour.repeat_offset_profile(a, 5), "patterns: T = 12 does not match"),
+    (lambda a: behaviour.repeat_offset_profile(a, 6, offsets=(7,)), "offsets: the key"),
+    (lambda a: behaviour.repeat_offset_profile(a, 0), "half: must be a whole number >= 1"),
+    (lambda a: behaviour.copy_offset_profile(a[0, 0], np.array([[4, 1, 6]])), "patterns: expected"),
+])
+def test_offset_profiles_refuse_bad_input_naming_it(call, needle):
+    a = np.repeat(_uniform_causal()[None, None], 2, 0)
+    with pytest.raises(ValueError, match=needle):
+        call(a)

@@ -53,3 +53,20 @@ def test_interactive_head_trajectories_has_a_menu_and_a_fallback():
     assert fig.png()[:4] == b"\x89PNG"
     with pytest.raises(KeyError, match="missing"):
         figures.interactive_head_trajectories(pd.DataFrame(rows), ["nope"], "heads")
+
+
+def test_copy_offsets_draws_each_seed_the_mean_and_its_interval():
+    offsets = np.arange(-1, 4)
+    per_seed = pd.DataFrame([{"run": f"s{r}", "offset": o, "attention": 0.05 + 0.1 * (o == 2) + 0.01 * r}
+                             for r in range(3) for o in offsets])
+    over = per_seed.groupby("offset", as_index=False)["attention"].mean().assign(low=lambda f: f["attention"] - 0.01,
+                                                                                 high=lambda f: f["attention"] + 0.01)
+    trajectory = pd.DataFrame([{"run": f"s{r}", "step": s, "offset": o, "attention": 0.04 + s / 1e4 * (o == 2)}
+                               for r in range(3) for s in (0, 100, 200) for o in (1, 2)])
+    fig = figures.copy_offsets(per_seed, over, trajectory, chance=0.04)
+    top, bottom = [ax for ax in fig.axes if ax.get_visible()][:2]
+    assert len(top.lines) == 3 + 1 + 2                     # one line per seed, the chance line, two rows of caps
+    assert [t.get_text() for t in top.get_xticklabels()] == ["−1", "0", "+1", "+2", "+3"]
+    assert len(bottom.lines) == 3 * 2 + 1
+    with pytest.raises(ValueError, match=r"^trajectory has no rows"):
+        figures.copy_offsets(per_seed, over, trajectory.iloc[:0], chance=0.04)

@@ -76,6 +76,7 @@ EMPTY_CALLS = {
     "change_snapshots": (([], [], [], []), "patterns"),
     "normalised_trajectories": (({"previous-token": _empty("run", "step", "geometry", "behaviour")}, {}), "curves"),
     "lag_dots": ((_empty("run", "role", "labelled", "geometry_step", "behaviour_step"), {}), "table"),
+    "copy_offsets": ((_empty("run", "offset", "attention"), FULL, FULL, 0.1), "per_seed"),
 }
 
 

@@ -5,6 +5,9 @@ import pytest
 from qkgeometry.training.induction_data import SegmentSpec, eval_batch, stream_fingerprint, training_batch
 
 SPEC = SegmentSpec(vocab_size=64, seq_len=32, min_segment=4, max_segment=12, skip=0.5)
+#: SHA-256 of the first three batches of training seed 0 at chapter 8's default shape, hashed before the copy
+#: positions were exposed
+FINGERPRINT_S0_3 = "634c9868cbc2e1fc17e5b5985f60815522197fa883ad0d9513c355713206c593"
 
 
 def _copies(ids, predictable):
@@ -54,3 +57,22 @@ def test_batches_depend_on_seed_and_step_only():
 def test_bad_shapes_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
         SegmentSpec(**kw)
+
+
+@pytest.mark.parametrize("repeat", [True, False])
+def test_copies_name_the_segment_and_where_it_is_copied(repeat):
+    b = training_batch(SPEC, 64, seed=3, step=5, repeat=repeat)
+    assert b.copies.shape == (64, 3) and b.copies.dtype == np.int64
+    for row, mask, (length, u, v) in zip(b.ids, b.predictable, b.copies, strict=True):
+        assert SPEC.min_segment <= length <= SPEC.max_segment and u >= 0 and u + length <= v <= SPEC.seq_len - length
+        assert np.flatnonzero(mask).tolist() == list(range(v + 1, v + length))
+        if repeat:
+            assert np.array_equal(row[v:v + length], row[u:u + length])
+    # the copy positions are the same with and without the copy (the control keeps lengths and positions)
+    assert np.array_equal(b.copies, training_batch(SPEC, 64, seed=3, step=5, repeat=not repeat).copies)
+
+
+def test_the_drawn_numbers_are_the_ones_recorded_before_copies_were_exposed():
+    """Exposing the copy positions changed no drawn number: the SHA-256 of the first batches of the default
+    shape, training seed 0, as hashed before."""
+    assert stream_fingerprint(SegmentSpec(min_segment=8, max_segment=16), 32, 0, 3) == FINGERPRINT_S0_3

@@ -33,8 +33,8 @@ from .change_points import (
     threshold_step,
 )
 
-__all__ = ["GEOMETRY", "GEOMETRY_SCORES", "UNIT", "LagSpec", "control_summary", "lag_claim", "lags",
-           "score_changes", "specifications"]
+__all__ = ["GEOMETRY", "GEOMETRY_SCORES", "UNIT", "LagSpec", "ablation_summary", "control_summary",
+           "copy_offset_summary", "lag_claim", "lags", "load_copy_offsets", "score_changes", "specifications"]
 
 #: The primary geometric score of each role: the table of the head's form that its job needs (chapter 8, "What the
 #: algebra predicts").
@@ -226,6 +226,74 @@ def load_runs(folder_or_name: str = "ch8-induction") -> tuple[pd.DataFrame, pd.D
     return pd.concat(logs, ignore_index=True), pd.concat(steps, ignore_index=True), provenance
 
 
+def load_copy_offsets(folder_or_name: str = "ch8-induction") -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict]]:
+    """The recorded copy offsets of chapter 8 (its ``copy-offsets`` folder: runs trained again, see
+    :mod:`qkgeometry.training.induction_offsets`): ``(offsets, ablation, provenance)`` with ``run`` and ``seed``
+    columns added. Chapter 8, "Where the copying heads look"."""
+    from pathlib import Path
+
+    from ..recorded_runs import read_record_csv, read_record_json, recorded
+
+    path = Path(folder_or_name)
+    root = (path if path.is_dir() else Path(recorded(folder_or_name))) / "copy-offsets"
+    offsets, ablation, provenance = [], [], {}
+    for folder in sorted(root.glob("*/offsets.csv")):
+        folder = folder.parent
+        prov = read_record_json(folder / "provenance.json", needs=("config",))
+        extra = {"run": folder.name, "seed": int(prov["config"]["seed"])}
+        offsets.append(read_record_csv(folder / "offsets.csv").assign(**extra))
+        ablation.append(read_record_csv(folder / "ablation.csv").assign(**extra))
+        provenance[folder.name] = prov
+    if not offsets:
+        raise ValueError(f"{str(root)!r} holds no recorded copy offsets (no run folder with an offsets.csv).")
+    return pd.concat(offsets, ignore_index=True), pd.concat(ablation, ignore_index=True), provenance
+
+
+def copy_offset_summary(offsets: pd.DataFrame, layer: int = 1, step: int | None = None, inputs: str = "copies",
+                        level: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where one layer's heads look at ``step`` (default: the last recorded step). Returns ``(per_seed, over)``:
+    per run and offset, the mean attention of the layer's heads (``attention``; also its smallest and largest
+    head) and its chance level; over runs, per offset, the mean of the per-run values with its t-interval
+    (``low``, ``high``, ``n``; unit: training seed). Chapter 8, "Where the copying heads look"."""
+    f = offsets[(offsets["layer"] == layer) & (offsets["inputs"] == inputs)]
+    if not len(f):
+        raise ValueError(f"offsets: no rows for layer {layer} on {inputs!r}.")
+    step = int(f["step"].max()) if step is None else int(step)
+    f = f[f["step"] == step]
+    if not len(f):
+        raise ValueError(f"step: {step} was not recorded.")
+    per_seed = (f.groupby(["run", "seed", "offset"], as_index=False)
+                .agg(attention=("attention", "mean"), lowest_head=("attention", "min"),
+                     highest_head=("attention", "max"), chance=("chance", "first")))
+    rows = []
+    for offset, g in per_seed.groupby("offset"):
+        iv = stats.t_interval(g["attention"].to_numpy(), level=level, unit=UNIT)
+        rows.append({"offset": int(offset), "attention": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n,
+                     "chance": float(g["chance"].mean())})
+    return per_seed, pd.DataFrame(rows)
+
+
+def ablation_summary(ablation: pd.DataFrame, level: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """How much each head's output serves the copying: per run, layer and head, the rise of the in-context loss
+    (and of the other tokens' loss) when that head alone is zeroed; per layer, the mean over runs of the mean rise
+    of its heads with its t-interval (unit: training seed), and the smallest and largest rise of any one head.
+    Returns ``(per_head, per_layer)``. Chapter 8, "Where the copying heads look"."""
+    base = ablation[ablation["layer"].isna()].set_index("run")[["in_context_loss", "other_loss"]]
+    heads = ablation.dropna(subset=["layer"]).astype({"layer": int, "head": int})
+    if not len(base) or not len(heads):
+        raise ValueError("ablation: needs, per run, a row with no head zeroed and one row per zeroed head.")
+    per_head = heads.assign(
+        rise=heads["in_context_loss"].to_numpy() - base.loc[heads["run"], "in_context_loss"].to_numpy(),
+        other_rise=heads["other_loss"].to_numpy() - base.loc[heads["run"], "other_loss"].to_numpy())
+    rows = []
+    for layer, g in per_head.groupby("layer"):
+        iv = stats.t_interval(g.groupby("run")["rise"].mean().to_numpy(), level=level, unit=UNIT)
+        rows.append({"layer": int(layer), "rise": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n,
+                     "smallest": float(g["rise"].min()), "largest": float(g["rise"].max()),
+                     "other_rise": float(g["other_rise"].mean())})
+    return per_head, pd.DataFrame(rows)
+
+
 def cross_layer_lags(log: pd.DataFrame, steps: pd.DataFrame, window: int = 5) -> pd.DataFrame:
     """Per run whose induction head earned its label: the step at which that head's composition contrast is 50% of
     the way (geometry of layer 1) minus the step at which the previous-token head's score is 50% of the way
@@ -347,7 +415,8 @@ def predictions(log: pd.DataFrame, steps: pd.DataFrame, control_log: pd.DataFram
         flat = iv is not None and iv.low < 0 < iv.high
         add("5", "without copies: no induction label, in-context loss at the other tokens' loss, a previous-token "
                  "head as before", "right" if (ind == 0 and flat and prev_ok == len(summary)) else "wrong",
-            f"{ind} of {len(summary)} control runs have an induction head, {prev_ok} a previous-token head; in-context "
+            f"{ind} of {len(summary)} control runs have a head with the induction label, {prev_ok} one with the "
+            f"previous-token label; in-context "
             f"minus other loss " + (f"{stats.format_number(iv.estimate, decimals=3)} "
                                     f"[{stats.format_number(iv.low, decimals=3)}, {stats.format_number(iv.high, decimals=3)}]"
                                     if iv is not None else "not estimable") + " nats")

@@ -20,6 +20,10 @@ second half is fresh random tokens (nothing repeats). A head gets label L when i
 ``THRESHOLDS[L]`` *and* at least ``null_factor`` (default 3) times its null; ``broad`` needs its threshold only.
 A head can carry several labels, or none.
 
+**Where a copying head looks** (chapter 8). The induction score asks for one offset: the key right after the
+earlier occurrence of the query's token. :func:`copy_offset_profile` and :func:`repeat_offset_profile` give the
+mean attention at each of several offsets ``r`` from that earlier occurrence (``r = 0``: the duplicate target;
+``r = 1``: the induction target), on sequences with a copied segment and on ``r r``.
 
 :func:`relabel` makes the labels again with every threshold scaled, and :func:`split_half_agreement` compares
 labels made from two halves of the inputs. Conventions: the book's Notation page.
@@ -34,14 +38,17 @@ import pandas as pd
 import torch
 
 __all__ = [
+    "COPY_OFFSETS",
     "DECODER_LABELS",
     "ENCODER_LABELS",
     "THRESHOLDS",
     "attention_patterns",
     "behaviour_scores",
+    "copy_offset_profile",
     "label_heads",
     "pattern_scores",
     "relabel",
+    "repeat_offset_profile",
     "repeat_scores",
     "repeated_random_tokens",
     "split_half_agreement",
@@ -54,6 +61,9 @@ THRESHOLDS: dict[str, float] = {"previous": 0.4, "next": 0.4, "current": 0.3, "f
 ENCODER_LABELS = ("previous", "next", "current", "first", "sep", "local", "duplicate", "broad")
 DECODER_LABELS = ("previous", "current", "first", "local", "duplicate", "induction", "broad")
 _POSITIONAL = ("previous", "next", "current", "first", "sep", "local")
+#: The offsets r of a copy-offset profile: keys at ``src + r``, with ``src`` the earlier occurrence of the query's
+#: token (r = 0: the duplicate target; r = 1: the induction target, the token after it).
+COPY_OFFSETS = (-1, 0, 1, 2, 3)
 
 
 def _patterns(patterns) -> np.ndarray:
@@ -153,6 +163,77 @@ def repeat_scores(patterns, half: int, offset: int = 0) -> pd.DataFrame:
                           "induction": a[:, :, i, i - half + 1].mean(-1).mean(0)})
     frame.insert(0, "head", np.arange(a.shape[1]))
     return frame
+
+
+def _offsets(offsets) -> np.ndarray:
+    r = list(offsets) if not isinstance(offsets, (str, bytes)) else [offsets]
+    if not r or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in r) or len(set(r)) != len(r):
+        raise ValueError(f"offsets: must be distinct whole numbers (at least one); got {offsets!r}.")
+    return np.asarray(r, dtype=int)
+
+
+def _profile(a: np.ndarray, seq: np.ndarray, query: np.ndarray, src: np.ndarray, r: np.ndarray) -> pd.DataFrame:
+    keys = src[:, None] + r[None, :]
+    bad = (keys < 0) | (keys > query[:, None])
+    if bad.any():
+        worst = r[np.flatnonzero(bad.any(0))[0]]
+        raise ValueError(f"offsets: the key src + {worst} lies outside the keys a query can see (0 to the query "
+                         f"itself) for some copy query; choose offsets that stay inside.")
+    # (queries, heads, offsets): the attention of each copy query on each of its offset keys
+    att = a[seq[:, None], :, query[:, None], keys].transpose(0, 2, 1)
+    mean = att.mean(0)
+    h = a.shape[1]
+    chance = float(np.mean(1.0 / (query + 1.0)))  # uniform attention over the query's visible keys 0 … i
+    return pd.DataFrame({"head": np.repeat(np.arange(h), len(r)), "offset": np.tile(r, h),
+                         "attention": mean.reshape(-1), "chance": chance, "queries": len(query)})
+
+
+def copy_offset_profile(patterns, copies, offsets: Sequence[int] = COPY_OFFSETS) -> pd.DataFrame:
+    """Where a head looks when the query is inside a copied segment: per head and offset ``r``, the mean attention
+    of the copy queries on the key ``src + r``.
+
+    ``patterns``: (sequences, heads, T, T) attention patterns of one layer on sequences with a copy; ``copies``:
+    (sequences, 3), each sequence's segment length ``L``, the start ``u`` of its earlier occurrence and the start
+    ``v`` of the copy (``qkgeometry.training.induction_data.RepeatBatch.copies``). The queries are the positions
+    ``i = v + 1 … v + L − 2`` of the copy (the copy's first token is left out, and so is its last, whose
+    earlier occurrence has no successor inside the segment); ``src = i − (v − u)`` is the earlier occurrence of the
+    query's token, so ``r = 0`` is chapter 7's duplicate target and ``r = 1`` its induction target. Returns one
+    row per (head, offset): columns ``head``, ``offset``, ``attention`` (a share of the row's attention),
+    ``chance`` (the same mean for uniform attention over each query's visible keys, the same at every offset) and
+    ``queries`` (how many were averaged). Chapter 8."""
+    a = _patterns(patterns)
+    n, _, t, _ = a.shape
+    c = np.asarray(copies)
+    if c.ndim != 2 or c.shape != (n, 3) or c.dtype.kind not in "iu":
+        raise ValueError(f"copies: expected whole numbers of shape ({n}, 3) (length, u, v per sequence); got "
+                         f"{c.dtype} of shape {c.shape}.")
+    length, u, v = (c[:, 0].astype(int), c[:, 1].astype(int), c[:, 2].astype(int))
+    if np.any(length < 3) or np.any(u < 0) or np.any(u + length > v) or np.any(v + length > t):
+        raise ValueError(f"copies: need L >= 3, 0 <= u, u + L <= v and v + L <= T = {t} in every row.")
+    r = _offsets(offsets)
+    seq = np.concatenate([np.full(int(L) - 2, k) for k, L in enumerate(length)])
+    query = np.concatenate([np.arange(vk + 1, vk + L - 1) for L, vk in zip(length, v, strict=True)])
+    src = query - (v - u)[seq]
+    return _profile(a, seq, query, src, r)
+
+
+def repeat_offset_profile(patterns, half: int, offsets: Sequence[int] = COPY_OFFSETS, offset: int = 0
+                          ) -> pd.DataFrame:
+    """The same profile on ``prefix(offset) + r + r`` sequences: per head and offset ``r``, the mean of
+    ``A[i, i − half + r]`` over the second-half queries of :func:`repeat_scores` (``r = 0`` is its duplicate score
+    and ``r = 1`` its induction score). Columns as :func:`copy_offset_profile`. Chapter 8."""
+    a = _patterns(patterns)
+    n, _, t, _ = a.shape
+    for name, value in (("half", half), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (name == "half"):
+            raise ValueError(f"{name}: must be a whole number >= {int(name == 'half')}; got {value!r}.")
+    if t != offset + 2 * half:
+        raise ValueError(f"patterns: T = {t} does not match offset + 2·half = {offset + 2 * half}.")
+    r = _offsets(offsets)
+    i = np.arange(offset + half + 1, t)
+    seq = np.repeat(np.arange(n), len(i))
+    query = np.tile(i, n)
+    return _profile(a, seq, query, query - half, r)
 
 
 def attention_patterns(model, input_ids: torch.Tensor, layers: Iterable[int] | None = None,

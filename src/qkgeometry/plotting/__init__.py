@@ -24,7 +24,7 @@ module per chapter's figures.
 * :mod:`~qkgeometry.plotting.head_behaviour`: chapter 7 (:func:`label_map`, :func:`geometry_by_label`,
   :func:`edit_losses`);
 * :mod:`~qkgeometry.plotting.emergence`: chapter 8 (:func:`change_snapshots`, :func:`normalised_trajectories`,
-  :func:`lag_dots`, :func:`interactive_head_trajectories`).
+  :func:`lag_dots`, :func:`copy_offsets`, :func:`interactive_head_trajectories`).
 
 Every figure function takes tidy data and returns the matplotlib Figure (it never calls ``plt.show``), so that a
 notebook stays one line per figure; an empty frame raises a ``ValueError`` that names the argument. A figure meant to
@@ -48,6 +48,7 @@ from .decomposition import (
 from .emergence import (
     SCORE_WORDS,
     change_snapshots,
+    copy_offsets,
     interactive_head_trajectories,
     lag_dots,
     normalised_trajectories,
@@ -112,7 +113,7 @@ from .training import PANEL_WORDS, init_curves, paired_difference_curve, surviva
 from .trajectory import run_figure, trajectory_curves, trajectory_figures
 
 #: The figure functions, one entry per figure the book draws (each returns a matplotlib Figure).
-FIGURES = ("attention_parts", "change_snapshots", "directionality_bars", "head_pair_terms", "heads_vs_layers",
+FIGURES = ("attention_parts", "change_snapshots", "copy_offsets", "directionality_bars", "head_pair_terms", "heads_vs_layers",
            "init_curves", "lag_dots", "matrix_triptych", "modality_planes", "normalised_trajectories", "null_spread",
            "objective_losses", "objective_trajectories", "one_step_distributions", "paired_difference_curve",
            "paired_stacks", "paper_training_curves", "quadratic_form_and_signed_area", "raw_vs_folded", "score_plane",
@@ -147,6 +148,7 @@ __all__ = [
     "change_snapshots",
     "check_results_file",
     "check_scores",
+    "copy_offsets",
     "curve_label",
     "directionality_bars",
     "edit_losses",

@@ -5,6 +5,8 @@
 * :func:`normalised_trajectories` — each seed's geometry and behaviour of one role's head, each drawn from 0 (its
   start) to 1 (its end), with the 50% line where the primary change points are read;
 * :func:`lag_dots` — per seed, the geometric and the behavioural change point of each role, joined by a line;
+* :func:`copy_offsets` — where the layer-1 heads look from inside a copy: their mean attention at each offset from
+  the earlier occurrence of the query's token, per seed and over seeds, and at offsets +1 and +2 over training;
 * :func:`interactive_head_trajectories` — every head of one run, one score at a time (buttons), with a static
   fallback.
 """
@@ -25,12 +27,15 @@ __all__ = [
     "GEOMETRY_COLOR",
     "SCORE_WORDS",
     "change_snapshots",
+    "copy_offsets",
     "interactive_head_trajectories",
     "lag_dots",
     "normalised_trajectories",
 ]
 
 GEOMETRY_COLOR, BEHAVIOUR_COLOR = "#1f77b4", "#d62728"
+#: The colours of the two offsets that chapter 8 compares: +1 (the induction score's key) and +2.
+OFFSET_COLORS = {1: "#7f7f7f", 2: "#ff7f0e"}
 #: How the figures name the recorded scores.
 SCORE_WORDS = {"symmetry": "symmetry s(M)", "directionality": "directionality d(M)",
                "position_contrast": "position-table shift contrast", "composition_contrast":
@@ -130,6 +135,44 @@ def lag_dots(table: pd.DataFrame, titles: Mapping[str, str]):
     handles = [plt.Line2D([], [], marker="o", ls="", mfc="white", mec=GEOMETRY_COLOR),
                plt.Line2D([], [], marker="o", ls="", color=BEHAVIOUR_COLOR)]
     stacked_legend(fig, handles, ["geometry at 50% of the way", "behaviour at 50% of the way"])
+    return fig
+
+
+def copy_offsets(per_seed: pd.DataFrame, over: pd.DataFrame, trajectory: pd.DataFrame, chance: float):
+    """Two panels. Top: the mean attention of one layer's heads at each offset ``r`` from the earlier occurrence of
+    the query's token, one thin line per seed and the mean over seeds with its 95% interval (``per_seed``: columns
+    ``run, offset, attention``; ``over``: ``offset, attention, low, high``). Bottom: the same at offsets +1 and +2
+    over training, one line per seed (``trajectory``: ``run, step, offset, attention``). The dotted line is
+    ``chance``, uniform attention over the visible keys. Chapter 8, "Where the copying heads look"."""
+    require_rows(per_seed, "per_seed", "pass the per-seed profile of copy_offset_summary")
+    require_rows(over, "over", "pass the over-seed profile of copy_offset_summary")
+    require_rows(trajectory, "trajectory", "pass the layer's mean attention at +1 and +2 per step")
+    fig, axes = stacked_figure(2, 2.3)
+    top, bottom = axes[0, 0], axes[1, 0]
+    for _, run in per_seed.groupby("run", sort=False):
+        run = run.sort_values("offset")
+        top.plot(run["offset"], run["attention"], color="0.6", lw=0.8, alpha=0.8)
+    over = over.sort_values("offset")
+    colours = [OFFSET_COLORS.get(int(r), "black") for r in over["offset"]]
+    top.errorbar(over["offset"], over["attention"], yerr=[over["attention"] - over["low"],
+                                                          over["high"] - over["attention"]],
+                 fmt="none", ecolor="black", elinewidth=1, capsize=3)
+    top.scatter(over["offset"], over["attention"], c=colours, s=30, zorder=3, edgecolors="black", linewidths=0.5)
+    top.axhline(chance, color="0.4", lw=0.8, ls=":")
+    top.set_xticks(over["offset"], [format_number(int(r), spec="+d") if r else "0" for r in over["offset"]])
+    top.set_xlabel("key at src + r (src: earlier occurrence of the query's token)")
+    top.set_ylabel("mean attention")
+    top.set_ylim(bottom=0)
+    for (_, offset), run in trajectory.groupby(["run", "offset"], sort=False):
+        run = run.sort_values("step")
+        bottom.plot(run["step"], run["attention"], color=OFFSET_COLORS.get(int(offset), "black"), lw=0.9, alpha=0.8)
+    bottom.axhline(chance, color="0.4", lw=0.8, ls=":")
+    bottom.set_xlabel("training step")
+    bottom.set_ylabel("mean attention")
+    bottom.set_ylim(bottom=0)
+    handles = [plt.Line2D([], [], color=OFFSET_COLORS[1]), plt.Line2D([], [], color=OFFSET_COLORS[2]),
+               plt.Line2D([], [], color="0.4", ls=":")]
+    stacked_legend(fig, handles, ["r = +1 (the induction score's key)", "r = +2", "uniform attention"])
     return fig
 
 

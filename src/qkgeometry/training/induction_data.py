@@ -63,10 +63,13 @@ class SegmentSpec:
 @dataclass(frozen=True)
 class RepeatBatch:
     """Token ids (n, seq_len), int64, and ``predictable`` (n, seq_len), bool: True at the positions of the second
-    copy after its first token (the targets that the context determines)."""
+    copy after its first token (the targets that the context determines). ``copies`` (n, 3), int64: each
+    sequence's segment length ``L``, the start ``u`` of the earlier occurrence and the start ``v`` of the copy (in
+    the control, where the copy would have been); the key of a copy query ``i`` is ``i − (v − u)``."""
 
     ids: np.ndarray
     predictable: np.ndarray
+    copies: np.ndarray | None = None
 
 
 def _draw(spec: SegmentSpec, n: int, rng: np.random.Generator, repeat: bool) -> RepeatBatch:
@@ -78,6 +81,7 @@ def _draw(spec: SegmentSpec, n: int, rng: np.random.Generator, repeat: bool) -> 
             follow = rng.random(n) < spec.skip
             ids[:, i] = np.where(follow, f[ids[:, i - 2]], ids[:, i])
     predictable = np.zeros((n, t), dtype=bool)
+    copies = np.zeros((n, 3), dtype=np.int64)
     for k in range(n):
         length = int(rng.integers(spec.min_segment, spec.max_segment + 1))
         u = int(rng.integers(0, t - 2 * length + 1))
@@ -85,7 +89,8 @@ def _draw(spec: SegmentSpec, n: int, rng: np.random.Generator, repeat: bool) -> 
         if repeat:
             ids[k, v:v + length] = ids[k, u:u + length]
         predictable[k, v + 1:v + length] = True
-    return RepeatBatch(ids.astype(np.int64), predictable)
+        copies[k] = (length, u, v)
+    return RepeatBatch(ids.astype(np.int64), predictable, copies)
 
 
 def training_batch(spec: SegmentSpec, batch_size: int, seed: int, step: int, repeat: bool = True) -> RepeatBatch:
