@@ -13,7 +13,8 @@
   constraints (``constraints colab``), so that what those packages pull in has Colab's versions too. pip is then
   left to keep or upgrade them as it does on Colab, where the first cell installs the package over them.
 
-    python -m tools.floors pins lowest       # the constraints, one per line (torch left out: installed first)
+    python -m tools.floors pins lowest       # the constraints, one per line (torch left out: installed first),
+                                             # and the caps of :data:`TOOLING_CAPS`
     python -m tools.floors check lowest      # exit 1, naming each package, where the running Python has others
     python -m tools.floors pins colab        # Colab's versions of the packages the book touches
     python -m tools.floors constraints colab # every 'name==version' of Colab's list (for pip -c)
@@ -37,6 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP = frozenset({"torch"})
 #: extras whose dependencies the floor tests install and pin too (the dask tests need ``cluster``)
 EXTRAS = ("cluster", "train")
+#: Caps on what the test tooling pulls in, for the lowest set only: packages whose import needs more than a floor
+#: of ours while their metadata does not say so, so that the resolver cannot know. pyarrow (through datasets, which
+#: transformer-lens and transformers' Trainer import) raises "requires NumPy 2.0" from 26.0 on; 25.0 imports with
+#: numpy 1.24.1, the floor.
+TOOLING_CAPS = {"pyarrow": "<26"}
 #: Colab's own list of the packages its CPU runtime ships (``pip freeze``), copied into the repository
 COLAB_LIST = ROOT / "tools" / "colab" / "pip-freeze.txt"
 #: what runs a notebook on Colab besides what pyproject.toml names
@@ -169,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pins = lowest() if argv[1] == "lowest" else colab()
     if argv[0] == "pins":
-        print("\n".join(f"{n}=={v}" for n, v in pins.items()))
+        caps = [f"{n}{c}" for n, c in TOOLING_CAPS.items()] if argv[1] == "lowest" else []
+        print("\n".join([*(f"{n}=={v}" for n, v in pins.items()), *caps]))
         return 0
     bad = mismatches(pins)
     if argv[0] == "report":
