@@ -108,7 +108,7 @@ def view_scores(model: Any) -> pd.DataFrame:
     """One row per head (``layer``, ``head``) of a GPT-2-style ``transformers`` model: the energies of its form
     (``energy_sym`` = ‖M_s‖², ``energy_skew`` = ‖M_n‖²), and the scores of its position, token and (layers ≥ 1)
     composition tables (:func:`table_scores`); then one row per layer with ``head`` <NA> for the layer's summed
-form. The form is the one :func:`qkgeometry.load_qk` reads. Chapter 8."""
+    form. The form is the one :func:`qkgeometry.load_qk` reads. Chapter 8."""
     from ..readers import load_qk
 
     parts = _gpt2_parts(model)
