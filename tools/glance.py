@@ -96,8 +96,8 @@ def glance_table(root: Path, executed: Path) -> str:
         chapter = labels.chapters[glance.stem]
         ctx = Context(chapter, labels, values, "full", links="book")
         answer, evidence, caveat = (_render(t, ctx) for t in (glance.answer, glance.evidence, glance.caveat))
-        lines.append(f"- **{{doc}}`Chapter {chapter.number} <../notebooks/{glance.stem}>`: {glance.question}** "
-                     f"{answer} *The evidence:* {evidence} *Keep in mind:* {caveat}")
+        lines.append(f"- {{doc}}`Chapter {chapter.number} <../notebooks/{glance.stem}>`: *{glance.question}* "
+                     f"{answer} **The evidence:** {evidence} **Keep in mind:** {caveat}")
     return "\n".join(lines) + "\n"
 
 
