@@ -211,3 +211,28 @@ def test_null_quantiles_refuse_levels_outside_0_1(q):
         nulls.symmetry_null_quantiles(8, q=q)
     with pytest.raises(ValueError, match=r"`q` must (hold quantile levels|be quantile levels) in \[0, 1\]"):
         nulls.directionality_null_quantiles(8, q=q, n_samples=10)
+
+
+def test_null_law_checks_draw_in_the_chapters_order_and_compare_each_closed_form():
+    """The same draws as drawing Gaussian shapes first, then each low-rank shape chunk by chunk, from one generator;
+    each row's gaps are its Monte Carlo moment minus the closed form, in standard errors."""
+    checks, samples = nulls.null_law_checks(700, seed=3, gaussian_ds=(6,), lowrank_shapes=((10, 2),), chunk=500)
+    rng = np.random.default_rng(3)
+    gauss = np.concatenate([qg.symmetry_score(rng.standard_normal((m, 6, 6))) for m in (500, 200)])
+    np.testing.assert_array_equal(samples[("gaussian", 6)], gauss)
+    a1, b1 = rng.standard_normal((500, 10, 2)), rng.standard_normal((500, 10, 2))
+    a2, b2 = rng.standard_normal((200, 10, 2)), rng.standard_normal((200, 10, 2))
+    low = np.concatenate([qg.symmetry_score_factored(a1, b1), qg.symmetry_score_factored(a2, b2)])
+    np.testing.assert_array_equal(samples[("lowrank", 10, 2)], low)
+    row = checks.iloc[0]
+    mean, var = nulls.gaussian_symmetry_moments(6)
+    assert row["exact mean"] == mean and row["formula variance"] == var
+    assert row["mean gap (SE)"] == pytest.approx((gauss.mean() - mean) / (gauss.std(ddof=1) / np.sqrt(700)))
+    assert list(checks["r"]) == [6, 2, 2] and set(checks["exact mean"].iloc[1:]) == {0.1}
+
+
+@pytest.mark.parametrize("kwargs, name", [({"n_draws": 1}, "n_draws"), ({"n_draws": 10, "chunk": 0}, "chunk"),
+                                          ({"n_draws": 10, "lowrank_shapes": ((8, 0),)}, "lowrank_shapes")])
+def test_null_law_checks_name_a_bad_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        nulls.null_law_checks(**kwargs)

@@ -34,7 +34,7 @@ from scipy import stats
 
 from .._threads import small_problems
 from .._validation import ArrayLike, check_factors, check_square, to_float64
-from ..scores import scores_factored
+from ..scores import scores_factored, symmetry_score, symmetry_score_factored
 from .iterate import iter_factors, opened
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "lowrank_rho_ratio_of_means",
     "lowrank_symmetry_variance",
     "max_z_score",
+    "null_law_checks",
     "random_frames",
     "rank_one_symmetry_law",
     "rotation_null_moments",
@@ -438,3 +439,61 @@ def chance_line(z: np.ndarray, threshold: float = 3.0) -> str:
     return (f"{above} of the {len(z)} trained layers {'is' if above == 1 else 'are'} more symmetric than random "
             f"rotations of its own spectrum make it by more than z = {format_number(threshold, decimals=0)} "
             f"(the lowest z is {low})")
+
+
+#: The shapes chapter 6 checks its closed forms on: Gaussian d × d, and random A Bᵀ of rank r (d, r).
+GAUSSIAN_CHECK_DS = (8, 32)
+LOWRANK_CHECK_SHAPES = ((16, 1), (8, 3), (16, 4), (64, 8), (384, 32))
+
+
+def _check_row(law: str, d: int, r: int, x: np.ndarray, mean: float, var: float) -> dict:
+    n = len(x)
+    se_mean = x.std(ddof=1) / np.sqrt(n)
+    se_var = ((x - x.mean()) ** 2).std(ddof=1) / np.sqrt(n)
+    return {"null": law, "d": d, "r": r, "MC mean": x.mean(), "exact mean": mean, "MC variance": x.var(ddof=1),
+            "formula variance": var, "mean gap (SE)": (x.mean() - mean) / se_mean,
+            "variance gap (SE)": (x.var(ddof=1) - var) / se_var, "variance SE": se_var}
+
+
+def null_law_checks(n_draws: int, seed: int = 0, gaussian_ds=GAUSSIAN_CHECK_DS, lowrank_shapes=LOWRANK_CHECK_SHAPES,
+                    chunk: int = 500) -> tuple[pd.DataFrame, dict]:
+    """The closed forms of this module against Monte Carlo. Chapter 6.
+
+    For Gaussian d × d matrices, the exact mean and variance of the symmetry score
+    (:func:`gaussian_symmetry_moments`); for random A Bᵀ with A, B of shape (d, r), i.i.d. N(0, 1), the exact mean
+    1/d and :func:`lowrank_symmetry_variance`, once with E ρ estimated from the same draws and once with the ratio of
+    means. ``n_draws`` matrices per shape, drawn ``chunk`` at a time from one generator seeded by ``seed`` (Gaussian
+    shapes first, in order). Returns ``(checks, samples)``: one row per check with both moments and their gaps in
+    standard errors of the Monte Carlo, and the drawn scores keyed ``("gaussian", d)`` or ``("lowrank", d, r)``.
+
+    >>> checks, samples = null_law_checks(400, gaussian_ds=(8,), lowrank_shapes=((16, 2),))
+    >>> list(checks["null"]), sorted(samples)
+    (['Gaussian d x d', 'A B^T, E rho from the draws', 'A B^T, ratio of means'], [('gaussian', 8), ('lowrank', 16, 2)])
+    >>> bool((checks["mean gap (SE)"].abs() < 5).all())
+    True
+    """
+    n_draws = _check_int(n_draws, "n_draws", 2)
+    chunk = _check_int(chunk, "chunk", 1)
+    rng = np.random.default_rng(seed)
+    samples: dict = {}
+    rows = []
+    for d in gaussian_ds:
+        d = _check_int(d, "gaussian_ds", 2)
+        x = np.concatenate([symmetry_score(rng.standard_normal((min(chunk, n_draws - i), d, d)))
+                            for i in range(0, n_draws, chunk)])
+        samples[("gaussian", d)] = x
+        rows.append(_check_row("Gaussian d x d", d, d, x, *gaussian_symmetry_moments(d)))
+    for d, r in lowrank_shapes:
+        d, r = _check_int(d, "lowrank_shapes", 2), _check_int(r, "lowrank_shapes", 1)
+        s, rho = [], []
+        for start in range(0, n_draws, chunk):
+            m = min(chunk, n_draws - start)
+            a, b = rng.standard_normal((m, d, r)), rng.standard_normal((m, d, r))
+            s.append(symmetry_score_factored(a, b))
+            rho.append(rotation_null_moments_factored(a, b).rho)
+        x, rho_all = np.concatenate(s), np.concatenate(rho)
+        samples[("lowrank", d, r)] = x
+        rows.append(_check_row("A B^T, E rho from the draws", d, r, x, 1 / d,
+                               lowrank_symmetry_variance(d, r, rho_all.mean())))
+        rows.append(_check_row("A B^T, ratio of means", d, r, x, 1 / d, lowrank_symmetry_variance(d, r)))
+    return pd.DataFrame(rows), samples
