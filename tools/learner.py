@@ -221,8 +221,8 @@ def _badge_cell(cell, chapter: Chapter, build: str):
     import nbformat
 
     badge, _, run_line = _BADGE.sub(lambda m: f"({COLAB}/{LEARNER_DIR}/{m.group(1)})", cell.source).partition("\n")
-    where = ("the book's full build" if build == "full" else
-             "the book's quick build (small random baselines, short runs), not its full one")
+    where = ("the book's own run of this chapter" if build == "full" else
+             "a short run of this chapter (small random baselines, short runs), not the book's own")
     note = (f"This is chapter {chapter.number} of the book *The geometry of query–key attention*, in plain Markdown. "
             f"The numbers in the text, and the tables and figures under the cells, come from {where}, so the "
             "chapter can be read before it is run. Running the cells recomputes them: each cell that computes a "
