@@ -51,9 +51,11 @@ GLANCES = (
            "The authors' {glue:text}`paper_sym_n_encoder` encoder and {glue:text}`paper_sym_n_decoder` decoder "
            "stacks, counted by model and by family, and the models this book scores itself.",
            "Models differ in many ways besides their mask; a survey shows association, not cause."),
-    Glance("05_symmetric_init", "Does starting from W_Q = W_K speed up training?",
-           "{glue:text}`front_head` {glue:text}`front_loss`",
-           "{glue:text}`front_speed`",
+    Glance("05_symmetric_init", "Does starting from $W_Q = W_K$ speed up training?",
+           "{glue:text}`front_head` {glue:text}`front_loss` {glue:text}`front_speed`",
+           "Small encoders trained from scratch, each start paired by training seed on the same data (the pairing is "
+           "checked by code); four control starts, each changing one property of the symmetric one, test what "
+           "causes the gap.",
            "Small encoders at one learning rate; the paper's larger speed-ups rest on one run per start."),
     Glance("06_beyond_the_paper", "How far from chance is a trained layer, and what does one number per layer miss?",
            "Measured against an exact null, {glue:text}`front6_chance`.",
