@@ -2,7 +2,7 @@
 
 * :func:`change_snapshots` — one head on one sequence before, during and after its change: its attention pattern
   and the symmetric and skew parts of its logits (the intuition figure);
-* :func:`normalised_trajectories` — each seed's geometry and behaviour of one role's head, each drawn from 0 (its
+* :func:`normalised_trajectories` — each training seed's geometry and behaviour of one role's head, each drawn from 0 (its
   start) to 1 (its end), with the 50% line where the primary change points are read;
 * :func:`lag_dots` — per seed, the geometric and the behavioural change point of each role, joined by a line;
 * :func:`copy_offsets` — where the layer-1 heads look from inside a copy: their mean attention at each offset from

@@ -27,7 +27,7 @@ import numpy as np
 __all__ = ["RepeatBatch", "SegmentSpec", "eval_batch", "stream_fingerprint", "training_batch"]
 
 
-#: The seed of the fixed map of the skip-bigram language (the same for every run: it is the "language").
+#: The random seed of the fixed map of the skip-bigram language (the same for every run: it is the "language").
 LANGUAGE_SEED = 1234
 
 

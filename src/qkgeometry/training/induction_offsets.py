@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from .config import InductionConfig
-from .induction_data import SegmentSpec, eval_batch, training_batch
+from .induction_data import SegmentSpec, eval_batch
 
 __all__ = ["head_ablation_losses", "offset_profiles", "retrain_offsets"]
 
@@ -95,7 +95,7 @@ def retrain_offsets(cfg: InductionConfig, every: int = 100, offsets: Sequence[in
     other_loss; at every measured step) and ``ablation`` (the last step, each head zeroed). Chapter 8."""
     from ..heads.behaviour import COPY_OFFSETS
     from .induction_model import build_model
-    from .induction_runs import make_probes
+    from .induction_runs import make_probes, training_step
 
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"every: must be a whole number of steps >= 1; got {every!r}.")
@@ -121,12 +121,7 @@ def retrain_offsets(cfg: InductionConfig, every: int = 100, offsets: Sequence[in
                 print(f"{cfg.name} step {step}: in-context loss {losses[-1]['in_context_loss']:.4f}", flush=True)
         if step == cfg.steps:
             break
-        batch = training_batch(spec, cfg.batch_size, cfg.seed, step, cfg.data == "repeat")
-        ids = torch.as_tensor(batch.ids)
-        loss = model(ids, labels=ids).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        training_step(model, opt, spec, cfg, step)
     ablation = head_ablation_losses(model, held_ids, mask)
     ablation.insert(0, "step", cfg.steps)
     frame = pd.concat(profiles, ignore_index=True)

@@ -53,8 +53,21 @@ class Probes:
         self.held_out_ids, self.held_out_mask = held_out_ids, held_out_mask
 
 
+def training_step(model: Any, opt: torch.optim.Optimizer, spec: SegmentSpec, cfg: InductionConfig, step: int) -> float:
+    """One AdamW step of the run of ``cfg`` on its batch of ``step`` (next-token loss on every position); returns
+    the loss before the step. Every retraining of a recorded run goes through it, so all see the same updates.
+    Chapter 8."""
+    batch = training_batch(spec, cfg.batch_size, cfg.seed, step, cfg.data == "repeat")
+    ids = torch.as_tensor(batch.ids)
+    loss = model(ids, labels=ids).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def make_probes(cfg: InductionConfig) -> Probes:
-    """The probes of a run: drawn from a stream that depends on the data's shape only (not on the seed), so every
+    """The probes of a run: drawn from a stream that depends on the data's shape only (not on the training seed), so every
     run is measured on the same sequences. Chapter 8."""
     from ..heads.behaviour import repeated_random_tokens
 
@@ -198,13 +211,7 @@ def train_induction(cfg: InductionConfig, out: str | os.PathLike, threads: int =
                 print(f"{cfg.name} step {step}: in-context loss {s['in_context_loss'].iloc[0]:.3f}", flush=True)
         if step == cfg.steps:
             break
-        batch = training_batch(spec, cfg.batch_size, cfg.seed, step, cfg.data == "repeat")
-        ids = torch.as_tensor(batch.ids)
-        loss = model(ids, labels=ids).loss  # next-token loss on every position
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        losses.append(training_step(model, opt, spec, cfg, step))
     prov["wall_seconds"] = round(time.perf_counter() - start, 1)
     prov["steps_done"] = cfg.steps
     (out / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
@@ -254,10 +261,5 @@ def snapshots(cfg: InductionConfig, steps: list[int], layer: int, head: int, pro
             model.train()
         if step == wanted[-1]:
             break
-        batch = training_batch(spec, cfg.batch_size, cfg.seed, step, cfg.data == "repeat")
-        b = torch.as_tensor(batch.ids)
-        loss = model(b, labels=b).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        training_step(model, opt, spec, cfg, step)
     return {"steps": np.asarray(wanted), "ids": ids[0].numpy(), **{k: np.asarray(v) for k, v in out.items()}}
